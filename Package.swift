@@ -1,0 +1,111 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "upshift",
+    platforms: [.macOS(.v15), .iOS(.v17)],
+    products: [
+        .executable(name: "upshift", targets: ["upshift"]),
+        .library(name: "UpshiftCore", targets: ["UpshiftCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+    ],
+    targets: [
+        .target(
+            name: "UpshiftCore",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "UpshiftStore",
+            dependencies: [
+                "UpshiftCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "UpshiftServer",
+            dependencies: [
+                "UpshiftCore",
+                "UpshiftStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "upshift",
+            dependencies: [
+                "UpshiftCore",
+                "UpshiftStore",
+                "UpshiftServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "UpshiftCoreTests",
+            dependencies: ["UpshiftCore", "UpshiftTestData"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "UpshiftStoreTests",
+            dependencies: ["UpshiftStore", "UpshiftTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "UpshiftServerTests",
+            dependencies: [
+                "UpshiftServer",
+                "UpshiftTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "UpshiftTestData",
+            path: "Tests/UpshiftTestData",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "UpshiftTestSupport",
+            dependencies: [
+                "UpshiftCore",
+                "UpshiftStore",
+                "UpshiftTestData",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Tests/UpshiftTestSupport",
+            swiftSettings: swiftSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

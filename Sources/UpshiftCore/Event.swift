@@ -1,0 +1,77 @@
+import Foundation
+
+/// A validated event, ready to append to the event log (DESIGN.md 5.1).
+///
+/// The fixed columns are properties; everything else travels in `data`, a JSON object.
+public struct Event: Sendable, Equatable {
+    public var id: UUID
+    public var type: EventType
+    public var occurredAt: Date
+    public var appId: String
+    public var installId: UUID
+    public var platform: String
+    public var appVersion: String
+    /// The remaining fields as a JSON object (`build`, `osVersion`, `locale` and the type's own fields).
+    public var data: String
+
+    public init(
+        id: UUID, type: EventType, occurredAt: Date, appId: String, installId: UUID, platform: String,
+        appVersion: String, data: String
+    ) {
+        self.id = id
+        self.type = type
+        self.occurredAt = occurredAt
+        self.appId = appId
+        self.installId = installId
+        self.platform = platform
+        self.appVersion = appVersion
+        self.data = data
+    }
+}
+
+/// Builds the `data` JSON object of an event from optional fields, in a fixed order, skipping nil ones.
+public struct EventData {
+    private var text = "{"
+
+    public init() {}
+
+    public mutating func add(_ key: String, _ value: String?) {
+        guard let value else { return }
+        separator()
+        text += JSONText.quoted(key) + ":" + JSONText.quoted(value)
+    }
+
+    public mutating func add(_ key: String, _ value: Int?) {
+        guard let value else { return }
+        separator()
+        text += JSONText.quoted(key) + ":" + String(value)
+    }
+
+    public var json: String { text + "}" }
+
+    private mutating func separator() {
+        if text.utf8.count > 1 { text += "," }
+    }
+}
+
+/// JSON string escaping (RFC 8259 §7).
+public enum JSONText {
+    public static func quoted(_ string: String) -> String {
+        var result = "\""
+        result.reserveCapacity(string.utf8.count + 2)
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+
+/// The per-event rules of DESIGN.md section 5, as a pure function of the event, the key's app and `now`.
+public struct EventValidator: Sendable {
+    /// How far ahead of the server's clock `occurredAt` may be.
+    public static let maximumAhead: TimeInterval = 24 * 3600
+    /// How far behind the server's clock `occurredAt` may be.
+    public static let maximumBehind: TimeInterval = 30 * 86_400
+    /// Platform names: lowercase identifiers, e.g. `ios`, `android`, `macos`.
+    public static let maximumPlatformLength = 32
+    /// Locale tags (BCP 47 style, `_` read as `-`).
+    public static let maximumLocaleLength = 35
+    /// The largest `build` number accepted (JSON-safe integer).
+    public static let maximumBuild = 9_007_199_254_740_991
+
+    public init() {}
+
+    /// Validates one event posted with a key of app `appId` at server time `now`.
+    public func validate(_ event: IncomingEvent, appId: String, now: Date) -> Result<Event, EventRejection> {
+        do {
+            return .success(try check(event, appId: appId, now: now))
+        } catch let rejection as EventRejection {
+            return .failure(rejection)
+        } catch {
+            return .failure(EventRejection(code: "invalid_event", message: "invalid event"))
+        }
+    }
+
+    private func check(_ event: IncomingEvent, appId: String, now: Date) throws -> Event {
+        guard event.isObject else {
+            throw EventRejection(code: "invalid_event", message: "an event must be a JSON object")
+        }
+        if let field = event.wrongType.first {
+            throw EventRejection.invalid(field, field == .build ? "must be an integer" : "must be a string")
+        }
+        let id = try uuid(event, .id)
+        guard let typeName = event[.type] else { throw EventRejection.missing(.type) }
+        guard let type = EventType(rawValue: typeName) else {
+            throw EventRejection(code: "unknown_type", field: "type", message: "unknown event type")
+        }
+        guard type != .checked else {
+            throw EventRejection(
+                code: "reserved_type", field: "type", message: "checked events are written by the server only")
+        }
+        if let claimed = event[.appId], claimed != appId {
+            throw EventRejection(code: "app_mismatch", field: "appId", message: "appId is not the key's app")
+        }
+        guard let occurredText = event[.occurredAt] else { throw EventRejection.missing(.occurredAt) }
+        guard let occurredAt = Timestamp.parse(occurredText) else {
+            throw EventRejection.invalid(.occurredAt, "not an RFC 3339 timestamp")
+        }
+        if occurredAt.timeIntervalSince(now) > Self.maximumAhead {
+            throw EventRejection(
+                code: "occurred_in_future", field: "occurredAt", message: "occurredAt is more than 24 h ahead")
+        }
+        if now.timeIntervalSince(occurredAt) > Self.maximumBehind {
+            throw EventRejection(
+                code: "occurred_too_long_ago", field: "occurredAt", message: "occurredAt is more than 30 days ago")
+        }
+        let installId = try uuid(event, .installId)
+        guard let platform = event[.platform] else { throw EventRejection.missing(.platform) }
+        guard Self.isPlatform(platform) else {
+            throw EventRejection.invalid(.platform, "lowercase letters, digits, _ or -, at most 32")
+        }
+        let appVersion = try version(event, .appVersion, required: true)!
+        if let build = event.build, !(0...Self.maximumBuild).contains(build) {
+            throw EventRejection.invalid(.build, "must be a non-negative integer")
+        }
+        var data = EventData()
+        data.add("build", event.build)
+        data.add("osVersion", try version(event, .osVersion, required: false))
+        if let locale = event[.locale] {
+            guard Self.isLocale(locale) else { throw EventRejection.invalid(.locale, "not a locale tag") }
+            data.add("locale", locale)
+        }
+        switch type {
+        case .promptShown, .updateStarted:
+            data.add("promptKind", try promptKind(event).rawValue)
+            data.add("targetVersion", try version(event, .targetVersion, required: true))
+        case .promptDismissed:
+            data.add("promptKind", try promptKind(event).rawValue)
+            data.add("targetVersion", try version(event, .targetVersion, required: true))
+            guard let actionText = event[.dismissAction] else { throw EventRejection.missing(.dismissAction) }
+            guard let action = DismissAction(rawValue: actionText) else {
+                throw EventRejection.invalid(.dismissAction, "must be later or skip")
+            }
+            data.add("dismissAction", action.rawValue)
+        case .updated:
+            data.add("fromVersion", try version(event, .fromVersion, required: true))
+        case .blocked:
+            data.add("targetVersion", try version(event, .targetVersion, required: true))
+        case .launched, .whatsNewShown, .checked:
+            break
+        }
+        return Event(
+            id: id, type: type, occurredAt: occurredAt, appId: appId, installId: installId, platform: platform,
+            appVersion: appVersion, data: data.json)
+    }
+
+    private func uuid(_ event: IncomingEvent, _ field: IncomingEvent.Field) throws -> UUID {
+        guard let text = event[field] else { throw EventRejection.missing(field) }
+        guard text.utf8.count == 36, let value = UUID(uuidString: text) else {
+            throw EventRejection.invalid(field, "not a UUID")
+        }
+        return value
+    }
+
+    private func version(_ event: IncomingEvent, _ field: IncomingEvent.Field, required: Bool) throws -> String? {
+        guard let text = event[field] else {
+            if required { throw EventRejection.missing(field) }
+            return nil
+        }
+        guard Version(text) != nil else { throw EventRejection.invalid(field, "not a valid version") }
+        return text
+    }
+
+    private func promptKind(_ event: IncomingEvent) throws -> PromptKind {
+        guard let text = event[.promptKind] else { throw EventRejection.missing(.promptKind) }
+        guard let kind = PromptKind(rawValue: text) else {
+            throw EventRejection.invalid(.promptKind, "must be soft or force")
+        }
+        return kind
+    }
+
+    /// `ios`, `android`, `macos`, …: a lowercase letter, then lowercase letters, digits, `_` or `-`.
+    public static func isPlatform(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard let first = bytes.first, bytes.count <= maximumPlatformLength, first >= 0x61, first <= 0x7A else {
+            return false
+        }
+        return bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D }
+    }
+
+    /// A language subtag of 2–8 letters, then subtags of 1–8 letters or digits, joined by `-` or `_`.
+    public static func isLocale(_ text: String) -> Bool {
+        guard text.utf8.count <= maximumLocaleLength else { return false }
+        let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "-" || $0 == "_" })
+        guard let language = parts.first, (2...8).contains(language.utf8.count),
+            language.utf8.allSatisfy(isASCIILetter)
+        else { return false }
+        return parts.dropFirst().allSatisfy { part in
+            (1...8).contains(part.utf8.count) && part.utf8.allSatisfy { isASCIILetter($0) || ($0 >= 0x30 && $0 <= 0x39) }
+        }
+    }
+
+    private static func isASCIILetter(_ byte: UInt8) -> Bool {
+        (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+    }
+}

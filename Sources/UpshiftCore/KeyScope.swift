@@ -1,0 +1,41 @@
+import Crypto
+import Foundation
+
+/// What a key or token may do (DESIGN.md section 7).
+public enum KeyScope: String, Sendable, Codable, CaseIterable {
+    /// Embedded in apps; may only post events for its one app.
+    case ingest
+    /// Reports and dashboard.
+    case read
+    /// Catalog, policy and keys.
+    case admin
+}
+
+/// Secrets of keys and tokens: generated here, shown once, stored only as a SHA-256 digest.
+public enum KeySecret {
+    /// A new secret such as `upshift_ingest_3q2…` (32 random bytes, base64url).
+    public static func generate(scope: KeyScope) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let encoded = Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        return "upshift_\(scope.rawValue)_\(encoded)"
+    }
+
+    /// The stored form of a secret: the hex SHA-256 of its UTF-8 bytes.
+    public static func digest(_ secret: String) -> String {
+        SHA256Hex.digest(Data(secret.utf8))
+    }
+}
+
+/// Hex-encoded SHA-256, for key digests and migration checksums.
+public enum SHA256Hex {
+    public static func digest(_ data: Data) -> String {
+        SHA256.hash(data: data).map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+    }
+}

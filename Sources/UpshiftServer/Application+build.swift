@@ -1,0 +1,79 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import UpshiftCore
+import UpshiftStore
+
+/// The composition root: builds the whole application from one configuration value (clock included).
+/// `upshift serve`, the tests and the simulator all build it here.
+public func buildApplication(_ configuration: AppConfiguration, logger baseLogger: Logger? = nil) async throws
+    -> some ApplicationProtocol
+{
+    let logger = {
+        var logger = baseLogger ?? Logger(label: "upshift")
+        logger.logLevel = configuration.logLevel
+        return logger
+    }()
+
+    guard let migrationsDirectory = configuration.migrationsDirectory else { throw MigrationError.directoryNotFound }
+    let migrations = try Migration.load(from: migrationsDirectory)
+
+    let client = PostgresClient(
+        configuration: configuration.database.clientConfiguration(maximumConnections: configuration.maximumConnections),
+        backgroundLogger: logger)
+    let eventLog = EventLog(client: client, logger: logger)
+    let keys = KeyStore(client: client, logger: logger)
+    let readiness = Readiness(required: ["migrations", "partitions"])
+    let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
+
+    let router = Router(context: UpshiftRequestContext.self)
+    router.middlewares.add(ProblemMiddleware())
+    router.middlewares.add(LogRequestsMiddleware(.debug))
+    HealthController(
+        readiness: readiness, database: DatabaseProbe(client: client, logger: logger), metrics: configuration.metrics
+    ).addRoutes(to: router)
+
+    var services: [any Service] = [client]
+    if configuration.roles.contains(.http) {
+        let writer = IngestionWriter(
+            log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
+            metrics: configuration.metrics, logger: logger)
+        let authenticator = KeyAuthenticator(keys: keys, cacheSeconds: configuration.keyCacheSeconds)
+        EventsController(
+            writer: writer, authenticator: authenticator, clock: configuration.clock, metrics: configuration.metrics
+        ).addRoutes(to: router)
+        services.append(contentsOf: [partitions, writer] as [any Service])
+    }
+
+    var app = Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "upshift"),
+        services: services,
+        logger: logger)
+    app.beforeServerStarts {
+        try await retryingWhileUnreachable(logger: logger) {
+            let applied = try await Migrator(client: client, logger: logger).migrate(migrations)
+            if !applied.isEmpty { logger.info("migrated", metadata: ["migrations.applied": "\(applied)"]) }
+        }
+        readiness.mark("migrations")
+        try await retryingWhileUnreachable(logger: logger) { try await partitions.ensure() }
+        readiness.mark("partitions")
+    }
+    return app
+}
+
+/// Start-up work that needs the database waits for it (a container may start before PostgreSQL),
+/// but gives up after a minute so that a misconfigured instance fails visibly.
+private func retryingWhileUnreachable(logger: Logger, _ work: @Sendable () async throws -> Void) async throws {
+    let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+    while true {
+        do {
+            return try await work()
+        } catch let error as PSQLError where error.code == .connectionError && ContinuousClock.now < deadline {
+            logger.warning("database unreachable at start; retrying", metadata: ["error": "\(error)"])
+            try await Task.sleep(for: .seconds(1))
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Hummingbird
+import Prometheus
+import Synchronization
+
+/// Whether the instance should receive traffic (DESIGN.md section 8). Set once the start-up work
+/// (migrations, partitions; later the catalog snapshot) is done, and never unset by a database outage:
+/// checks keep working from memory, so an outage must not take instances out of a load balancer.
+final class Readiness: Sendable {
+    private let conditions = Mutex<Set<String>>([])
+    private let required: Set<String>
+
+    init(required: Set<String>) {
+        self.required = required
+    }
+
+    func mark(_ condition: String) {
+        conditions.withLock { _ = $0.insert(condition) }
+    }
+
+    var missing: Set<String> {
+        conditions.withLock { required.subtracting($0) }
+    }
+}
+
+/// `/health/live`, `/health/ready`, `/health/db` and `/metrics`.
+struct HealthController: Sendable {
+    let readiness: Readiness
+    let database: DatabaseProbe
+    let metrics: PrometheusCollectorRegistry
+
+    func addRoutes(to router: Router<UpshiftRequestContext>) {
+        router.get("/health/live") { _, _ in
+            try JSONResponse.make(["status": "live"])
+        }
+        router.get("/health/ready") { _, _ in
+            let missing = readiness.missing
+            guard missing.isEmpty else {
+                return try JSONResponse.make(
+                    ["status": "starting", "waitingFor": missing.sorted().joined(separator: ",")],
+                    status: .serviceUnavailable)
+            }
+            return try JSONResponse.make(["status": "ready"])
+        }
+        router.get("/health/db") { _, _ in
+            let started = ContinuousClock.now
+            guard await database.isReachable() else {
+                return try JSONResponse.make(["status": "unreachable"], status: .serviceUnavailable)
+            }
+            let elapsed = ContinuousClock.now - started
+            let millis = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+            return try JSONResponse.make(["status": "ok", "latencyMs": String(format: "%.1f", millis)])
+        }
+        router.get("/metrics") { _, _ in
+            var buffer: [UInt8] = []
+            metrics.emit(into: &buffer)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+        }
+    }
+}

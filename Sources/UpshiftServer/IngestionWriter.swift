@@ -1,0 +1,209 @@
+import Foundation
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+import UpshiftCore
+import UpshiftStore
+
+/// Why a submission was not stored.
+enum IngestionError: Error, Equatable {
+    /// The database did not answer in time, or failed: retry later.
+    case databaseUnavailable
+    /// More events are waiting than the writer buffers.
+    case overloaded
+    /// The server is shutting down.
+    case shuttingDown
+}
+
+/// Group commit for the event log (DESIGN.md 5.1): requests hand their events to `append`, a few
+/// flushers each take everything pending and write it with one `INSERT … SELECT FROM unnest(…)`, and
+/// every request is answered only after the statement that carried its events committed.
+///
+/// A request is never answered `200` for events that are not committed. When the database fails, the
+/// waiting requests and, for a short while, new ones get ``IngestionError/databaseUnavailable`` (503),
+/// and the next flush tries again. On graceful shutdown the writer stops taking new events and
+/// writes what is pending before it returns.
+final class IngestionWriter: Service, Sendable {
+    private struct Submission {
+        var events: [Event]
+        var enqueued: ContinuousClock.Instant
+        var continuation: CheckedContinuation<Set<UUID>, any Error>
+    }
+
+    private struct State {
+        var pending: [Submission] = []
+        var pendingEvents = 0
+        var idleFlushers: [CheckedContinuation<Void, Never>] = []
+        var stopping = false
+        var failFastUntil: ContinuousClock.Instant?
+    }
+
+    private let log: EventLog
+    private let clock: any WallClock
+    private let settings: IngestionSettings
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let flushed: Prometheus.Counter
+    private let flushFailures: Prometheus.Counter
+    private let wake: @Sendable () -> Void
+
+    /// - Parameter wake: called after each commit (the projection runner listens to it).
+    init(
+        log: EventLog, clock: any WallClock, settings: IngestionSettings, metrics: PrometheusCollectorRegistry,
+        logger: Logger, wake: @escaping @Sendable () -> Void = {}
+    ) {
+        self.log = log
+        self.clock = clock
+        self.settings = settings
+        self.logger = logger
+        self.wake = wake
+        self.flushed = metrics.makeCounter(name: "upshift_ingest_flushes_total", help: "Group commits of events")
+        self.flushFailures = metrics.makeCounter(
+            name: "upshift_ingest_flush_failures_total", help: "Group commits that failed (database unavailable)")
+    }
+
+    /// Appends `events` (distinct ids) and returns the ids that were new, once they are committed.
+    func append(_ events: [Event]) async throws -> Set<UUID> {
+        guard !events.isEmpty else { return [] }
+        return try await withCheckedThrowingContinuation { continuation in
+            let now = ContinuousClock.now
+            let outcome: Result<CheckedContinuation<Void, Never>?, IngestionError> = state.withLock { state in
+                if state.stopping { return .failure(.shuttingDown) }
+                if let until = state.failFastUntil, until > now { return .failure(.databaseUnavailable) }
+                if state.pendingEvents + events.count > settings.maximumPendingEvents { return .failure(.overloaded) }
+                state.pending.append(Submission(events: events, enqueued: now, continuation: continuation))
+                state.pendingEvents += events.count
+                return .success(state.idleFlushers.popLast())
+            }
+            switch outcome {
+            case .failure(let error): continuation.resume(throwing: error)
+            case .success(let flusher): flusher?.resume()
+            }
+        }
+    }
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await withDiscardingTaskGroup { group in
+                    for _ in 0..<max(1, settings.concurrentFlushes) {
+                        group.addTask { await self.flushLoop() }
+                    }
+                }
+            } onCancel: {
+                self.stop()
+            }
+        } onGracefulShutdown: {
+            self.stop()
+        }
+        logger.info("ingestion writer stopped; pending events written")
+    }
+
+    /// Stops taking events; flushers write what is pending, then end.
+    private func stop() {
+        let idle = state.withLock { state in
+            state.stopping = true
+            defer { state.idleFlushers.removeAll() }
+            return state.idleFlushers
+        }
+        for flusher in idle { flusher.resume() }
+    }
+
+    private func flushLoop() async {
+        while let batch = await nextBatch() {
+            await flush(batch)
+        }
+    }
+
+    /// Everything pending (up to the batch limit), or nil once stopping with nothing left.
+    private func nextBatch() async -> [Submission]? {
+        while true {
+            enum Step {
+                case batch([Submission])
+                case done
+                case wait
+            }
+            let step: Step = state.withLock { state in
+                if !state.pending.isEmpty {
+                    var taken = 0
+                    var count = 0
+                    while taken < state.pending.count,
+                        count == 0 || count + state.pending[taken].events.count <= settings.maximumBatchEvents
+                    {
+                        count += state.pending[taken].events.count
+                        taken += 1
+                    }
+                    let batch = Array(state.pending.prefix(taken))
+                    state.pending.removeFirst(taken)
+                    state.pendingEvents -= count
+                    return .batch(batch)
+                }
+                return state.stopping ? .done : .wait
+            }
+            switch step {
+            case .batch(let batch): return batch
+            case .done: return nil
+            case .wait:
+                await withCheckedContinuation { continuation in
+                    let resumeNow = state.withLock { state in
+                        if state.stopping || !state.pending.isEmpty { return true }
+                        state.idleFlushers.append(continuation)
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            }
+        }
+    }
+
+    private func flush(_ batch: [Submission]) async {
+        // One row per id: the first submission that carries an id owns it; later copies are duplicates.
+        var owner: [UUID: Int] = [:]
+        var rows: [Event] = []
+        rows.reserveCapacity(batch.reduce(0) { $0 + $1.events.count })
+        for (index, submission) in batch.enumerated() {
+            for event in submission.events where owner[event.id] == nil {
+                owner[event.id] = index
+                rows.append(event)
+            }
+        }
+        let rowsToWrite = rows
+        do {
+            let inserted = try await withDeadline(settings.flushTimeout) {
+                try await self.log.append(rowsToWrite, recordedAt: self.clock.now())
+            }
+            flushed.increment()
+            for (index, submission) in batch.enumerated() {
+                let mine = Set(submission.events.lazy.map(\.id).filter { inserted.contains($0) && owner[$0] == index })
+                submission.continuation.resume(returning: mine)
+            }
+            wake()
+        } catch {
+            flushFailures.increment()
+            state.withLock { $0.failFastUntil = ContinuousClock.now.advanced(by: settings.failFastAfterError) }
+            logger.warning(
+                "event log append failed; answering 503",
+                metadata: ["events.count": "\(rows.count)", "error": "\(String(reflecting: error))"])
+            for submission in batch {
+                submission.continuation.resume(throwing: IngestionError.databaseUnavailable)
+            }
+        }
+    }
+}
+
+struct DeadlineExceeded: Error {}
+
+/// Runs `operation`, cancelling it and throwing ``DeadlineExceeded`` when it takes longer than `limit`.
+func withDeadline<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else { throw DeadlineExceeded() }
+        return value
+    }
+}

@@ -1,0 +1,18 @@
+import Hummingbird
+import NIOCore
+
+/// The request context of every route: Hummingbird's core storage plus the peer address, which the
+/// check's rate limiter needs (DESIGN.md section 7).
+public struct UpshiftRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The TCP peer (a proxy's address when behind one).
+    public let peerAddress: String?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        peerAddress = source.channel.remoteAddress?.ipAddress
+    }
+
+    /// Event batches are limited by the ingestion controller itself (1 MiB after decompression).
+    public var maxUploadSize: Int { 2 * 1024 * 1024 }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import PostgresNIO
+
+/// Where PostgreSQL is (DESIGN.md section 8): `DATABASE_URL`, or `POSTGRES_HOST`, `POSTGRES_PORT`,
+/// `POSTGRES_USER`, `POSTGRES_PASSWORD`, `POSTGRES_DB`.
+public struct DatabaseSettings: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    /// `sslmode` of the URL: `disable`, `prefer` or `require`.
+    public var tlsMode: String
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 5432, username: String = "postgres", password: String? = nil,
+        database: String = "upshift", tlsMode: String = "disable"
+    ) {
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+        self.database = database
+        self.tlsMode = tlsMode
+    }
+
+    public enum ParseError: Error, CustomStringConvertible {
+        case invalidURL(String)
+        case missing
+
+        public var description: String {
+            switch self {
+            case .invalidURL(let reason): "DATABASE_URL is not a postgres:// URL: \(reason)"
+            case .missing: "set DATABASE_URL (or POSTGRES_HOST and friends)"
+            }
+        }
+    }
+
+    /// Reads the settings from the environment.
+    public static func fromEnvironment(_ environment: [String: String]) throws -> DatabaseSettings {
+        if let url = environment["DATABASE_URL"], !url.isEmpty {
+            return try DatabaseSettings(url: url)
+        }
+        guard let host = environment["POSTGRES_HOST"] else { throw ParseError.missing }
+        return DatabaseSettings(
+            host: host,
+            port: environment["POSTGRES_PORT"].flatMap(Int.init) ?? 5432,
+            username: environment["POSTGRES_USER"] ?? "postgres",
+            password: environment["POSTGRES_PASSWORD"],
+            database: environment["POSTGRES_DB"] ?? "upshift",
+            tlsMode: environment["POSTGRES_SSLMODE"] ?? "disable")
+    }
+
+    /// Parses `postgres://user:password@host:port/database?sslmode=disable`.
+    public init(url text: String) throws {
+        guard let components = URLComponents(string: text),
+            let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql"
+        else { throw ParseError.invalidURL("expected postgres://user@host:port/database") }
+        guard let host = components.host, !host.isEmpty else { throw ParseError.invalidURL("no host") }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        let sslmode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "disable"
+        guard ["disable", "prefer", "require"].contains(sslmode) else {
+            throw ParseError.invalidURL("sslmode must be disable, prefer or require")
+        }
+        self.init(
+            host: host, port: components.port ?? 5432,
+            username: components.user?.removingPercentEncoding ?? "postgres",
+            password: components.password?.removingPercentEncoding,
+            database: database.isEmpty ? "postgres" : database.removingPercentEncoding ?? database,
+            tlsMode: sslmode)
+    }
+
+    /// The same server, another database (tests clone databases from a template).
+    public func with(database: String) -> DatabaseSettings {
+        var copy = self
+        copy.database = database
+        return copy
+    }
+
+    /// A PostgresNIO client configuration. Commits are durable: `synchronous_commit` is set to `on`
+    /// for every connection, whatever the server's default.
+    public func clientConfiguration(maximumConnections: Int = 20, applicationName: String = "upshift")
+        -> PostgresClient.Configuration
+    {
+        let tls: PostgresClient.Configuration.TLS =
+            switch tlsMode {
+            case "require": .require(.makeClientConfiguration())
+            case "prefer": .prefer(.makeClientConfiguration())
+            default: .disable
+            }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.maximumConnections = maximumConnections
+        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.additionalStartupParameters = [
+            ("synchronous_commit", "on"),
+            ("application_name", applicationName),
+        ]
+        return configuration
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+
+/// A key or token as stored: never its secret, only the secret's digest.
+public struct APIKey: Sendable, Equatable, Codable {
+    public var id: UUID
+    public var name: String
+    public var scope: KeyScope
+    /// The one app it covers; nil for a read or admin token that covers every app.
+    public var appId: String?
+    public var createdAt: Date
+    public var revokedAt: Date?
+
+    /// Whether the key may act on `app`.
+    public func covers(app: String) -> Bool {
+        appId == nil || appId == app
+    }
+}
+
+public enum KeyStoreError: Error, CustomStringConvertible, Equatable {
+    case ingestKeyNeedsApp
+    case unknownApp(String)
+    case unknownKey(String)
+    case ambiguousKey(String)
+
+    public var description: String {
+        switch self {
+        case .ingestKeyNeedsApp: "an ingest key belongs to one app: pass --app"
+        case .unknownApp(let app): "no app \(app)"
+        case .unknownKey(let key): "no key \(key)"
+        case .ambiguousKey(let name): "several keys are named \(name): revoke by id"
+        }
+    }
+}
+
+/// The `api_keys` table.
+public struct KeyStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Creates a key and returns it with its secret, which is shown once and never stored.
+    public func create(name: String, scope: KeyScope, appId: String?, now: Date) async throws -> (APIKey, String) {
+        if scope == .ingest, appId == nil { throw KeyStoreError.ingestKeyNeedsApp }
+        if let appId {
+            let rows = try await client.query("SELECT 1 FROM apps WHERE app_id = \(appId)", logger: logger)
+            var exists = false
+            for try await _ in rows { exists = true }
+            guard exists else { throw KeyStoreError.unknownApp(appId) }
+        }
+        let secret = KeySecret.generate(scope: scope)
+        let key = APIKey(id: UUID(), name: name, scope: scope, appId: appId, createdAt: now, revokedAt: nil)
+        try await client.query(
+            """
+            INSERT INTO api_keys (key_id, name, scope, app_id, secret_digest, created_at)
+            VALUES (\(key.id), \(name), \(scope.rawValue), \(appId), \(KeySecret.digest(secret)), \(now))
+            """, logger: logger)
+        return (key, secret)
+    }
+
+    /// The live (not revoked) key whose secret has this digest.
+    public func find(digest: String) async throws -> APIKey? {
+        let rows = try await client.query(
+            """
+            SELECT key_id, name, scope, app_id, created_at, revoked_at FROM api_keys
+            WHERE secret_digest = \(digest) AND revoked_at IS NULL
+            """, logger: logger)
+        for try await row in rows.decode((UUID, String, String, String?, Date, Date?).self) {
+            return APIKey(
+                id: row.0, name: row.1, scope: KeyScope(rawValue: row.2) ?? .read, appId: row.3, createdAt: row.4,
+                revokedAt: row.5)
+        }
+        return nil
+    }
+
+    /// Every key, oldest first.
+    public func list() async throws -> [APIKey] {
+        let rows = try await client.query(
+            "SELECT key_id, name, scope, app_id, created_at, revoked_at FROM api_keys ORDER BY created_at, name",
+            logger: logger)
+        var keys: [APIKey] = []
+        for try await row in rows.decode((UUID, String, String, String?, Date, Date?).self) {
+            keys.append(
+                APIKey(
+                    id: row.0, name: row.1, scope: KeyScope(rawValue: row.2) ?? .read, appId: row.3,
+                    createdAt: row.4, revokedAt: row.5))
+        }
+        return keys
+    }
+
+    /// Revokes the key with this id (or, when unique, this name). Revoking twice is harmless.
+    public func revoke(_ idOrName: String, now: Date) async throws -> APIKey {
+        let keys = try await list().filter { $0.id.uuidString.lowercased() == idOrName.lowercased() || $0.name == idOrName }
+        guard keys.count <= 1 else { throw KeyStoreError.ambiguousKey(idOrName) }
+        guard var key = keys.first else { throw KeyStoreError.unknownKey(idOrName) }
+        if key.revokedAt == nil {
+            try await client.query(
+                "UPDATE api_keys SET revoked_at = \(now) WHERE key_id = \(key.id) AND revoked_at IS NULL",
+                logger: logger)
+            key.revokedAt = now
+        }
+        return key
+    }
+}

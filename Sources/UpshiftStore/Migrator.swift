@@ -1,0 +1,158 @@
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+
+/// One numbered SQL file of `sql/`, e.g. `0001_event_log.sql`.
+public struct Migration: Sendable, Equatable {
+    public var version: Int
+    public var name: String
+    public var sql: String
+    /// Hex SHA-256 of the file's bytes: an applied file must never change.
+    public var checksum: String
+
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+        self.checksum = SHA256Hex.digest(Data(sql.utf8))
+    }
+
+    /// Reads `NNNN_name.sql` files of `directory`, in version order.
+    public static func load(from directory: URL) throws -> [Migration] {
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        var migrations: [Migration] = []
+        for file in files where file.hasSuffix(".sql") {
+            guard let prefix = file.split(separator: "_").first, let version = Int(prefix) else {
+                throw MigrationError.badFileName(file)
+            }
+            let sql = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+            migrations.append(Migration(version: version, name: file, sql: sql))
+        }
+        migrations.sort { $0.version < $1.version }
+        for (a, b) in zip(migrations, migrations.dropFirst()) where a.version == b.version {
+            throw MigrationError.duplicateVersion(a.name, b.name)
+        }
+        return migrations
+    }
+
+    /// Finds the `sql/` folder: `UPSHIFT_MIGRATIONS_DIR`, else `sql/` in the working directory or in a
+    /// folder above the executable (a checkout running `.build/…/upshift`).
+    public static func locateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
+        if let path = environment["UPSHIFT_MIGRATIONS_DIR"], !path.isEmpty {
+            return URL(fileURLWithPath: path, isDirectory: true)
+        }
+        var candidates = [URL(fileURLWithPath: FileManager.default.currentDirectoryPath)]
+        var folder = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath()
+            .deletingLastPathComponent()
+        for _ in 0..<6 {
+            candidates.append(folder)
+            folder = folder.deletingLastPathComponent()
+        }
+        for candidate in candidates {
+            let sql = candidate.appendingPathComponent("sql", isDirectory: true)
+            if FileManager.default.fileExists(atPath: sql.appendingPathComponent("0001_event_log.sql").path) {
+                return sql
+            }
+        }
+        return nil
+    }
+}
+
+public enum MigrationError: Error, CustomStringConvertible, Equatable {
+    case badFileName(String)
+    case duplicateVersion(String, String)
+    /// An applied file whose content changed since: never rewrite history, add a new file instead.
+    case modified(String)
+    case directoryNotFound
+    /// A migration's SQL failed; nothing of it was applied.
+    case failed(String, String)
+
+    public var description: String {
+        switch self {
+        case .badFileName(let name): "migration file \(name) does not start with a number (NNNN_name.sql)"
+        case .duplicateVersion(let a, let b): "migrations \(a) and \(b) have the same number"
+        case .modified(let name):
+            "migration \(name) was edited after it was applied (checksum differs); add a new migration instead"
+        case .directoryNotFound: "no sql/ folder found: set UPSHIFT_MIGRATIONS_DIR"
+        case .failed(let name, let message): "migration \(name) failed and was rolled back: \(message)"
+        }
+    }
+}
+
+/// Applies migrations once each, in order, each in its own transaction, recorded with a checksum.
+/// Concurrent migrators serialize on an advisory lock.
+public struct Migrator: Sendable {
+    static let lockKey: Int64 = 0x5550_5348_4946_5401  // "UPSHIFT" + 1
+
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Applies what is pending and returns the names applied now.
+    @discardableResult
+    public func migrate(_ migrations: [Migration]) async throws -> [String] {
+        try await client.withConnection { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
+            do {
+                let applied = try await apply(migrations, on: connection)
+                try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                return applied
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    private static func message(_ error: any Error) -> String {
+        (error as? PSQLError)?.serverInfo?[.message] ?? String(describing: error)
+    }
+
+    private func apply(_ migrations: [Migration], on connection: PostgresConnection) async throws -> [String] {
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version    integer     PRIMARY KEY,
+                name       text        NOT NULL,
+                checksum   text        NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        var recorded: [Int: String] = [:]
+        let rows = try await connection.query("SELECT version, checksum FROM schema_migrations", logger: logger)
+        for try await (version, checksum) in rows.decode((Int, String).self) {
+            recorded[version] = checksum
+        }
+        var applied: [String] = []
+        for migration in migrations {
+            if let checksum = recorded[migration.version] {
+                guard checksum == migration.checksum else { throw MigrationError.modified(migration.name) }
+                continue
+            }
+            let statements = SQLScript.statements(migration.sql)
+            do {
+                try await connection.withTransaction(logger: logger) { connection in
+                    for statement in statements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await connection.query(
+                        """
+                        INSERT INTO schema_migrations (version, name, checksum)
+                        VALUES (\(migration.version), \(migration.name), \(migration.checksum))
+                        """, logger: logger)
+                }
+            } catch let error as PostgresTransactionError {
+                let cause = (error.closureError ?? error.beginError ?? error.commitError).map(Self.message) ?? "\(error)"
+                throw MigrationError.failed(migration.name, cause)
+            }
+            logger.info("applied migration", metadata: ["migration.name": "\(migration.name)"])
+            applied.append(migration.name)
+        }
+        return applied
+    }
+}

@@ -1,0 +1,37 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+import UpshiftServer
+import UpshiftStore
+
+/// Runs `body` with a PostgreSQL client for the database of `DATABASE_URL` (or `POSTGRES_*`).
+func withDatabase<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
+    var logger = Logger(label: "upshift")
+    logger.logLevel = .warning
+    let settings: DatabaseSettings
+    do {
+        settings = try DatabaseSettings.fromEnvironment(ProcessInfo.processInfo.environment)
+    } catch {
+        throw ValidationError("\(error)")
+    }
+    let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            await client.run()
+            return nil
+        }
+        defer { group.cancelAll() }
+        do {
+            return try await body(client, logger)
+        } catch let error as PSQLError {
+            throw CleanExit.message("database error: \(error.serverInfo?[.message] ?? String(describing: error.code))")
+        }
+    }
+}
+
+/// Prints a failure to standard error and exits non-zero (no stack of Swift types for an operator).
+struct CommandFailure: Error, CustomStringConvertible {
+    var description: String
+}

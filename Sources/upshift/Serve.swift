@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import UpshiftServer
+import UpshiftStore
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server: HTTP API, ingestion writer and projection runner (by UPSHIFT_ROLES).")
+
+    @Option(help: "Address to listen on (UPSHIFT_HOST, default 127.0.0.1).") var host: String?
+    @Option(help: "Port to listen on (UPSHIFT_PORT, default 8080).") var port: Int?
+    @Option(help: "Comma-separated roles: http, projections (UPSHIFT_ROLES, default both).") var roles: String?
+    @Option(help: "trace, debug, info, notice, warning, error or critical (UPSHIFT_LOG_LEVEL).") var logLevel: String?
+
+    func run() async throws {
+        var configuration: AppConfiguration
+        do {
+            configuration = try AppConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
+            if let host { configuration.host = host }
+            if let port { configuration.port = port }
+            if let roles { configuration.roles = try AppConfiguration.parseRoles(roles) }
+            if let logLevel {
+                guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("bad --log-level") }
+                configuration.logLevel = level
+            }
+        } catch let error as ConfigurationError {
+            throw ValidationError(error.description)
+        }
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let app = try await buildApplication(configuration)
+        try await app.runService()
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply pending SQL migrations of sql/ and exit.")
+
+    @Option(help: "The folder of numbered migrations (UPSHIFT_MIGRATIONS_DIR, default ./sql).") var directory: String?
+
+    func run() async throws {
+        let folder = directory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Migration.locateDirectory()
+        guard let folder else { throw ValidationError(MigrationError.directoryNotFound.description) }
+        let migrations = try Migration.load(from: folder)
+        let applied = try await withDatabase { client, logger in
+            try await Migrator(client: client, logger: logger).migrate(migrations)
+        }
+        print(applied.isEmpty ? "up to date (\(migrations.count) migrations)" : "applied: \(applied.joined(separator: ", "))")
+    }
+}

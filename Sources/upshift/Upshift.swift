@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// The one `upshift` executable: parsing only; the work lives in the libraries.
+@main
+struct Upshift: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "upshift",
+        abstract: "Upshift: update checks, upgrade events and adoption reports for apps.",
+        subcommands: [Serve.self, Migrate.self, Apps.self, Keys.self]
+    )
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+import UpshiftCore
+
+/// The per-event rules of DESIGN.md section 5, one case per rule.
+@Suite struct EventValidatorTests {
+    static let now = Timestamp.parse("2026-04-01T12:00:00Z")!
+    let validator = EventValidator()
+
+    static func event(_ overrides: [IncomingEvent.Field: String?] = [:], build: Int? = nil) -> IncomingEvent {
+        var fields: [IncomingEvent.Field: String] = [
+            .id: "0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d",
+            .type: "launched",
+            .occurredAt: "2026-04-01T11:59:00Z",
+            .installId: "9F1C2D3E-4B5A-4C6D-8E7F-0A1B2C3D4E5F",
+            .platform: "ios",
+            .appVersion: "1.8.0",
+        ]
+        for (field, value) in overrides { fields[field] = value }
+        return IncomingEvent(strings: fields, build: build)
+    }
+
+    func rejection(_ event: IncomingEvent) -> EventRejection? {
+        if case .failure(let rejection) = validator.validate(event, appId: "expenses", now: Self.now) { return rejection }
+        return nil
+    }
+
+    @Test func aValidEventKeepsItsFieldsAndPutsTheRestInData() throws {
+        let result = validator.validate(
+            Self.event([.type: "prompt_dismissed", .promptKind: "soft", .targetVersion: "1.9.0", .dismissAction: "skip",
+                        .osVersion: "17.4", .locale: "de_AT"], build: 42),
+            appId: "expenses", now: Self.now)
+        let event = try result.get()
+        #expect(event.type == .promptDismissed)
+        #expect(event.appId == "expenses")
+        #expect(event.installId.uuidString == "9F1C2D3E-4B5A-4C6D-8E7F-0A1B2C3D4E5F")
+        let data = try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any]
+        #expect(data?["build"] as? Int == 42)
+        #expect(data?["osVersion"] as? String == "17.4")
+        #expect(data?["locale"] as? String == "de_AT")
+        #expect(data?["promptKind"] as? String == "soft")
+        #expect(data?["targetVersion"] as? String == "1.9.0")
+        #expect(data?["dismissAction"] as? String == "skip")
+    }
+
+    @Test func checkedIsReservedForTheServer() {
+        #expect(rejection(Self.event([.type: "checked"]))?.code == "reserved_type")
+    }
+
+    @Test func unknownTypesAreRejected() {
+        #expect(rejection(Self.event([.type: "installed"]))?.code == "unknown_type")
+    }
+
+    @Test func anotherAppsIdIsRejected() {
+        #expect(rejection(Self.event([.appId: "other"]))?.code == "app_mismatch")
+        #expect(rejection(Self.event([.appId: "expenses"])) == nil)
+    }
+
+    @Test func occurredAtMoreThanADayAheadIsRejected() {
+        #expect(rejection(Self.event([.occurredAt: "2026-04-02T12:00:01Z"]))?.code == "occurred_in_future")
+        #expect(rejection(Self.event([.occurredAt: "2026-04-02T11:59:59Z"])) == nil)
+    }
+
+    @Test func occurredAtMoreThanThirtyDaysBehindIsRejected() {
+        #expect(rejection(Self.event([.occurredAt: "2026-03-02T11:59:59Z"]))?.code == "occurred_too_long_ago")
+        #expect(rejection(Self.event([.occurredAt: "2026-03-02T12:00:01Z"])) == nil)
+    }
+
+    @Test(arguments: [IncomingEvent.Field.id, .type, .occurredAt, .installId, .platform, .appVersion])
+    func requiredFieldsMustBePresent(_ field: IncomingEvent.Field) {
+        let result = rejection(Self.event([field: String?.none]))
+        #expect(result?.code == "missing_field")
+        #expect(result?.field == field.rawValue)
+    }
+
+    @Test(arguments: [
+        (IncomingEvent.Field.id, "not-a-uuid"), (.installId, "1234"), (.occurredAt, "2026-04-01 12:00:00"),
+        (.occurredAt, "2026-02-30T12:00:00Z"), (.appVersion, "v1.2"), (.appVersion, "1..2"),
+        (.osVersion, "seventeen"), (.platform, "iOS"), (.platform, String(repeating: "a", count: 33)),
+        (.locale, "english-language-tag-that-is-far-too-long"), (.locale, "e"),
+    ])
+    func invalidValuesNameTheirField(_ field: IncomingEvent.Field, _ value: String) {
+        let result = rejection(Self.event([field: value]))
+        #expect(result?.code == "invalid_field", "\(field) = \(value)")
+        #expect(result?.field == field.rawValue)
+    }
+
+    @Test func typeSpecificFieldsAreRequired() {
+        #expect(rejection(Self.event([.type: "prompt_shown", .targetVersion: "1.9"]))?.field == "promptKind")
+        #expect(rejection(Self.event([.type: "prompt_shown", .promptKind: "soft"]))?.field == "targetVersion")
+        #expect(rejection(Self.event([.type: "prompt_shown", .promptKind: "hard", .targetVersion: "1.9"]))?.code == "invalid_field")
+        #expect(rejection(Self.event([.type: "prompt_dismissed", .promptKind: "soft", .targetVersion: "1.9"]))?.field == "dismissAction")
+        #expect(rejection(Self.event([.type: "prompt_dismissed", .promptKind: "soft", .targetVersion: "1.9", .dismissAction: "never"]))?.code == "invalid_field")
+        #expect(rejection(Self.event([.type: "updated"]))?.field == "fromVersion")
+        #expect(rejection(Self.event([.type: "updated", .fromVersion: "x"]))?.code == "invalid_field")
+        #expect(rejection(Self.event([.type: "blocked"]))?.field == "targetVersion")
+        #expect(rejection(Self.event([.type: "update_started", .promptKind: "force", .targetVersion: "2.0"])) == nil)
+        #expect(rejection(Self.event([.type: "whats_new_shown"])) == nil)
+    }
+
+    @Test func negativeBuildIsRejected() {
+        #expect(rejection(Self.event(build: -1))?.field == "build")
+    }
+
+    @Test func wrongJSONTypesAreRejectedPerEvent() throws {
+        let body = #"{"events": [42, {"id": 7}, {"build": "12"}]}"#
+        let batch = try JSONDecoder().decode(IncomingBatch.self, from: Data(body.utf8))
+        #expect(batch.events.count == 3)
+        #expect(rejection(batch.events[0])?.code == "invalid_event")
+        #expect(rejection(batch.events[1])?.field == "id")
+        #expect(rejection(batch.events[2])?.field == "build")
+    }
+}
+
+@Suite struct TimestampTests {
+    @Test(arguments: [
+        ("2026-04-01T12:30:00Z", 1_775_046_600.0), ("2026-04-01T12:30:00.250Z", 1_775_046_600.25),
+        ("2026-04-01T14:30:00+02:00", 1_775_046_600.0), ("2026-04-01t12:30:00z", 1_775_046_600.0),
+        ("2024-02-29T00:00:00Z", 1_709_164_800.0),
+    ])
+    func parsesRFC3339(_ text: String, _ seconds: Double) throws {
+        let date = try #require(Timestamp.parse(text))
+        #expect(abs(date.timeIntervalSince1970 - seconds) < 0.000_5)
+    }
+
+    @Test(arguments: ["2026-04-01", "2026-13-01T00:00:00Z", "2026-04-01T24:00:00Z", "2026-04-01T12:30:00", "2025-02-29T00:00:00Z", "2026-04-01T12:30:00.Z"])
+    func rejectsOtherText(_ text: String) {
+        #expect(Timestamp.parse(text) == nil)
+    }
+
+    @Test func formatsRoundTrip() {
+        let date = Date(timeIntervalSince1970: 1_775_046_600.123)
+        #expect(Timestamp.format(date) == "2026-04-01T12:30:00.123Z")
+        #expect(Timestamp.parse(Timestamp.format(date)).map { abs($0.timeIntervalSince(date)) < 0.001 } == true)
+    }
+}

@@ -1,0 +1,126 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import UpshiftCore
+import UpshiftServer
+import UpshiftStore
+import UpshiftTestSupport
+
+/// A fresh database with one app and a key of each scope, and a way to run the real application on it.
+struct Harness {
+    let database: DatabaseSettings
+    let clock: ManualClock
+    let appId: String
+    let ingestKey: String
+    let readKey: String
+    let adminKey: String
+
+    static func make(app appId: String = "expenses", now: Date = Date()) async throws -> Harness {
+        let database = try await TestDatabases.shared.fresh()
+        let keys = try await withPostgres(database) { client in
+            let logger = TestEnvironment.logger
+            _ = try await AppStore(client: client, logger: logger).create(
+                id: appId, name: "Expenses", actor: "tests", reason: nil, now: now)
+            let store = KeyStore(client: client, logger: logger)
+            let ingest = try await store.create(name: "ios-app", scope: .ingest, appId: appId, now: now).1
+            let read = try await store.create(name: "reports", scope: .read, appId: nil, now: now).1
+            let admin = try await store.create(name: "owner", scope: .admin, appId: appId, now: now).1
+            return (ingest, read, admin)
+        }
+        return Harness(
+            database: database, clock: ManualClock(now), appId: appId, ingestKey: keys.0, readKey: keys.1,
+            adminKey: keys.2)
+    }
+
+    func configuration() -> AppConfiguration {
+        var configuration = AppConfiguration(database: database)
+        configuration.port = 0
+        configuration.clock = clock
+        configuration.migrationsDirectory = TestEnvironment.migrationsDirectory
+        configuration.logLevel = TestEnvironment.logger.logLevel
+        return configuration
+    }
+
+    /// Runs the application built by the composition root on a free port for the duration of `body`.
+    func run<T: Sendable>(
+        _ configuration: AppConfiguration? = nil, _ body: @Sendable (Server) async throws -> T
+    ) async throws -> T {
+        let app = try await buildApplication(configuration ?? self.configuration(), logger: TestEnvironment.logger)
+        return try await app.test(.live) { client in
+            try await body(Server(port: client.port!))
+        }
+    }
+
+    /// Runs `body` with a client of this harness's database.
+    func sql<T: Sendable>(_ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        try await withPostgres(database, body)
+    }
+
+    func count(_ query: PostgresQuery) async throws -> Int {
+        try await sql { client in
+            for try await value in try await client.query(query).decode(Int.self) { return value }
+            return 0
+        }
+    }
+}
+
+/// A running server, spoken to over real HTTP.
+struct Server: Sendable {
+    let port: Int
+
+    struct Reply: Sendable {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: Data
+
+        func json() throws -> [String: Any] {
+            try JSONSerialization.jsonObject(with: body) as? [String: Any] ?? [:]
+        }
+
+        func decode<T: Decodable>(_ type: T.Type) throws -> T {
+            try JSONDecoder().decode(type, from: body)
+        }
+    }
+
+    func request(
+        _ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: Data? = nil,
+        timeout: TimeAmount = .seconds(30)
+    ) async throws -> Reply {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+        let bytes = try await response.body.collect(upTo: 16 << 20)
+        return Reply(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+    }
+
+    func postEvents(_ events: [[String: Any]], key: String?, gzip: Bool = false) async throws -> Reply {
+        let body = try JSONSerialization.data(withJSONObject: ["events": events])
+        return try await postEvents(body: body, key: key)
+    }
+
+    func postEvents(body: Data, key: String?, extraHeaders: [(String, String)] = []) async throws -> Reply {
+        var headers = [("Content-Type", "application/json")] + extraHeaders
+        if let key { headers.append(("Authorization", "Bearer \(key)")) }
+        return try await request(.POST, "/v1/events", headers: headers, body: body)
+    }
+}
+
+/// A client event as an app would post it.
+func clientEvent(
+    id: UUID = UUID(), type: String = "launched", occurredAt: Date, install: UUID = UUID(), version: String = "1.8.0",
+    extra: [String: Any] = [:]
+) -> [String: Any] {
+    var event: [String: Any] = [
+        "id": id.uuidString.lowercased(), "type": type, "occurredAt": Timestamp.format(occurredAt),
+        "installId": install.uuidString.lowercased(), "platform": "ios", "appVersion": version, "osVersion": "17.4",
+        "locale": "en",
+    ]
+    for (key, value) in extra { event[key] = value }
+    return event
+}

@@ -1,0 +1,126 @@
+import Foundation
+import PostgresNIO
+import Testing
+import UpshiftCore
+import UpshiftStore
+import UpshiftTestSupport
+
+func sampleEvent(occurredAt: Date, app: String = "expenses", type: EventType = .launched) -> Event {
+    Event(
+        id: UUID(), type: type, occurredAt: occurredAt, appId: app, installId: UUID(), platform: "ios",
+        appVersion: "1.8.0", data: #"{"osVersion":"17.4"}"#)
+}
+
+@Suite struct EventLogTests {
+    let now = Timestamp.parse("2026-11-21T10:00:00Z")!
+
+    @Test func partitionsCoverTheMonthsAroundNowAndThereIsNoDefault() async throws {
+        let database = try await TestDatabases.shared.fresh()
+        try await withPostgres(database) { client in
+            let log = EventLog(client: client, logger: TestEnvironment.logger)
+            try await log.ensurePartitions(now: now)
+            #expect(try await log.ensurePartitions(now: now) == 0)  // idempotent
+            let rows = try await client.query(
+                """
+                SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i
+                JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'event_log'::regclass ORDER BY 1
+                """)
+            var names: [String] = []
+            var bounds: [String] = []
+            for try await (name, bound) in rows.decode((String, String).self) {
+                names.append(name)
+                bounds.append(bound)
+            }
+            // now − 31 days is in October, now + 2 months is in January.
+            for month in ["event_log_y2026m10", "event_log_y2026m11", "event_log_y2026m12", "event_log_y2027m01"] {
+                #expect(names.contains(month), "\(month) missing from \(names)")
+            }
+            #expect(!bounds.contains("DEFAULT"))
+        }
+    }
+
+    @Test func appendStoresEachEventOnceAndReportsRetriesAsNotNew() async throws {
+        let database = try await TestDatabases.shared.fresh()
+        try await withPostgres(database) { client in
+            let log = EventLog(client: client, logger: TestEnvironment.logger)
+            try await log.ensurePartitions(now: now)
+            let events = (0..<50).map { sampleEvent(occurredAt: now.addingTimeInterval(Double(-$0) * 86_400 / 2)) }
+            let first = try await log.append(events, recordedAt: now)
+            #expect(first == Set(events.map(\.id)))
+            let again = try await log.append(events, recordedAt: now)
+            #expect(again.isEmpty)
+            let rows = try await client.query("SELECT count(*), count(DISTINCT event_id) FROM event_log")
+            for try await (count, distinct) in rows.decode((Int, Int).self) {
+                #expect(count == 50)
+                #expect(distinct == 50)
+            }
+            let data = try await client.query("SELECT data->>'osVersion', recorded_at FROM event_log LIMIT 1")
+            for try await (os, recorded) in data.decode((String, Date).self) {
+                #expect(os == "17.4")
+                #expect(abs(recorded.timeIntervalSince(now)) < 0.001)
+            }
+        }
+    }
+}
+
+/// Holds a write transaction open, which holds every feed of the cluster back (DESIGN.md 5.2), so
+/// this suite runs by itself among the store tests.
+@Suite(.serialized) struct FeedReaderTests {
+    let now = Date()
+
+    @Test func aTransactionThatCommitsLateIsDeliveredAfterItCommitsAndNothingTwice() async throws {
+        let database = try await TestDatabases.shared.fresh()
+        try await withPostgres(database, maximumConnections: 4) { client in
+            let log = EventLog(client: client, logger: TestEnvironment.logger)
+            let feed = FeedReader(client: client, logger: TestEnvironment.logger)
+            try await log.ensurePartitions(now: now)
+            let early = sampleEvent(occurredAt: now)
+            let late = sampleEvent(occurredAt: now)
+            let (holding, release) = AsyncStream.makeStream(of: Void.self)
+            let (inserted, insertedSignal) = AsyncStream.makeStream(of: Int64.self)
+            async let slowTransaction: Void = client.withTransaction(logger: TestEnvironment.logger) { connection in
+                // Takes the lower position, then stays open while another transaction commits.
+                let rows = try await connection.query(
+                    """
+                    INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version)
+                    VALUES (\(late.id), \(late.occurredAt), now(), 'expenses', 'launched', \(late.installId), 'ios', '1.0')
+                    RETURNING position
+                    """, logger: TestEnvironment.logger)
+                for try await position in rows.decode(Int64.self) { insertedSignal.yield(position) }
+                for await _ in holding { break }
+            }
+            var latePosition: Int64 = .max
+            for await position in inserted {
+                latePosition = position
+                break
+            }
+            _ = try await log.append([early], recordedAt: now)
+            let earlyPosition = try await client.query("SELECT position FROM event_log WHERE event_id = \(early.id)")
+            for try await position in earlyPosition.decode(Int64.self) {
+                #expect(latePosition < position)  // the late transaction holds the lower position
+            }
+
+            // While the slow transaction is open, neither event is handed out: the reader never
+            // moves past a position that could still be filled in below it.
+            #expect(try await feed.read(after: .start, limit: 100).isEmpty)
+
+            release.yield()
+            try await slowTransaction
+
+            var delivered: [StoredEvent] = []
+            var checkpoint = FeedPosition.start
+            let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+            while delivered.count < 2, ContinuousClock.now < deadline {
+                let batch = try await feed.read(after: checkpoint, limit: 1)
+                if let last = batch.last {
+                    checkpoint = last.feedPosition
+                    delivered += batch
+                } else {
+                    try await Task.sleep(for: .milliseconds(50))  // another test's transaction holds the horizon
+                }
+            }
+            #expect(delivered.map(\.id) == [late.id, early.id])
+            #expect(try await feed.read(after: checkpoint, limit: 100).isEmpty)
+        }
+    }
+}

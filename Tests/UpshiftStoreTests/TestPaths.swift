@@ -1,0 +1,6 @@
+import Foundation
+import UpshiftTestSupport
+
+enum TestPaths {
+    static var migrations: URL { TestEnvironment.migrationsDirectory }
+}

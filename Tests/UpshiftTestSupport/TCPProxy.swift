@@ -1,0 +1,90 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A TCP proxy on loopback that a test can cut and restore, to make PostgreSQL unreachable for one
+/// server without stopping the cluster that other suites share.
+public final class TCPProxy: Sendable {
+    public let port: Int
+    private let serverChannel: any Channel
+    private let state: State
+
+    private final class State: Sendable {
+        let value = Mutex<(open: Bool, channels: [any Channel])>((true, []))
+        func withLock<T>(_ body: (inout (open: Bool, channels: [any Channel])) -> T) -> T {
+            value.withLock { body(&$0) }
+        }
+    }
+
+    private init(serverChannel: any Channel, state: State) {
+        self.serverChannel = serverChannel
+        self.port = serverChannel.localAddress?.port ?? 0
+        self.state = state
+    }
+
+    /// Listens on a free loopback port and forwards every connection to `targetHost:targetPort`.
+    public static func start(targetHost: String, targetPort: Int) async throws -> TCPProxy {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let state = State()
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { inbound in
+                let isOpen = state.withLock { $0.open }
+                guard isOpen else { return inbound.close() }
+                return ClientBootstrap(group: inbound.eventLoop)
+                    .connect(host: targetHost, port: targetPort)
+                    .flatMap { outbound in
+                        state.withLock { $0.channels.append(contentsOf: [inbound, outbound]) }
+                        return inbound.pipeline.addHandler(Glue(peer: outbound)).flatMap {
+                            outbound.pipeline.addHandler(Glue(peer: inbound))
+                        }
+                    }
+                    .flatMapError { _ in inbound.close() }
+            }
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        return TCPProxy(serverChannel: channel, state: state)
+    }
+
+    /// Closes every proxied connection and refuses new ones until ``restore()``.
+    public func cut() async {
+        let channels = state.withLock { state in
+            state.open = false
+            defer { state.channels.removeAll() }
+            return state.channels
+        }
+        for channel in channels { try? await channel.close() }
+    }
+
+    /// Accepts and forwards connections again.
+    public func restore() {
+        state.withLock { $0.open = true }
+    }
+
+    public func stop() async {
+        await cut()
+        try? await serverChannel.close()
+    }
+
+    /// Forwards bytes to the peer channel and closes it when this side closes.
+    private final class Glue: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let peer: any Channel
+
+        init(peer: any Channel) {
+            self.peer = peer
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            peer.writeAndFlush(unwrapInboundIn(data), promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            peer.close(promise: nil)
+            context.fireChannelInactive()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/*. Source this file; it defines functions only.
+set -euo pipefail
+
+# Guard against double sourcing (postgres.sh sources this file too).
+if [[ -n "${_UPSHIFT_COMMON_SH:-}" ]]; then return 0; fi
+_UPSHIFT_COMMON_SH=1
+
+# Computed at source time: BASH_SOURCE is reliable here, and callers may cd later.
+_UPSHIFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+
+# Absolute, symlink-free path of the checkout (the folder holding Package.swift).
+upshift_root() {
+    printf '%s\n' "$_UPSHIFT_ROOT"
+}
+
+upshift_log() {
+    printf '%s\n' "$*" >&2
+}
+
+upshift_die() {
+    printf 'error: %s\n' "$*" >&2
+    exit 1
+}
+
+# Prefix for commands that need root: nothing when we are root, sudo otherwise.
+_upshift_as_root() {
+    if [[ "$(id -u)" -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        upshift_die "need root to run '$*' (not root and sudo is not installed)"
+    fi
+}
+
+# True when the Debian package is fully installed ("dpkg -s" also succeeds for
+# removed packages whose config files remain, so check the status string).
+_upshift_pkg_installed() {
+    [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
+}
+
+# Install only the packages that are missing; apt-get update at most once per run.
+# No recommends: e.g. docker-compose would otherwise pull in the whole docker.io engine.
+upshift_apt_install() {
+    local missing=() pkg
+    if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+        upshift_log "apt: not a Debian-like system; install these yourself if needed: $*"
+        return 0
+    fi
+    for pkg in "$@"; do
+        _upshift_pkg_installed "$pkg" || missing+=("$pkg")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    if [[ -z "${_UPSHIFT_APT_UPDATED:-}" ]]; then
+        upshift_log "apt: updating package lists"
+        _upshift_as_root apt-get update -q >&2
+        _UPSHIFT_APT_UPDATED=1
+    fi
+    upshift_log "apt: installing ${missing[*]}"
+    _upshift_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+}
+
+# Native libraries the Swift build links against (compress-nio needs zlib headers).
+upshift_ensure_build_deps() {
+    upshift_apt_install zlib1g-dev
+}
