@@ -6,6 +6,8 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+let testSwiftSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
 let package = Package(
     name: "upshift",
     platforms: [.macOS(.v15), .iOS(.v17)],
@@ -68,12 +70,12 @@ let package = Package(
         .testTarget(
             name: "UpshiftCoreTests",
             dependencies: ["UpshiftCore", "UpshiftTestData"],
-            swiftSettings: swiftSettings
+            swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "UpshiftStoreTests",
             dependencies: ["UpshiftStore", "UpshiftTestSupport"],
-            swiftSettings: swiftSettings
+            swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "UpshiftServerTests",
@@ -85,12 +87,12 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: testSwiftSettings
         ),
         .target(
             name: "UpshiftTestData",
             path: "Tests/UpshiftTestData",
-            swiftSettings: swiftSettings
+            swiftSettings: testSwiftSettings
         ),
         .target(
             name: "UpshiftTestSupport",
@@ -104,7 +106,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Tests/UpshiftTestSupport",
-            swiftSettings: swiftSettings
+            swiftSettings: testSwiftSettings
         ),
     ],
     swiftLanguageModes: [.v6]

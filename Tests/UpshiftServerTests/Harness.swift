@@ -99,24 +99,26 @@ struct Server: Sendable {
         return Reply(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
     }
 
-    func postEvents(_ events: [[String: Any]], key: String?, gzip: Bool = false) async throws -> Reply {
+    func postEvents(_ events: [[String: String]], key: String?, timeout: TimeAmount = .seconds(30)) async throws -> Reply {
         let body = try JSONSerialization.data(withJSONObject: ["events": events])
-        return try await postEvents(body: body, key: key)
+        return try await postEvents(body: body, key: key, timeout: timeout)
     }
 
-    func postEvents(body: Data, key: String?, extraHeaders: [(String, String)] = []) async throws -> Reply {
+    func postEvents(
+        body: Data, key: String?, extraHeaders: [(String, String)] = [], timeout: TimeAmount = .seconds(30)
+    ) async throws -> Reply {
         var headers = [("Content-Type", "application/json")] + extraHeaders
         if let key { headers.append(("Authorization", "Bearer \(key)")) }
-        return try await request(.POST, "/v1/events", headers: headers, body: body)
+        return try await request(.POST, "/v1/events", headers: headers, body: body, timeout: timeout)
     }
 }
 
 /// A client event as an app would post it.
 func clientEvent(
     id: UUID = UUID(), type: String = "launched", occurredAt: Date, install: UUID = UUID(), version: String = "1.8.0",
-    extra: [String: Any] = [:]
-) -> [String: Any] {
-    var event: [String: Any] = [
+    extra: [String: String] = [:]
+) -> [String: String] {
+    var event: [String: String] = [
         "id": id.uuidString.lowercased(), "type": type, "occurredAt": Timestamp.format(occurredAt),
         "installId": install.uuidString.lowercased(), "platform": "ios", "appVersion": version, "osVersion": "17.4",
         "locale": "en",

@@ -10,6 +10,7 @@ import UpshiftStore
 public enum TestEnvironment {
     public struct Missing: Error, CustomStringConvertible {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     /// The checkout (two folders above this file's folder).

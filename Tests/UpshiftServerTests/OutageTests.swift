@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+import UpshiftStore
+import UpshiftTestSupport
+
+/// The database goes away behind a TCP proxy that this test cuts (never the shared cluster).
+@Suite struct OutageTests {
+    @Test func eventsAnswer503WhileTheDatabaseIsUnreachableAndRecoverWithoutARestart() async throws {
+        let harness = try await Harness.make()
+        let proxy = try await TCPProxy.start(targetHost: harness.database.host, targetPort: harness.database.port)
+        var configuration = harness.configuration()
+        configuration.database.port = proxy.port
+        configuration.keyCacheSeconds = 600  // the key was looked up before the outage
+        let now = harness.clock.now()
+
+        try await harness.run(configuration) { server in
+            #expect(try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status == 200)
+
+            await proxy.cut()
+            let started = ContinuousClock.now
+            let reply = try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey)
+            let waited = ContinuousClock.now - started
+            #expect(reply.status == 503)
+            #expect(reply.headers["Retry-After"].first.flatMap(Int.init) != nil)
+            #expect(waited < .seconds(10), "503 took \(waited)")
+            // The process is up and says so; only the database probe fails.
+            #expect(try await server.request(.GET, "/health/live").status == 200)
+            #expect(try await server.request(.GET, "/health/ready").status == 200)
+            #expect(try await server.request(.GET, "/health/db").status == 503)
+
+            proxy.restore()
+            let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+            var recovered = false
+            while !recovered, ContinuousClock.now < deadline {
+                let reply = try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey)
+                recovered = reply.status == 200
+                if !recovered { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(recovered, "posts did not succeed again after the database came back")
+        }
+        await proxy.stop()
+        // The first and the recovering post are stored; the 503'd ones were not acknowledged.
+        #expect(try await harness.count("SELECT count(*)::int FROM event_log WHERE install_id IS NOT NULL") >= 2)
+    }
+}

@@ -1,0 +1,82 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOPosix
+import UpshiftStore
+import UpshiftTestSupport
+
+/// The real `upshift serve` executable, started as a child process.
+final class ServerProcess: @unchecked Sendable {
+    let process = Process()
+    let port: Int
+    let output: URL
+
+    init(database: DatabaseSettings, port: Int, extraEnvironment: [String: String] = [:]) throws {
+        self.port = port
+        output = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-serve-\(UUID().uuidString).log")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        process.executableURL = try TestEnvironment.binary()
+        process.arguments = ["serve"]
+        var environment = ProcessInfo.processInfo.environment
+        var url = "postgres://\(database.username)"
+        if let password = database.password { url += ":\(password)" }
+        url += "@\(database.host):\(database.port)/\(database.database)"
+        environment["DATABASE_URL"] = url
+        environment["UPSHIFT_HOST"] = "127.0.0.1"
+        environment["UPSHIFT_PORT"] = String(port)
+        environment["UPSHIFT_MIGRATIONS_DIR"] = TestEnvironment.migrationsDirectory.path
+        environment["UPSHIFT_LOG_LEVEL"] = "info"
+        for (key, value) in extraEnvironment { environment[key] = value }
+        process.environment = environment
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+    }
+
+    /// Starts the process and waits until `/health/ready` answers 200.
+    func start(timeout: Duration = .seconds(60)) async throws {
+        try process.run()
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        while ContinuousClock.now < deadline {
+            if !process.isRunning { throw TestEnvironment.Missing(description: "upshift serve exited: \(log())") }
+            if let reply = try? await Server(port: port).request(.GET, "/health/ready", timeout: .seconds(1)),
+                reply.status == 200
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw TestEnvironment.Missing(description: "upshift serve did not become ready: \(log())")
+    }
+
+    /// `kill -9`: no chance to flush anything.
+    func kill9() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM, then the exit status once the process has ended.
+    func terminate() async -> Int32 {
+        kill(process.processIdentifier, SIGTERM)
+        while process.isRunning { try? await Task.sleep(for: .milliseconds(20)) }
+        return process.terminationStatus
+    }
+
+    func log() -> String {
+        (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: output)
+    }
+}
+
+/// A loopback port nobody listens on right now.
+func freePort() async throws -> Int {
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .bind(host: "127.0.0.1", port: 0).get()
+    let port = channel.localAddress?.port ?? 0
+    try await channel.close()
+    return port
+}
