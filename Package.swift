@@ -64,6 +64,9 @@ let package = Package(
                 "UpshiftStore",
                 "UpshiftServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -74,14 +77,22 @@ let package = Package(
         ),
         .testTarget(
             name: "UpshiftStoreTests",
-            dependencies: ["UpshiftStore", "UpshiftTestSupport"],
+            dependencies: [
+                "UpshiftCore",
+                "UpshiftStore",
+                "UpshiftTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(
             name: "UpshiftServerTests",
             dependencies: [
+                "UpshiftCore",
+                "UpshiftStore",
                 "UpshiftServer",
                 "UpshiftTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

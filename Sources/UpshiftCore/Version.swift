@@ -53,6 +53,13 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     public var description: String { text }
 
+    /// One spelling per equality class (`1.2.0` → `1.2`, `1.2+7` → `1.2`), used as a key where versions
+    /// must be unique by section 3 equality (one release per platform per version).
+    public var canonical: String {
+        let numeric = components.isEmpty ? "0" : components.map(String.init).joined(separator: ".")
+        return prerelease.isEmpty ? numeric : numeric + "-" + prerelease.joined(separator: ".")
+    }
+
     /// The numeric component at `index`, 0 when the version has fewer.
     public func component(at index: Int) -> Int {
         index < components.count ? components[index] : 0

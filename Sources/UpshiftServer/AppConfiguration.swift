@@ -26,8 +26,8 @@ public struct AppConfiguration: Sendable {
     /// The `sql/` folder of numbered migrations, applied at start.
     public var migrationsDirectory: URL?
     public var ingestion = IngestionSettings()
-    /// How long a looked-up key is trusted before it is read again (revocation reaches other instances
-    /// within this time; this instance forgets a key it revoked at once).
+    /// How long a looked-up key is trusted before it is read again: a revocation reaches every instance
+    /// within this time.
     public var keyCacheSeconds: Double = 10
     /// Database connections of the pool.
     public var maximumConnections = 16

@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import Logging
-import PostgresNIO
 import ServiceLifecycle
 import UpshiftCore
 import UpshiftStore
@@ -20,9 +19,9 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
     guard let migrationsDirectory = configuration.migrationsDirectory else { throw MigrationError.directoryNotFound }
     let migrations = try Migration.load(from: migrationsDirectory)
 
-    let client = PostgresClient(
-        configuration: configuration.database.clientConfiguration(maximumConnections: configuration.maximumConnections),
-        backgroundLogger: logger)
+    let database = Database(
+        settings: configuration.database, maximumConnections: configuration.maximumConnections, logger: logger)
+    let client = database.client
     let eventLog = EventLog(client: client, logger: logger)
     let keys = KeyStore(client: client, logger: logger)
     let readiness = Readiness(required: ["migrations", "partitions"])
@@ -32,10 +31,10 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
     router.middlewares.add(ProblemMiddleware())
     router.middlewares.add(LogRequestsMiddleware(.debug))
     HealthController(
-        readiness: readiness, database: DatabaseProbe(client: client, logger: logger), metrics: configuration.metrics
+        readiness: readiness, database: database, metrics: configuration.metrics
     ).addRoutes(to: router)
 
-    var services: [any Service] = [client]
+    var services: [any Service] = [DatabaseService(database: database)]
     if configuration.roles.contains(.http) {
         let writer = IngestionWriter(
             log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
@@ -71,9 +70,18 @@ private func retryingWhileUnreachable(logger: Logger, _ work: @Sendable () async
     while true {
         do {
             return try await work()
-        } catch let error as PSQLError where error.code == .connectionError && ContinuousClock.now < deadline {
+        } catch where Database.isConnectionError(error) && ContinuousClock.now < deadline {
             logger.warning("database unreachable at start; retrying", metadata: ["error": "\(error)"])
             try await Task.sleep(for: .seconds(1))
         }
+    }
+}
+
+/// The connection pool as a service of the group: started first, stopped last.
+struct DatabaseService: Service {
+    let database: Database
+
+    func run() async {
+        await database.run()
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Prometheus
 import Synchronization
+import UpshiftStore
 
 /// Whether the instance should receive traffic (DESIGN.md section 8). Set once the start-up work
 /// (migrations, partitions; later the catalog snapshot) is done, and never unset by a database outage:
@@ -26,7 +27,7 @@ final class Readiness: Sendable {
 /// `/health/live`, `/health/ready`, `/health/db` and `/metrics`.
 struct HealthController: Sendable {
     let readiness: Readiness
-    let database: DatabaseProbe
+    let database: Database
     let metrics: PrometheusCollectorRegistry
 
     func addRoutes(to router: Router<UpshiftRequestContext>) {
@@ -49,7 +50,7 @@ struct HealthController: Sendable {
             }
             let elapsed = ContinuousClock.now - started
             let millis = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
-            return try JSONResponse.make(["status": "ok", "latencyMs": String(format: "%.1f", millis)])
+            return try JSONResponse.make(DatabaseHealth(status: "ok", latencyMs: (millis * 10).rounded() / 10))
         }
         router.get("/metrics") { _, _ in
             var buffer: [UInt8] = []
@@ -59,4 +60,9 @@ struct HealthController: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
         }
     }
+}
+
+private struct DatabaseHealth: Encodable {
+    var status: String
+    var latencyMs: Double
 }

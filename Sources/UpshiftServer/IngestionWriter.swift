@@ -191,19 +191,3 @@ final class IngestionWriter: Service, Sendable {
         }
     }
 }
-
-struct DeadlineExceeded: Error {}
-
-/// Runs `operation`, cancelling it and throwing ``DeadlineExceeded`` when it takes longer than `limit`.
-func withDeadline<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else { throw DeadlineExceeded() }
-        return value
-    }
-}

@@ -51,9 +51,4 @@ final class KeyAuthenticator: Sendable {
         guard let key else { throw ProblemDetails.unauthorized("unknown or revoked key") }
         return key
     }
-
-    /// Forgets cached look-ups, e.g. after this instance revoked a key.
-    func invalidate() {
-        cache.withLock { $0.removeAll() }
-    }
 }

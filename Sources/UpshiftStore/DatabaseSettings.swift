@@ -24,13 +24,19 @@ public struct DatabaseSettings: Sendable, Equatable {
         self.tlsMode = tlsMode
     }
 
+    static let sslModes = ["disable", "prefer", "require"]
+
     public enum ParseError: Error, CustomStringConvertible {
         case invalidURL(String)
+        case invalidPort(String)
+        case invalidSSLMode(String)
         case missing
 
         public var description: String {
             switch self {
             case .invalidURL(let reason): "DATABASE_URL is not a postgres:// URL: \(reason)"
+            case .invalidPort(let port): "POSTGRES_PORT must be a port number, not \(port)"
+            case .invalidSSLMode(let mode): "POSTGRES_SSLMODE must be disable, prefer or require, not \(mode)"
             case .missing: "set DATABASE_URL (or POSTGRES_HOST and friends)"
             }
         }
@@ -42,13 +48,19 @@ public struct DatabaseSettings: Sendable, Equatable {
             return try DatabaseSettings(url: url)
         }
         guard let host = environment["POSTGRES_HOST"] else { throw ParseError.missing }
+        var port = 5432
+        if let text = environment["POSTGRES_PORT"], !text.isEmpty {
+            guard let value = Int(text), (1...65535).contains(value) else { throw ParseError.invalidPort(text) }
+            port = value
+        }
+        let sslmode = environment["POSTGRES_SSLMODE"] ?? "disable"
+        guard Self.sslModes.contains(sslmode) else { throw ParseError.invalidSSLMode(sslmode) }
         return DatabaseSettings(
-            host: host,
-            port: environment["POSTGRES_PORT"].flatMap(Int.init) ?? 5432,
+            host: host, port: port,
             username: environment["POSTGRES_USER"] ?? "postgres",
             password: environment["POSTGRES_PASSWORD"],
             database: environment["POSTGRES_DB"] ?? "upshift",
-            tlsMode: environment["POSTGRES_SSLMODE"] ?? "disable")
+            tlsMode: sslmode)
     }
 
     /// Parses `postgres://user:password@host:port/database?sslmode=disable`.
@@ -59,14 +71,14 @@ public struct DatabaseSettings: Sendable, Equatable {
         guard let host = components.host, !host.isEmpty else { throw ParseError.invalidURL("no host") }
         let database = String(components.path.drop(while: { $0 == "/" }))
         let sslmode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "disable"
-        guard ["disable", "prefer", "require"].contains(sslmode) else {
+        guard Self.sslModes.contains(sslmode) else {
             throw ParseError.invalidURL("sslmode must be disable, prefer or require")
         }
         self.init(
             host: host, port: components.port ?? 5432,
             username: components.user?.removingPercentEncoding ?? "postgres",
             password: components.password?.removingPercentEncoding,
-            database: database.isEmpty ? "postgres" : database.removingPercentEncoding ?? database,
+            database: database.isEmpty ? "upshift" : database.removingPercentEncoding ?? database,
             tlsMode: sslmode)
     }
 

@@ -96,7 +96,10 @@ public struct KeyStore: Sendable {
 
     /// Revokes the key with this id (or, when unique, this name). Revoking twice is harmless.
     public func revoke(_ idOrName: String, now: Date) async throws -> APIKey {
-        let keys = try await list().filter { $0.id.uuidString.lowercased() == idOrName.lowercased() || $0.name == idOrName }
+        // By id any key; by name only live ones, so that a name can be reused after a revocation.
+        let keys = try await list().filter {
+            $0.id.uuidString.lowercased() == idOrName.lowercased() || ($0.name == idOrName && $0.revokedAt == nil)
+        }
         guard keys.count <= 1 else { throw KeyStoreError.ambiguousKey(idOrName) }
         guard var key = keys.first else { throw KeyStoreError.unknownKey(idOrName) }
         if key.revokedAt == nil {

@@ -26,7 +26,7 @@ func withDatabase<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logg
         do {
             return try await body(client, logger)
         } catch let error as PSQLError {
-            throw CleanExit.message("database error: \(error.serverInfo?[.message] ?? String(describing: error.code))")
+            throw CommandFailure(description: "database error: \(error.serverInfo?[.message] ?? String(describing: error.code))")
         }
     }
 }

@@ -19,10 +19,13 @@ struct Serve: AsyncParsableCommand {
         do {
             configuration = try AppConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
             if let host { configuration.host = host }
-            if let port { configuration.port = port }
+            if let port {
+                guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
+                configuration.port = port
+            }
             if let roles { configuration.roles = try AppConfiguration.parseRoles(roles) }
             if let logLevel {
-                guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("bad --log-level") }
+                guard let level = Logger.Level(rawValue: logLevel.lowercased()) else { throw ValidationError("bad --log-level") }
                 configuration.logLevel = level
             }
         } catch let error as ConfigurationError {

@@ -1,0 +1,182 @@
+import Foundation
+
+/// A release channel (DESIGN.md section 4): `live` sees live releases, `beta` sees beta and live ones.
+public enum Channel: String, Sendable, Codable, CaseIterable {
+    case live, beta
+}
+
+/// Whether a release is offered at all.
+public enum ReleaseStatus: String, Sendable, Codable, CaseIterable {
+    case live, withdrawn
+}
+
+/// An app of the catalog (DESIGN.md section 4).
+public struct AppInfo: Sendable, Equatable, Codable {
+    public var id: String
+    public var name: String
+    public var defaultLocale: String
+    /// Store URL per platform; a platform without one answers `updateURL: null`.
+    public var updateURL: [String: String]
+    public var storeId: [String: String]
+
+    public init(
+        id: String, name: String, defaultLocale: String = "en", updateURL: [String: String] = [:],
+        storeId: [String: String] = [:]
+    ) {
+        self.id = id
+        self.name = name
+        self.defaultLocale = defaultLocale
+        self.updateURL = updateURL
+        self.storeId = storeId
+    }
+}
+
+/// A release of an app on one platform (DESIGN.md section 4).
+public struct Release: Sendable, Equatable, Codable {
+    public var platform: String
+    public var version: Version
+    public var build: Int?
+    /// May be in the future: then it is not offered yet.
+    public var releasedAt: Date
+    public var channel: Channel
+    public var minimumOSVersion: Version?
+    public var maximumOSVersion: Version?
+    /// Locale → lines, as written by the team.
+    public var notes: [String: [String]]
+    /// Overrides the app's store URL for this release (enterprise downloads, TestFlight …).
+    public var updateURL: String?
+    public var status: ReleaseStatus
+    /// 0–100; a release admits an install when its bucket is below `rolloutPercent × 100`.
+    public var rolloutPercent: Double
+    /// A halted rollout: offered to nobody until resumed.
+    public var rolloutPaused: Bool
+    /// 0 = never written; each change adds one (`ETag: "n"`).
+    public var revision: Int
+
+    public init(
+        platform: String, version: Version, build: Int? = nil, releasedAt: Date, channel: Channel = .live,
+        minimumOSVersion: Version? = nil, maximumOSVersion: Version? = nil, notes: [String: [String]] = [:],
+        updateURL: String? = nil, status: ReleaseStatus = .live, rolloutPercent: Double = 100,
+        rolloutPaused: Bool = false, revision: Int = 0
+    ) {
+        self.platform = platform
+        self.version = version
+        self.build = build
+        self.releasedAt = releasedAt
+        self.channel = channel
+        self.minimumOSVersion = minimumOSVersion
+        self.maximumOSVersion = maximumOSVersion
+        self.notes = notes
+        self.updateURL = updateURL
+        self.status = status
+        self.rolloutPercent = rolloutPercent
+        self.rolloutPaused = rolloutPaused
+        self.revision = revision
+    }
+}
+
+/// The update policy of an app on one platform (DESIGN.md section 4). Every field is optional but
+/// `enabled`; a policy never set is `{"enabled": true}` at revision 0.
+public struct Policy: Sendable, Equatable, Codable {
+    public var enabled: Bool
+    public var minimumVersion: Version?
+    public var targetVersion: Version?
+    public var blockedVersions: [Version]
+    /// X: days after release before a soft prompt.
+    public var notifyAfterDays: Double?
+    /// Y: days after release before an offered release becomes a force.
+    public var blockAfterDays: Double?
+    /// Z: versions behind before a soft prompt.
+    public var versionsBehindThreshold: Int
+    public var remindIntervalSeconds: Int
+    public var checkIntervalSeconds: Int
+    public var allowSkip: Bool
+    public var revision: Int
+
+    public static let defaultVersionsBehindThreshold = 1
+    public static let defaultRemindIntervalSeconds = 86_400
+    public static let defaultCheckIntervalSeconds = 86_400
+
+    public init(
+        enabled: Bool = true, minimumVersion: Version? = nil, targetVersion: Version? = nil,
+        blockedVersions: [Version] = [], notifyAfterDays: Double? = nil, blockAfterDays: Double? = nil,
+        versionsBehindThreshold: Int = Policy.defaultVersionsBehindThreshold,
+        remindIntervalSeconds: Int = Policy.defaultRemindIntervalSeconds,
+        checkIntervalSeconds: Int = Policy.defaultCheckIntervalSeconds, allowSkip: Bool = true, revision: Int = 0
+    ) {
+        self.enabled = enabled
+        self.minimumVersion = minimumVersion
+        self.targetVersion = targetVersion
+        self.blockedVersions = blockedVersions
+        self.notifyAfterDays = notifyAfterDays
+        self.blockAfterDays = blockAfterDays
+        self.versionsBehindThreshold = versionsBehindThreshold
+        self.remindIntervalSeconds = remindIntervalSeconds
+        self.checkIntervalSeconds = checkIntervalSeconds
+        self.allowSkip = allowSkip
+        self.revision = revision
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case enabled, minimumVersion, targetVersion, blockedVersions, notifyAfterDays, blockAfterDays
+        case versionsBehindThreshold, remindIntervalSeconds, checkIntervalSeconds, allowSkip, revision
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        enabled = try container.decode(Bool.self, forKey: .enabled)
+        minimumVersion = try container.decodeIfPresent(Version.self, forKey: .minimumVersion)
+        targetVersion = try container.decodeIfPresent(Version.self, forKey: .targetVersion)
+        blockedVersions = try container.decodeIfPresent([Version].self, forKey: .blockedVersions) ?? []
+        notifyAfterDays = try container.decodeIfPresent(Double.self, forKey: .notifyAfterDays)
+        blockAfterDays = try container.decodeIfPresent(Double.self, forKey: .blockAfterDays)
+        versionsBehindThreshold =
+            try container.decodeIfPresent(Int.self, forKey: .versionsBehindThreshold) ?? Self.defaultVersionsBehindThreshold
+        remindIntervalSeconds =
+            try container.decodeIfPresent(Int.self, forKey: .remindIntervalSeconds) ?? Self.defaultRemindIntervalSeconds
+        checkIntervalSeconds =
+            try container.decodeIfPresent(Int.self, forKey: .checkIntervalSeconds) ?? Self.defaultCheckIntervalSeconds
+        allowSkip = try container.decodeIfPresent(Bool.self, forKey: .allowSkip) ?? true
+        revision = try container.decodeIfPresent(Int.self, forKey: .revision) ?? 0
+    }
+
+    public func isBlocked(_ version: Version) -> Bool {
+        blockedVersions.contains(version)
+    }
+}
+
+/// Everything the check needs to know about one app: the catalog snapshot entry.
+public struct AppCatalog: Sendable, Equatable {
+    public var app: AppInfo
+    /// Releases per platform, newest first.
+    public private(set) var releases: [String: [Release]]
+    public var policies: [String: Policy]
+
+    public init(app: AppInfo, releases: [Release] = [], policies: [String: Policy] = [:]) {
+        self.app = app
+        self.releases = [:]
+        self.policies = policies
+        for release in releases { upsert(release) }
+    }
+
+    public func policy(for platform: String) -> Policy {
+        policies[platform] ?? Policy()
+    }
+
+    public func releases(for platform: String) -> [Release] {
+        releases[platform] ?? []
+    }
+
+    public func release(platform: String, version: Version) -> Release? {
+        releases[platform]?.first { $0.version == version }
+    }
+
+    /// Adds or replaces (by version equality) a release, keeping newest first.
+    public mutating func upsert(_ release: Release) {
+        var list = releases[release.platform] ?? []
+        list.removeAll { $0.version == release.version }
+        let index = list.firstIndex { $0.version < release.version } ?? list.endIndex
+        list.insert(release, at: index)
+        releases[release.platform] = list
+    }
+}

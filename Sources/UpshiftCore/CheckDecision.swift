@@ -1,0 +1,85 @@
+import Foundation
+
+/// What an app asks on launch (DESIGN.md section 4, check request).
+public struct CheckRequest: Sendable, Equatable {
+    public var platform: String
+    public var version: Version
+    public var build: Int?
+    public var os: Version?
+    /// Lowercase canonical UUID text.
+    public var install: String?
+    public var locale: String?
+    public var channel: Channel
+    public var previous: Version?
+
+    public init(
+        platform: String, version: Version, build: Int? = nil, os: Version? = nil, install: String? = nil,
+        locale: String? = nil, channel: Channel = .live, previous: Version? = nil
+    ) {
+        self.platform = platform
+        self.version = version
+        self.build = build
+        self.os = os
+        self.install = install?.lowercased()
+        self.locale = locale
+        self.channel = channel
+        self.previous = previous
+    }
+}
+
+public enum CheckAction: String, Sendable, Codable {
+    case none, soft, force
+}
+
+/// Why the check answered as it did (DESIGN.md section 4, decision steps).
+public enum CheckReason: String, Sendable, Codable {
+    case disabled
+    case belowMinimum = "below_minimum"
+    case blockedVersion = "blocked_version"
+    case releaseOverdue = "release_overdue"
+    case updateAvailable = "update_available"
+    case notInRollout = "not_in_rollout"
+    case osUnsupported = "os_unsupported"
+    case tooRecent = "too_recent"
+    case upToDate = "up_to_date"
+    case notEnoughVersionsBehind = "not_enough_versions_behind"
+}
+
+/// Release notes of one version, in the requested locale.
+public struct VersionNotes: Sendable, Equatable, Codable {
+    public var version: String
+    public var notes: [String]
+}
+
+/// The newest release the device's OS cannot run, so that the app can warn.
+public struct Unsupported: Sendable, Equatable, Codable {
+    public var latestVersion: String
+    public var minimumOSVersion: String?
+    public var maximumOSVersion: String?
+}
+
+/// The check response (DESIGN.md section 4).
+public struct CheckDecision: Sendable, Equatable, Codable {
+    public var action: CheckAction
+    public var reason: CheckReason
+    public var installedVersion: String
+    public var latestVersion: String?
+    public var minimumVersion: String?
+    public var updateURL: String?
+    public var releasedAt: Date?
+    public var versionsBehind: Int?
+    public var updateType: UpdateType?
+    public var allowSkip: Bool?
+    public var remindAfterSeconds: Int?
+    public var checkAfterSeconds: Int
+    public var releaseNotes: [VersionNotes]?
+    public var whatsNew: [VersionNotes]?
+    public var unsupported: Unsupported?
+
+    public init(action: CheckAction, reason: CheckReason, installedVersion: String, checkAfterSeconds: Int) {
+        self.action = action
+        self.reason = reason
+        self.installedVersion = installedVersion
+        self.checkAfterSeconds = checkAfterSeconds
+    }
+}

@@ -1,0 +1,50 @@
+import Crypto
+import Foundation
+
+/// Sticky percentage rollouts (DESIGN.md 4.1).
+public enum Rollout {
+    /// `UInt64(big-endian first 8 bytes of SHA-256("{appId}:{version}:{installId}")) % 10000`, with the
+    /// version as written in the catalog and the install id lowercased.
+    public static func bucket(appId: String, version: String, installId: String) -> Int {
+        let digest = SHA256.hash(data: Data("\(appId):\(version):\(installId.lowercased())".utf8))
+        var value: UInt64 = 0
+        for byte in digest.prefix(8) { value = value << 8 | UInt64(byte) }
+        return Int(value % 10_000)
+    }
+
+    /// Whether `release` admits the install: below its percentage and not paused. Without an install id
+    /// only releases at 100% admit.
+    public static func admits(_ release: Release, appId: String, installId: String?) -> Bool {
+        guard !release.rolloutPaused else { return false }
+        if release.rolloutPercent >= 100 { return true }
+        guard let installId else { return false }
+        return Double(bucket(appId: appId, version: release.version.text, installId: installId)) < release.rolloutPercent * 100
+    }
+}
+
+/// Locale tags as apps send them: matched ignoring case, with `_` read as `-` (`de_AT` is `de-AT`).
+public enum LocaleTag {
+    public static func normalize(_ tag: String) -> String {
+        tag.lowercased().replacingOccurrences(of: "_", with: "-")
+    }
+
+    /// The notes for `locale`: the exact tag, then its language, then the app's default locale, else `[]`.
+    public static func notes(_ notes: [String: [String]], locale: String?, defaultLocale: String) -> [String] {
+        guard !notes.isEmpty else { return [] }
+        var byTag: [String: [String]] = [:]
+        for (tag, lines) in notes { byTag[normalize(tag)] = lines }
+        var wanted: [String] = []
+        if let locale {
+            let tag = normalize(locale)
+            wanted.append(tag)
+            if let language = tag.split(separator: "-").first { wanted.append(String(language)) }
+        }
+        let fallback = normalize(defaultLocale)
+        wanted.append(fallback)
+        if let language = fallback.split(separator: "-").first { wanted.append(String(language)) }
+        for tag in wanted {
+            if let lines = byTag[tag] { return lines }
+        }
+        return []
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+import UpshiftCore
+import UpshiftTestData
+
+/// Every scenario and bucket case of `../shared/testdata/decisions.json` through the pure engine.
+@Suite struct DecisionEngineTests {
+    static let cases = Result { try DecisionCases.load() }
+
+    @Test func theSharedFileHasEveryKindOfCase() throws {
+        let cases = try Self.cases.get()
+        #expect(cases.scenarios.count >= 18)
+        #expect(cases.buckets.cases.count >= 15)
+    }
+
+    @Test func rolloutBuckets() throws {
+        for row in try Self.cases.get().buckets.cases {
+            guard case .string(let app) = row[0], case .string(let version) = row[1], case .string(let install) = row[2],
+                case .number(let bucket) = row[3]
+            else { Issue.record("malformed bucket case \(row)"); continue }
+            #expect(Rollout.bucket(appId: app, version: version, installId: install) == Int(bucket), "\(row)")
+        }
+    }
+
+    @Test func scenarios() throws {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(Timestamp.format(date))
+        }
+        var compared = 0
+        for scenario in try Self.cases.get().scenarios {
+            let catalog = try ScenarioCatalog.make(scenario)
+            let now = try #require(Timestamp.parse(scenario.now))
+            for check in scenario.checks {
+                let request = try #require(ScenarioCatalog.request(check.request), "\(scenario.name): \(check.request)")
+                let decision = DecisionEngine.decide(request, catalog: catalog, now: now)
+                let actual = try JSONValue.parse(try encoder.encode(decision))
+                for (field, expected) in check.expect {
+                    compared += 1
+                    #expect(actual[field] == expected, "\(scenario.name) \(check.request): \(field) is \(actual[field] ?? .null), expected \(expected)")
+                }
+                if check.request["previous"] != nil {
+                    #expect(actual["whatsNew"] != nil, "\(scenario.name): whatsNew must be present when previous is sent")
+                }
+            }
+        }
+        #expect(compared > 300)  // every expected field of every check was compared
+    }
+}
+
+/// Builds the engine's input from a scenario, the way a test reads the file.
+enum ScenarioCatalog {
+    static func make(_ scenario: DecisionCases.Scenario) throws -> AppCatalog {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let text = try decoder.singleValueContainer().decode(String.self)
+            guard let date = Timestamp.parse(text) else { throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: text)) }
+            return date
+        }
+        let releases = try scenario.releases.map { try decoder.decode(ScenarioRelease.self, from: try $0.data()).release }
+        let policy = try decoder.decode(Policy.self, from: try scenario.policy.data())
+        var policies: [String: Policy] = [:]
+        for platform in Set(releases.map(\.platform)).union(scenario.app.updateURL.keys) { policies[platform] = policy }
+        return AppCatalog(
+            app: AppInfo(id: scenario.app.id, name: scenario.app.id, defaultLocale: scenario.app.defaultLocale, updateURL: scenario.app.updateURL),
+            releases: releases, policies: policies)
+    }
+
+    static func request(_ fields: [String: String]) -> CheckRequest? {
+        guard let platform = fields["platform"], let version = fields["version"].flatMap(Version.init) else { return nil }
+        return CheckRequest(
+            platform: platform, version: version, os: fields["os"].flatMap(Version.init), install: fields["install"],
+            locale: fields["locale"], channel: fields["channel"].flatMap(Channel.init) ?? .live,
+            previous: fields["previous"].flatMap(Version.init))
+    }
+
+    struct ScenarioRelease: Decodable {
+        var platform: String
+        var version: Version
+        var releasedAt: Date
+        var channel: Channel
+        var status: ReleaseStatus
+        var rolloutPercent: Double?
+        var rolloutPaused: Bool?
+        var minimumOSVersion: Version?
+        var maximumOSVersion: Version?
+        var notes: [String: [String]]?
+        var updateURL: String?
+
+        var release: Release {
+            Release(
+                platform: platform, version: version, releasedAt: releasedAt, channel: channel,
+                minimumOSVersion: minimumOSVersion, maximumOSVersion: maximumOSVersion, notes: notes ?? [:],
+                updateURL: updateURL, status: status, rolloutPercent: rolloutPercent ?? 100,
+                rolloutPaused: rolloutPaused ?? false)
+        }
+    }
+}
