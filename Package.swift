@@ -102,6 +102,7 @@ let package = Package(
         ),
         .target(
             name: "UpshiftTestData",
+            dependencies: ["UpshiftCore"],
             path: "Tests/UpshiftTestData",
             swiftSettings: testSwiftSettings
         ),

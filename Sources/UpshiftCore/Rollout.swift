@@ -18,7 +18,10 @@ public enum Rollout {
         guard !release.rolloutPaused else { return false }
         if release.rolloutPercent >= 100 { return true }
         guard let installId else { return false }
-        return Double(bucket(appId: appId, version: release.version.text, installId: installId)) < release.rolloutPercent * 100
+        // Percentages like 6.63 are not exact in binary (6.63 × 100 = 663.0000000000001): compare with
+        // a tolerance far below one bucket so that bucket 663 is not admitted at 6.63%.
+        let threshold = release.rolloutPercent * 100 - 1e-7
+        return Double(bucket(appId: appId, version: release.version.text, installId: installId)) < threshold
     }
 }
 

@@ -26,6 +26,7 @@ public struct AppConfiguration: Sendable {
     /// The `sql/` folder of numbered migrations, applied at start.
     public var migrationsDirectory: URL?
     public var ingestion = IngestionSettings()
+    public var check = CheckSettings()
     /// How long a looked-up key is trusted before it is read again: a revocation reaches every instance
     /// within this time.
     public var keyCacheSeconds: Double = 10
@@ -60,6 +61,15 @@ public struct AppConfiguration: Sendable {
         if let proxies = environment["UPSHIFT_TRUSTED_PROXIES"] {
             configuration.trustedProxies = Set(
                 proxies.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        }
+        if let rate = environment["UPSHIFT_CHECK_RATE_LIMIT"], !rate.isEmpty {
+            guard let value = Double(rate), value >= 0 else { throw ConfigurationError.invalid("UPSHIFT_CHECK_RATE_LIMIT", rate) }
+            configuration.check.ratePerClient = value
+            configuration.check.burstPerClient = max(1, value * 3)
+        }
+        if let burst = environment["UPSHIFT_CHECK_RATE_BURST"], !burst.isEmpty {
+            guard let value = Double(burst), value >= 1 else { throw ConfigurationError.invalid("UPSHIFT_CHECK_RATE_BURST", burst) }
+            configuration.check.burstPerClient = value
         }
         configuration.migrationsDirectory = Migration.locateDirectory(environment: environment)
         return configuration

@@ -24,7 +24,11 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
     let client = database.client
     let eventLog = EventLog(client: client, logger: logger)
     let keys = KeyStore(client: client, logger: logger)
-    let readiness = Readiness(required: ["migrations", "partitions"])
+    let catalogStore = CatalogStore(client: client, logger: logger)
+    let snapshot = CatalogSnapshot()
+    let serveHTTP = configuration.roles.contains(.http)
+    let readiness = Readiness(required: serveHTTP ? ["migrations", "partitions", "catalog"] : ["migrations", "partitions"])
+    let snapshotLoader = CatalogSnapshotService(snapshot: snapshot, store: catalogStore, readiness: readiness, logger: logger)
     let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
 
     let router = Router(context: UpshiftRequestContext.self)
@@ -35,7 +39,7 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
     ).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(database: database)]
-    if configuration.roles.contains(.http) {
+    if serveHTTP {
         let writer = IngestionWriter(
             log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
             metrics: configuration.metrics, logger: logger)
@@ -43,7 +47,14 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
         EventsController(
             writer: writer, authenticator: authenticator, clock: configuration.clock, metrics: configuration.metrics
         ).addRoutes(to: router)
-        services.append(contentsOf: [partitions, writer] as [any Service])
+        CheckController(
+            snapshot: snapshot, writer: writer, clock: configuration.clock, settings: configuration.check,
+            trustedProxies: configuration.trustedProxies, metrics: configuration.metrics, logger: logger
+        ).addRoutes(to: router)
+        CatalogController(store: catalogStore, authenticator: authenticator, clock: configuration.clock) {
+            await snapshotLoader.reload(reason: "write")
+        }.addRoutes(to: router)
+        services.append(contentsOf: [partitions, writer, snapshotLoader] as [any Service])
     }
 
     var app = Application(
@@ -59,6 +70,9 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
         readiness.mark("migrations")
         try await retryingWhileUnreachable(logger: logger) { try await partitions.ensure() }
         readiness.mark("partitions")
+        if serveHTTP {
+            try await retryingWhileUnreachable(logger: logger) { try await snapshotLoader.load() }
+        }
     }
     return app
 }

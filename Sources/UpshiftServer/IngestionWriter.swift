@@ -27,8 +27,8 @@ enum IngestionError: Error, Equatable {
 final class IngestionWriter: Service, Sendable {
     private struct Submission {
         var events: [Event]
-        var enqueued: ContinuousClock.Instant
-        var continuation: CheckedContinuation<Set<UUID>, any Error>
+        /// Called once with the ids that were new, or with why nothing was stored.
+        var completion: @Sendable (Result<Set<UUID>, IngestionError>) -> Void
     }
 
     private struct State {
@@ -67,19 +67,31 @@ final class IngestionWriter: Service, Sendable {
     func append(_ events: [Event]) async throws -> Set<UUID> {
         guard !events.isEmpty else { return [] }
         return try await withCheckedThrowingContinuation { continuation in
-            let now = ContinuousClock.now
-            let outcome: Result<CheckedContinuation<Void, Never>?, IngestionError> = state.withLock { state in
-                if state.stopping { return .failure(.shuttingDown) }
-                if let until = state.failFastUntil, until > now { return .failure(.databaseUnavailable) }
-                if state.pendingEvents + events.count > settings.maximumPendingEvents { return .failure(.overloaded) }
-                state.pending.append(Submission(events: events, enqueued: now, continuation: continuation))
-                state.pendingEvents += events.count
-                return .success(state.idleFlushers.popLast())
-            }
-            switch outcome {
-            case .failure(let error): continuation.resume(throwing: error)
-            case .success(let flusher): flusher?.resume()
-            }
+            submit(events, limit: settings.maximumPendingEvents) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Queues `events` without waiting for them (check observations): `completion` learns the outcome.
+    /// Refuses at once, calling `completion` with the error, when the buffer of `limit` events is full.
+    func offer(_ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void) {
+        submit(events, limit: limit, completion: completion)
+    }
+
+    private func submit(
+        _ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void
+    ) {
+        let now = ContinuousClock.now
+        let outcome: Result<CheckedContinuation<Void, Never>?, IngestionError> = state.withLock { state in
+            if state.stopping { return .failure(.shuttingDown) }
+            if let until = state.failFastUntil, until > now { return .failure(.databaseUnavailable) }
+            if state.pendingEvents + events.count > limit { return .failure(.overloaded) }
+            state.pending.append(Submission(events: events, completion: completion))
+            state.pendingEvents += events.count
+            return .success(state.idleFlushers.popLast())
+        }
+        switch outcome {
+        case .failure(let error): completion(.failure(error))
+        case .success(let flusher): flusher?.resume()
         }
     }
 
@@ -176,7 +188,7 @@ final class IngestionWriter: Service, Sendable {
             flushed.increment()
             for (index, submission) in batch.enumerated() {
                 let mine = Set(submission.events.lazy.map(\.id).filter { inserted.contains($0) && owner[$0] == index })
-                submission.continuation.resume(returning: mine)
+                submission.completion(.success(mine))
             }
             wake()
         } catch {
@@ -186,7 +198,7 @@ final class IngestionWriter: Service, Sendable {
                 "event log append failed; answering 503",
                 metadata: ["events.count": "\(rows.count)", "error": "\(String(reflecting: error))"])
             for submission in batch {
-                submission.continuation.resume(throwing: IngestionError.databaseUnavailable)
+                submission.completion(.failure(.databaseUnavailable))
             }
         }
     }

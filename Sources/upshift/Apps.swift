@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import UpshiftCore
 import UpshiftServer
 import UpshiftStore
 
@@ -12,20 +13,27 @@ struct Apps: AsyncParsableCommand {
         @Option(help: "The app id: lowercase letters, digits and -, e.g. expenses.") var id: String
         @Option(help: "A display name.") var name: String
         @Option(help: "Locale of release notes used when none matches (default en).") var defaultLocale = "en"
+        @Option(help: "Store URL of a platform, as platform=url (repeatable), e.g. ios=https://apps.apple.com/app/id1")
+        var updateUrl: [String] = []
         @Option(help: "Why (recorded in the app's history).") var reason: String?
 
         func run() async throws {
-            let (id, name, locale, reason) = (id, name, defaultLocale, reason)
-            do {
-                let app = try await withDatabase { client, logger in
-                    try await AppStore(client: client, logger: logger).create(
-                        id: id, name: name, defaultLocale: locale, actor: "cli:\(NSUserName())", reason: reason,
-                        now: SystemClock().now())
-                }
-                print("created app \(app.id)")
-            } catch let error as AppStoreError {
-                throw CommandFailure(description: error.description)
+            var body: [String: JSONValue] = [
+                "id": .string(id), "name": .string(name), "defaultLocale": .string(defaultLocale),
+            ]
+            var urls: [String: JSONValue] = [:]
+            for entry in updateUrl {
+                let parts = entry.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2 else { throw ValidationError("--update-url takes platform=url") }
+                urls[String(parts[0])] = .string(String(parts[1]))
             }
+            body["updateURL"] = .object(urls)
+            let app = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.app(.object(body)) }
+            let reason = reason
+            let created = try await CatalogCommand.run { catalog in
+                try await catalog.createApp(app, actor: CatalogCommand.actor, reason: reason, now: SystemClock().now())
+            }
+            print("created app \(created.id)")
         }
     }
 
@@ -35,9 +43,10 @@ struct Apps: AsyncParsableCommand {
 
         func run() async throws {
             let id = id
-            guard let app = try await withDatabase({ client, logger in try await AppStore(client: client, logger: logger).find(id: id) })
-            else { throw CommandFailure(description: "no app \(id)") }
+            let apps = try await CatalogCommand.run { catalog in try await catalog.apps(id: id) }
+            guard let app = apps.first else { throw CommandFailure(description: "no app \(id)") }
             print("\(app.id)\t\(app.name)\tdefault locale \(app.defaultLocale)")
+            for (platform, url) in app.updateURL.sorted(by: { $0.key < $1.key }) { print("  \(platform)\t\(url)") }
         }
     }
 
@@ -45,8 +54,29 @@ struct Apps: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List apps.")
 
         func run() async throws {
-            let apps = try await withDatabase { client, logger in try await AppStore(client: client, logger: logger).list() }
+            let apps = try await CatalogCommand.run { catalog in try await catalog.apps() }
             for app in apps { print("\(app.id)\t\(app.name)") }
+        }
+    }
+}
+
+/// The CLI's way to the catalog: the same `CatalogStore` the API uses, errors as plain messages.
+enum CatalogCommand {
+    static var actor: String { "cli:\(ProcessInfo.processInfo.environment["USER"] ?? NSUserName())" }
+
+    static func run<T: Sendable>(_ body: @escaping @Sendable (CatalogStore) async throws -> T) async throws -> T {
+        do {
+            return try await withDatabase { client, logger in try await body(CatalogStore(client: client, logger: logger)) }
+        } catch let error as CatalogError {
+            throw CommandFailure(description: error.description)
+        }
+    }
+
+    static func validated<T>(_ body: () throws(FieldError) -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            throw CommandFailure(description: error.description)
         }
     }
 }

@@ -9,7 +9,7 @@ import UpshiftStore
 /// Runs `body` with a PostgreSQL client for the database of `DATABASE_URL` (or `POSTGRES_*`).
 func withDatabase<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
     var logger = Logger(label: "upshift")
-    logger.logLevel = .warning
+    logger.logLevel = .error
     let settings: DatabaseSettings
     do {
         settings = try DatabaseSettings.fromEnvironment(ProcessInfo.processInfo.environment)

@@ -18,22 +18,39 @@ struct Harness {
     let ingestKey: String
     let readKey: String
     let adminKey: String
+    /// An admin token that covers every app (creates apps).
+    let rootKey: String
 
     static func make(app appId: String = "expenses", now: Date = Date()) async throws -> Harness {
         let database = try await TestDatabases.shared.fresh()
         let keys = try await withPostgres(database) { client in
             let logger = TestEnvironment.logger
-            _ = try await AppStore(client: client, logger: logger).create(
-                id: appId, name: "Expenses", actor: "tests", reason: nil, now: now)
+            _ = try await CatalogStore(client: client, logger: logger).createApp(
+                AppInfo(id: appId, name: "Expenses"), actor: "tests", reason: nil, now: now)
             let store = KeyStore(client: client, logger: logger)
             let ingest = try await store.create(name: "ios-app", scope: .ingest, appId: appId, now: now).1
             let read = try await store.create(name: "reports", scope: .read, appId: nil, now: now).1
             let admin = try await store.create(name: "owner", scope: .admin, appId: appId, now: now).1
-            return (ingest, read, admin)
+            let root = try await store.create(name: "root", scope: .admin, appId: nil, now: now).1
+            return (ingest, read, admin, root)
         }
         return Harness(
             database: database, clock: ManualClock(now), appId: appId, ingestKey: keys.0, readKey: keys.1,
-            adminKey: keys.2)
+            adminKey: keys.2, rootKey: keys.3)
+    }
+
+    /// A fresh database with no app yet and an admin token for every app (`rootKey`).
+    static func empty(now: Date = Date()) async throws -> Harness {
+        let database = try await TestDatabases.shared.fresh()
+        let keys = try await withPostgres(database) { client in
+            let store = KeyStore(client: client, logger: TestEnvironment.logger)
+            let root = try await store.create(name: "root", scope: .admin, appId: nil, now: now).1
+            let read = try await store.create(name: "reports", scope: .read, appId: nil, now: now).1
+            return (root, read)
+        }
+        return Harness(
+            database: database, clock: ManualClock(now), appId: "", ingestKey: "", readKey: keys.1, adminKey: keys.0,
+            rootKey: keys.0)
     }
 
     func configuration() -> AppConfiguration {
@@ -84,6 +101,12 @@ struct Server: Sendable {
         func decode<T: Decodable>(_ type: T.Type) throws -> T {
             try JSONDecoder().decode(type, from: body)
         }
+
+        func value() throws -> JSONValue {
+            try JSONValue.parse(body)
+        }
+
+        var etag: String? { headers["ETag"].first }
     }
 
     func request(
@@ -97,6 +120,16 @@ struct Server: Sendable {
         let response = try await HTTPClient.shared.execute(request, timeout: timeout)
         let bytes = try await response.body.collect(upTo: 16 << 20)
         return Reply(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+    }
+
+    /// A JSON request with a bearer token.
+    func send(
+        _ method: HTTPMethod, _ path: String, key: String?, json: JSONValue? = nil, headers: [(String, String)] = []
+    ) async throws -> Reply {
+        var all = headers
+        if let key { all.append(("Authorization", "Bearer \(key)")) }
+        if json != nil { all.append(("Content-Type", "application/json")) }
+        return try await request(method, path, headers: all, body: try json?.data())
     }
 
     func postEvents(_ events: [[String: String]], key: String?, timeout: TimeAmount = .seconds(30)) async throws -> Reply {

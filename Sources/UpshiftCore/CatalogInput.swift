@@ -1,0 +1,261 @@
+import Foundation
+
+/// A request field that is missing or wrong, named so that the API can say which.
+public struct FieldError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var field: String
+    public var message: String
+
+    public init(_ field: String, _ message: String) {
+        self.field = field
+        self.message = message
+    }
+
+    public var description: String { "\(field): \(message)" }
+}
+
+/// Validates admin request bodies (apps, releases, release edits, policies) into catalog values.
+/// Unknown fields are errors: a misspelt `minimumVerison` must not be silently ignored.
+public enum CatalogInput {
+    /// Limits on free text, so that one catalog entry cannot bloat every check response.
+    public static let maximumNoteLines = 50
+    public static let maximumNoteLength = 1_000
+    public static let maximumNameLength = 200
+    public static let maximumURLLength = 2_000
+    public static let maximumReasonLength = 1_000
+
+    /// `{id, name, defaultLocale, updateURL: {platform: url}, storeId: {platform: id}}`.
+    public static func app(_ body: JSONValue) throws(FieldError) -> AppInfo {
+        let fields = try Fields(body, allowed: ["id", "name", "defaultLocale", "updateURL", "storeId", "reason"])
+        let id = try fields.string("id", required: true)!
+        guard AppID.isValid(id) else { throw FieldError("id", "must match ^[a-z0-9][a-z0-9-]{0,62}$") }
+        let name = try fields.string("name", required: true, maximumLength: maximumNameLength)!
+        let locale = try fields.locale("defaultLocale") ?? "en"
+        let urls = try fields.platformMap("updateURL", validate: isURL)
+        let stores = try fields.platformMap("storeId", validate: { !$0.isEmpty && $0.count <= 200 })
+        return AppInfo(id: id, name: name, defaultLocale: locale, updateURL: urls, storeId: stores)
+    }
+
+    /// A new release: every field of DESIGN.md section 4 and its `platform`.
+    public static func release(_ body: JSONValue) throws(FieldError) -> Release {
+        let fields = try Fields(body, allowed: releaseFields.union(["platform", "version", "reason"]))
+        let platform = try fields.string("platform", required: true)!
+        guard EventValidator.isPlatform(platform) else {
+            throw FieldError("platform", "lowercase letters, digits, _ or -, at most 32")
+        }
+        let version = try fields.version("version", required: true)!
+        guard let releasedAt = try fields.date("releasedAt") else { throw FieldError("releasedAt", "is required") }
+        var release = Release(platform: platform, version: version, releasedAt: releasedAt)
+        try apply(fields, to: &release)
+        return release
+    }
+
+    /// A partial edit of a release (status, rollout, notes, dates …); `platform` and `version` are the path's.
+    public static func releasePatch(_ body: JSONValue, to release: Release) throws(FieldError) -> Release {
+        let fields = try Fields(body, allowed: releaseFields.union(["reason"]))
+        var edited = release
+        if let releasedAt = try fields.date("releasedAt") { edited.releasedAt = releasedAt }
+        try apply(fields, to: &edited)
+        return edited
+    }
+
+    /// A whole policy (`PUT` replaces it): `enabled` is required, every other field optional.
+    public static func policy(_ body: JSONValue) throws(FieldError) -> Policy {
+        let fields = try Fields(
+            body,
+            allowed: [
+                "enabled", "minimumVersion", "targetVersion", "blockedVersions", "notifyAfterDays", "blockAfterDays",
+                "versionsBehindThreshold", "remindIntervalSeconds", "checkIntervalSeconds", "allowSkip", "reason",
+            ])
+        guard let enabled = try fields.bool("enabled") else { throw FieldError("enabled", "is required") }
+        var policy = Policy(enabled: enabled)
+        policy.minimumVersion = try fields.version("minimumVersion", required: false)
+        policy.targetVersion = try fields.version("targetVersion", required: false)
+        if let minimum = policy.minimumVersion, let target = policy.targetVersion, minimum > target {
+            throw FieldError("minimumVersion", "is above targetVersion \(target)")
+        }
+        if let blocked = try fields.array("blockedVersions") {
+            guard blocked.count <= 1_000 else { throw FieldError("blockedVersions", "at most 1000 versions") }
+            policy.blockedVersions = try blocked.enumerated().map { (index, value) throws(FieldError) in
+                guard let text = value.stringValue, let version = Version(text) else {
+                    throw FieldError("blockedVersions[\(index)]", "not a valid version")
+                }
+                return version
+            }
+        }
+        policy.notifyAfterDays = try fields.number("notifyAfterDays", in: 0...3_650)
+        policy.blockAfterDays = try fields.number("blockAfterDays", in: 0...3_650)
+        policy.versionsBehindThreshold =
+            try fields.integer("versionsBehindThreshold", in: 1...1_000) ?? Policy.defaultVersionsBehindThreshold
+        policy.remindIntervalSeconds =
+            try fields.integer("remindIntervalSeconds", in: 0...31_536_000) ?? Policy.defaultRemindIntervalSeconds
+        policy.checkIntervalSeconds =
+            try fields.integer("checkIntervalSeconds", in: 0...31_536_000) ?? Policy.defaultCheckIntervalSeconds
+        policy.allowSkip = try fields.bool("allowSkip") ?? true
+        return policy
+    }
+
+    /// The optional `reason` of any write.
+    public static func reason(_ body: JSONValue) throws(FieldError) -> String? {
+        guard let value = body["reason"], !value.isNull else { return nil }
+        guard let text = value.stringValue, text.count <= maximumReasonLength else {
+            throw FieldError("reason", "a string of at most \(maximumReasonLength) characters")
+        }
+        return text
+    }
+
+    static let releaseFields: Set<String> = [
+        "build", "releasedAt", "channel", "minimumOSVersion", "maximumOSVersion", "notes", "updateURL", "status",
+        "rolloutPercent", "rolloutPaused",
+    ]
+
+    private static func apply(_ fields: Fields, to release: inout Release) throws(FieldError) {
+        if fields.has("build") { release.build = try fields.integer("build", in: 0...EventValidator.maximumBuild) }
+        if let channel = try fields.string("channel", required: false) {
+            guard let value = Channel(rawValue: channel) else { throw FieldError("channel", "must be live or beta") }
+            release.channel = value
+        }
+        if fields.has("minimumOSVersion") { release.minimumOSVersion = try fields.version("minimumOSVersion", required: false) }
+        if fields.has("maximumOSVersion") { release.maximumOSVersion = try fields.version("maximumOSVersion", required: false) }
+        if let minimum = release.minimumOSVersion, let maximum = release.maximumOSVersion, minimum > maximum {
+            throw FieldError("minimumOSVersion", "is above maximumOSVersion \(maximum)")
+        }
+        if let notes = try fields.notes("notes") { release.notes = notes }
+        if fields.has("updateURL") {
+            release.updateURL = try fields.string("updateURL", required: false, maximumLength: maximumURLLength)
+            if let url = release.updateURL, !isURL(url) { throw FieldError("updateURL", "must be an http(s) URL") }
+        }
+        if let status = try fields.string("status", required: false) {
+            guard let value = ReleaseStatus(rawValue: status) else {
+                throw FieldError("status", "must be live or withdrawn")
+            }
+            release.status = value
+        }
+        if let percent = try fields.number("rolloutPercent", in: 0...100) { release.rolloutPercent = percent }
+        if let paused = try fields.bool("rolloutPaused") { release.rolloutPaused = paused }
+    }
+
+    static func isURL(_ text: String) -> Bool {
+        guard text.count <= maximumURLLength, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+            ["http", "https", "itms-apps", "market"].contains(scheme), url.host != nil || scheme != "http" && scheme != "https"
+        else { return false }
+        return true
+    }
+
+    /// Typed access to the fields of a JSON object, each failure naming its field.
+    struct Fields {
+        let object: [String: JSONValue]
+
+        init(_ body: JSONValue, allowed: Set<String>) throws(FieldError) {
+            guard let object = body.objectValue else { throw FieldError("body", "must be a JSON object") }
+            if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw FieldError(unknown, "unknown field")
+            }
+            self.object = object
+        }
+
+        func has(_ key: String) -> Bool { object[key] != nil }
+
+        private func value(_ key: String) -> JSONValue? {
+            guard let value = object[key], !value.isNull else { return nil }
+            return value
+        }
+
+        func string(_ key: String, required: Bool, maximumLength: Int = 200) throws(FieldError) -> String? {
+            guard let value = value(key) else {
+                if required { throw FieldError(key, "is required") }
+                return nil
+            }
+            guard let text = value.stringValue else { throw FieldError(key, "must be a string") }
+            guard !text.isEmpty, text.count <= maximumLength else {
+                throw FieldError(key, "must be 1 to \(maximumLength) characters")
+            }
+            return text
+        }
+
+        func version(_ key: String, required: Bool) throws(FieldError) -> Version? {
+            guard let text = try string(key, required: required, maximumLength: Version.maximumLength) else { return nil }
+            guard let version = Version(text) else { throw FieldError(key, "not a valid version: \(text)") }
+            return version
+        }
+
+        func locale(_ key: String) throws(FieldError) -> String? {
+            guard let text = try string(key, required: false, maximumLength: EventValidator.maximumLocaleLength) else {
+                return nil
+            }
+            guard EventValidator.isLocale(text) else { throw FieldError(key, "not a locale tag: \(text)") }
+            return text
+        }
+
+        func date(_ key: String) throws(FieldError) -> Date? {
+            guard let text = try string(key, required: false, maximumLength: 40) else { return nil }
+            guard let date = Timestamp.parse(text) else { throw FieldError(key, "not an RFC 3339 timestamp") }
+            return date
+        }
+
+        func bool(_ key: String) throws(FieldError) -> Bool? {
+            guard let value = value(key) else { return nil }
+            guard case .bool(let flag) = value else { throw FieldError(key, "must be true or false") }
+            return flag
+        }
+
+        func number(_ key: String, in range: ClosedRange<Double>) throws(FieldError) -> Double? {
+            guard let value = value(key) else { return nil }
+            guard case .number(let number) = value, range.contains(number) else {
+                throw FieldError(key, "must be a number from \(range.lowerBound.formatted) to \(range.upperBound.formatted)")
+            }
+            return number
+        }
+
+        func integer(_ key: String, in range: ClosedRange<Int>) throws(FieldError) -> Int? {
+            guard let value = value(key) else { return nil }
+            guard case .number(let number) = value, number == number.rounded(), number >= Double(range.lowerBound),
+                number <= Double(range.upperBound)
+            else { throw FieldError(key, "must be an integer from \(range.lowerBound) to \(range.upperBound)") }
+            return Int(number)
+        }
+
+        func array(_ key: String) throws(FieldError) -> [JSONValue]? {
+            guard let value = value(key) else { return nil }
+            guard case .array(let items) = value else { throw FieldError(key, "must be an array") }
+            return items
+        }
+
+        func platformMap(_ key: String, validate: (String) -> Bool) throws(FieldError) -> [String: String] {
+            guard let value = value(key) else { return [:] }
+            guard let object = value.objectValue else { throw FieldError(key, "must be an object of platform → value") }
+            var result: [String: String] = [:]
+            for (platform, entry) in object {
+                guard EventValidator.isPlatform(platform) else { throw FieldError("\(key).\(platform)", "not a platform name") }
+                guard let text = entry.stringValue, validate(text) else { throw FieldError("\(key).\(platform)", "invalid value") }
+                result[platform] = text
+            }
+            return result
+        }
+
+        /// `{locale: [line, …]}` with locale tags as section 4 reads them.
+        func notes(_ key: String) throws(FieldError) -> [String: [String]]? {
+            guard let value = value(key) else { return nil }
+            guard let object = value.objectValue else { throw FieldError(key, "must be an object of locale → lines") }
+            var notes: [String: [String]] = [:]
+            for (locale, lines) in object {
+                guard EventValidator.isLocale(locale) else { throw FieldError("\(key).\(locale)", "unknown locale format") }
+                guard case .array(let items) = lines, items.count <= maximumNoteLines else {
+                    throw FieldError("\(key).\(locale)", "must be an array of at most \(maximumNoteLines) strings")
+                }
+                notes[locale] = try items.map { (item) throws(FieldError) in
+                    guard let line = item.stringValue, line.count <= maximumNoteLength else {
+                        throw FieldError("\(key).\(locale)", "lines are strings of at most \(maximumNoteLength) characters")
+                    }
+                    return line
+                }
+            }
+            return notes
+        }
+    }
+}
+
+extension Double {
+    fileprivate var formatted: String {
+        self == rounded() ? String(Int(self)) : String(self)
+    }
+}

@@ -1,0 +1,347 @@
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+
+/// Why a catalog write was refused; the API maps each to its status (404, 409, 412, 400).
+public enum CatalogError: Error, Equatable, CustomStringConvertible {
+    case appNotFound(String)
+    case releaseNotFound(String)
+    case appExists(String)
+    case releaseExists(String)
+    /// The `If-Match` revision is not the current one.
+    case stale(current: Int)
+    case invalid(FieldError)
+
+    public var description: String {
+        switch self {
+        case .appNotFound(let id): "no app \(id)"
+        case .releaseNotFound(let what): "no release \(what)"
+        case .appExists(let id): "app \(id) already exists"
+        case .releaseExists(let what): "release \(what) already exists"
+        case .stale(let current): "the revision is stale: the current one is \(current)"
+        case .invalid(let error): error.description
+        }
+    }
+}
+
+/// A catalog write's result: the value written and its revision, and warnings for the operator.
+public struct CatalogWrite<Value: Sendable>: Sendable {
+    public var value: Value
+    public var revision: Int
+    public var warnings: [String]
+
+    public init(value: Value, revision: Int, warnings: [String]) {
+        self.value = value
+        self.revision = revision
+        self.warnings = warnings
+    }
+}
+
+/// One entry of an app's history (`GET /v1/apps/{app}/history`).
+public struct CatalogHistoryEntry: Sendable, Codable, Equatable {
+    public var version: Int
+    public var type: String
+    public var at: Date
+    public var actor: String
+    public var reason: String?
+    public var platform: String?
+    public var releaseVersion: String?
+    public var changes: [String: CatalogEvent.FieldChange]
+}
+
+/// The catalog: apps, releases and policies as events on `app:{id}` streams plus current tables,
+/// written together in one transaction with optimistic concurrency (DESIGN.md 4 and 5.1).
+public struct CatalogStore: Sendable {
+    /// The channel every catalog write notifies, with the app id as payload.
+    public static let notifyChannel = "upshift_catalog"
+
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    // MARK: Reads
+
+    /// The whole catalog, for the check snapshot.
+    public func loadAll() async throws -> [String: AppCatalog] {
+        let decoder = CatalogCoding.decoder()
+        var catalogs: [String: AppCatalog] = [:]
+        for app in try await apps() { catalogs[app.id] = AppCatalog(app: app) }
+        let releases = try await client.query("SELECT app_id, release::text, revision FROM releases", logger: logger)
+        for try await (appId, json, revision) in releases.decode((String, String, Int).self) {
+            var release = try decoder.decode(Release.self, from: Data(json.utf8))
+            release.revision = revision
+            catalogs[appId]?.upsert(release)
+        }
+        let policies = try await client.query("SELECT app_id, platform, policy::text, revision FROM policies", logger: logger)
+        for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
+            var policy = try decoder.decode(Policy.self, from: Data(json.utf8))
+            policy.revision = revision
+            catalogs[appId]?.policies[platform] = policy
+        }
+        return catalogs
+    }
+
+    /// A number that grows with every catalog write (the sum of the stream heads), for polling.
+    public func version() async throws -> Int64 {
+        let rows = try await client.query("SELECT coalesce(sum(version), 0)::bigint FROM streams", logger: logger)
+        for try await value in rows.decode(Int64.self) { return value }
+        return 0
+    }
+
+    public func apps(id: String? = nil) async throws -> [AppInfo] {
+        let rows = try await client.query(
+            """
+            SELECT app_id, name, default_locale, update_urls::text, store_ids::text FROM apps
+            WHERE \(id)::text IS NULL OR app_id = \(id) ORDER BY app_id
+            """, logger: logger)
+        var apps: [AppInfo] = []
+        let decoder = JSONDecoder()
+        for try await (id, name, locale, urls, stores) in rows.decode((String, String, String, String, String).self) {
+            apps.append(
+                AppInfo(
+                    id: id, name: name, defaultLocale: locale,
+                    updateURL: try decoder.decode([String: String].self, from: Data(urls.utf8)),
+                    storeId: try decoder.decode([String: String].self, from: Data(stores.utf8))))
+        }
+        return apps
+    }
+
+    public func app(id: String) async throws -> AppCatalog? {
+        try await loadAll()[id]
+    }
+
+    /// The app's catalog changes, newest first; `before` pages back by stream version.
+    public func history(appId: String, before: Int?, limit: Int) async throws -> [CatalogHistoryEntry] {
+        let rows = try await client.query(
+            """
+            SELECT stream_version, type, occurred_at, data::text FROM event_log
+            WHERE stream_id = \("app:\(appId)") AND (\(before)::bigint IS NULL OR stream_version < \(before))
+            ORDER BY stream_version DESC LIMIT \(limit)
+            """, logger: logger)
+        var entries: [CatalogHistoryEntry] = []
+        for try await (version, type, at, data) in rows.decode((Int, String, Date, String).self) {
+            guard let kind = CatalogEvent.Kind(rawValue: type) else { continue }
+            let event = try CatalogEvent.decode(kind: kind, data: Data(data.utf8))
+            entries.append(
+                CatalogHistoryEntry(
+                    version: version, type: type, at: at, actor: event.actor, reason: event.reason,
+                    platform: event.platform ?? event.release?.platform, releaseVersion: event.release?.version.text,
+                    changes: event.changes))
+        }
+        return entries
+    }
+
+    /// Every catalog event of an app, oldest first (rebuilds and audits).
+    public func events(appId: String) async throws -> [CatalogEvent] {
+        let rows = try await client.query(
+            "SELECT type, data::text FROM event_log WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
+            logger: logger)
+        var events: [CatalogEvent] = []
+        for try await (type, data) in rows.decode((String, String).self) {
+            guard let kind = CatalogEvent.Kind(rawValue: type) else { continue }
+            events.append(try CatalogEvent.decode(kind: kind, data: Data(data.utf8)))
+        }
+        return events
+    }
+
+    /// Listens for catalog writes on a connection of its own: `onListening` once the LISTEN is in
+    /// place, `onChange` with the app id of every write. Returns or throws when the connection ends.
+    public func listen(
+        onListening: @Sendable () async -> Void, onChange: @Sendable (String) async -> Void
+    ) async throws {
+        try await client.withConnection { connection in
+            try await connection.listen(on: Self.notifyChannel) { notifications in
+                await onListening()
+                for try await notification in notifications {
+                    await onChange(notification.payload)
+                }
+            }
+        }
+    }
+
+    // MARK: Writes
+
+    /// Creates an app: stream head at 1, the `app_created` event and the `apps` row.
+    public func createApp(_ app: AppInfo, actor: String, reason: String?, now: Date) async throws -> AppInfo {
+        let event = CatalogEvent(
+            kind: .appCreated, actor: actor, reason: reason, app: app,
+            changes: try CatalogEvent.changes(from: AppInfo?.none, to: app))
+        let stream = "app:\(app.id)"
+        let urls = try CatalogCoding.json(app.updateURL)
+        let stores = try CatalogCoding.json(app.storeId)
+        try await unwrappingTransactionErrors {
+          try await client.withTransaction(logger: logger) { connection in
+            let head = try await connection.query(
+                "INSERT INTO streams (stream_id, version) VALUES (\(stream), 1) ON CONFLICT DO NOTHING RETURNING version",
+                logger: logger)
+            var created = false
+            for try await _ in head { created = true }
+            guard created else { throw CatalogError.appExists(app.id) }
+            try await connection.query(
+                """
+                INSERT INTO apps (app_id, name, default_locale, update_urls, store_ids, created_at)
+                VALUES (\(app.id), \(app.name), \(app.defaultLocale), \(urls)::jsonb, \(stores)::jsonb, \(now))
+                """, logger: logger)
+            try await record(event, appId: app.id, streamVersion: 1, now: now, on: connection)
+          }
+        }
+        return app
+    }
+
+    /// Adds a release; `409` when one of equal version exists on the platform.
+    public func addRelease(appId: String, _ release: Release, actor: String, reason: String?, now: Date) async throws
+        -> CatalogWrite<Release>
+    {
+        var release = release
+        release.revision = 1
+        let written = release
+        return try await write(appId: appId, now: now) { connection, streamVersion in
+            let json = try CatalogCoding.json(written)
+            let inserted = try await connection.query(
+                """
+                INSERT INTO releases (app_id, platform, version_key, release, revision)
+                VALUES (\(appId), \(written.platform), \(written.version.canonical), \(json)::jsonb, 1)
+                ON CONFLICT DO NOTHING RETURNING revision
+                """, logger: logger)
+            var created = false
+            for try await _ in inserted { created = true }
+            guard created else { throw CatalogError.releaseExists("\(written.platform) \(written.version)") }
+            let event = CatalogEvent(
+                kind: .releaseAdded, actor: actor, reason: reason, release: written,
+                changes: try CatalogEvent.changes(from: Release?.none, to: written))
+            try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+            return CatalogWrite(value: written, revision: 1, warnings: [])
+        }
+    }
+
+    /// Edits a release with optimistic concurrency: `expectedRevision` must be the current one.
+    public func updateRelease(
+        appId: String, platform: String, version: Version, expectedRevision: Int, actor: String, reason: String?,
+        now: Date, edit: @escaping @Sendable (Release) throws -> Release
+    ) async throws -> CatalogWrite<Release> {
+        try await write(appId: appId, now: now) { connection, streamVersion in
+            let rows = try await connection.query(
+                """
+                SELECT release::text, revision FROM releases
+                WHERE app_id = \(appId) AND platform = \(platform) AND version_key = \(version.canonical)
+                """, logger: logger)
+            var current: (Release, Int)?
+            for try await (json, revision) in rows.decode((String, Int).self) {
+                var release = try CatalogCoding.decoder().decode(Release.self, from: Data(json.utf8))
+                release.revision = revision
+                current = (release, revision)
+            }
+            guard let (old, revision) = current else { throw CatalogError.releaseNotFound("\(platform) \(version)") }
+            guard revision == expectedRevision else { throw CatalogError.stale(current: revision) }
+            var updated = try edit(old)
+            updated.revision = revision + 1
+            try await connection.query(
+                """
+                UPDATE releases SET release = \(try CatalogCoding.json(updated))::jsonb, revision = \(revision + 1)
+                WHERE app_id = \(appId) AND platform = \(platform) AND version_key = \(version.canonical)
+                """, logger: logger)
+            let event = CatalogEvent(
+                kind: .releaseUpdated, actor: actor, reason: reason, release: updated,
+                changes: try CatalogEvent.changes(from: old, to: updated))
+            try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+            return CatalogWrite(value: updated, revision: revision + 1, warnings: [])
+        }
+    }
+
+    /// Replaces a policy with optimistic concurrency (revision 0: never set).
+    public func replacePolicy(
+        appId: String, platform: String, _ policy: Policy, expectedRevision: Int, actor: String, reason: String?,
+        now: Date
+    ) async throws -> CatalogWrite<Policy> {
+        try await write(appId: appId, now: now) { connection, streamVersion in
+            let rows = try await connection.query(
+                "SELECT policy::text, revision FROM policies WHERE app_id = \(appId) AND platform = \(platform)",
+                logger: logger)
+            var old: Policy?
+            var revision = 0
+            for try await (json, current) in rows.decode((String, Int).self) {
+                old = try CatalogCoding.decoder().decode(Policy.self, from: Data(json.utf8))
+                revision = current
+            }
+            guard revision == expectedRevision else { throw CatalogError.stale(current: revision) }
+            var updated = policy
+            updated.revision = revision + 1
+            try await connection.query(
+                """
+                INSERT INTO policies (app_id, platform, policy, revision)
+                VALUES (\(appId), \(platform), \(try CatalogCoding.json(updated))::jsonb, \(revision + 1))
+                ON CONFLICT (app_id, platform) DO UPDATE SET policy = excluded.policy, revision = excluded.revision
+                """, logger: logger)
+            let event = CatalogEvent(
+                kind: .policyReplaced, actor: actor, reason: reason, platform: platform, policy: updated,
+                changes: try CatalogEvent.changes(from: old ?? Policy(), to: updated))
+            try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+            return CatalogWrite(
+                value: updated, revision: revision + 1,
+                warnings: try await policyWarnings(updated, appId: appId, platform: platform, on: connection))
+        }
+    }
+
+    /// A minimum above every live release blocks everyone below it with nothing to update to.
+    private func policyWarnings(_ policy: Policy, appId: String, platform: String, on connection: PostgresConnection)
+        async throws -> [String]
+    {
+        guard let minimum = policy.minimumVersion else { return [] }
+        let rows = try await connection.query(
+            "SELECT release::text FROM releases WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)
+        var satisfied = false
+        for try await json in rows.decode(String.self) {
+            let release = try CatalogCoding.decoder().decode(Release.self, from: Data(json.utf8))
+            if release.status == .live, release.version >= minimum { satisfied = true }
+        }
+        return satisfied
+            ? [] : ["minimumVersion \(minimum) is above every live release on \(platform): installs below it cannot update"]
+    }
+
+    /// Runs one catalog write: advances the app's stream head (which serializes writers of the app),
+    /// lets `body` check revisions and write, and notifies the instances once committed.
+    private func write<T: Sendable>(
+        appId: String, now: Date,
+        _ body: @escaping @Sendable (PostgresConnection, Int) async throws -> T
+    ) async throws -> T {
+        try await unwrappingTransactionErrors {
+            try await client.withTransaction(logger: logger) { connection in
+                let head = try await connection.query(
+                    "UPDATE streams SET version = version + 1 WHERE stream_id = \("app:\(appId)") RETURNING version",
+                    logger: logger)
+                var version: Int?
+                for try await value in head.decode(Int.self) { version = value }
+                guard let version else { throw CatalogError.appNotFound(appId) }
+                return try await body(connection, version)
+            }
+        }
+    }
+
+    private func record(_ event: CatalogEvent, appId: String, streamVersion: Int, now: Date, on connection: PostgresConnection)
+        async throws
+    {
+        try await connection.query("SELECT upshift_ensure_event_partitions(\(now), \(now))", logger: logger)
+        try await connection.query(
+            """
+            INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, stream_id, stream_version, data)
+            VALUES (\(UUID()), \(now), \(now), \(appId), \(event.kind.rawValue), \("app:\(appId)"), \(streamVersion),
+                    \(try CatalogCoding.json(event))::jsonb)
+            """, logger: logger)
+        try await connection.query("SELECT pg_notify(\(Self.notifyChannel), \(appId))", logger: logger)
+    }
+
+    /// `withTransaction` wraps what the body threw; callers want the catalog error itself.
+    private func unwrappingTransactionErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError { throw inner }
+            throw error
+        }
+    }
+}

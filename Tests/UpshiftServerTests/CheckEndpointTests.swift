@@ -1,0 +1,224 @@
+import Foundation
+import NIOHTTP1
+import PostgresNIO
+import Testing
+import UpshiftCore
+import UpshiftTestData
+import UpshiftTestSupport
+
+/// `decisions.json` through the real server: each scenario in a fresh database, its catalog loaded
+/// through the admin API, the server's clock at the scenario's `now`.
+@Suite struct CheckEndpointTests {
+    static let cases = Result { try DecisionCases.load() }
+
+    /// Loads a scenario's app, releases and policy through the admin API.
+    static func load(_ scenario: DecisionCases.Scenario, into server: Server, key: String) async throws {
+        let app: JSONValue = .object([
+            "id": .string(scenario.app.id), "name": .string(scenario.name),
+            "defaultLocale": .string(scenario.app.defaultLocale),
+            "updateURL": .object(scenario.app.updateURL.mapValues(JSONValue.string)),
+        ])
+        let created = try await server.send(.POST, "/v1/apps", key: key, json: app)
+        #expect(created.status == 201, "\(String(decoding: created.body, as: UTF8.self))")
+        var platforms = Set(scenario.app.updateURL.keys)
+        for release in scenario.releases {
+            let reply = try await server.send(.POST, "/v1/apps/\(scenario.app.id)/releases", key: key, json: release)
+            #expect(reply.status == 201, "\(scenario.name): \(String(decoding: reply.body, as: UTF8.self))")
+            if let platform = release["platform"]?.stringValue { platforms.insert(platform) }
+        }
+        for platform in platforms {
+            let reply = try await server.send(
+                .PUT, "/v1/apps/\(scenario.app.id)/policies/\(platform)", key: key, json: scenario.policy,
+                headers: [("If-Match", "\"0\"")])
+            #expect(reply.status == 200, "\(scenario.name): \(String(decoding: reply.body, as: UTF8.self))")
+        }
+    }
+
+    static func query(_ fields: [String: String]) -> String {
+        var components = URLComponents()
+        components.queryItems = fields.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        return components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B") ?? ""
+    }
+
+    @Test func everyScenarioThroughHTTP() async throws {
+        let scenarios = try Self.cases.get().scenarios
+        var compared = 0
+        for scenario in scenarios {
+            let now = try #require(Timestamp.parse(scenario.now))
+            let harness = try await Harness.empty(now: now)
+            compared += try await harness.run { server in
+                try await Self.load(scenario, into: server, key: harness.rootKey)
+                var compared = 0
+                for check in scenario.checks {
+                    let reply = try await server.request(.GET, "/v1/apps/\(scenario.app.id)/check?\(Self.query(check.request))")
+                    #expect(reply.status == 200, "\(scenario.name): \(String(decoding: reply.body, as: UTF8.self))")
+                    let actual = try reply.value()
+                    for (field, expected) in check.expect {
+                        compared += 1
+                        #expect(actual[field] == expected, "\(scenario.name) \(check.request): \(field) is \(actual[field] ?? .null), expected \(expected)")
+                    }
+                    if check.request["previous"] != nil {
+                        #expect(actual["whatsNew"] != nil, "\(scenario.name): whatsNew must be present")
+                    }
+                }
+                return compared
+            }
+        }
+        #expect(compared >= 295)
+    }
+
+    @Test func bucketCasesThroughHTTP() async throws {
+        let rows = try Self.cases.get().buckets.cases
+        let groups = Dictionary(grouping: rows) { "\($0[0].stringValue ?? "")|\($0[1].stringValue ?? "")" }
+        for (_, cases) in groups {
+            let appId = try #require(cases[0][0].stringValue)
+            let version = try #require(cases[0][1].stringValue)
+            let harness = try await Harness.empty(now: Timestamp.parse("2026-06-01T00:00:00Z")!)
+            try await harness.run { server in
+                let key = harness.rootKey
+                _ = try await server.send(.POST, "/v1/apps", key: key, json: .object(["id": .string(appId), "name": .string(appId)]))
+                for (text, percent) in [("1.0", 100.0), (version, 0.0)] {
+                    let release: JSONValue = .object([
+                        "platform": .string("ios"), "version": .string(text), "releasedAt": .string("2026-01-01T00:00:00Z"),
+                        "rolloutPercent": .number(percent),
+                    ])
+                    #expect(try await server.send(.POST, "/v1/apps/\(appId)/releases", key: key, json: release).status == 201)
+                }
+                var revision = 1
+                for row in cases {
+                    let install = try #require(row[2].stringValue)
+                    guard case .number(let bucket) = row[3] else { continue }
+                    // Admitted exactly when bucket < percent × 100: test both sides of the boundary.
+                    for (percent, admitted) in [(bucket / 100, false), ((bucket + 1) / 100, true)] {
+                        let patch = try await server.send(
+                            .PATCH, "/v1/apps/\(appId)/releases/ios/\(version)", key: key,
+                            json: .object(["rolloutPercent": .number(percent)]), headers: [("If-Match", "\"\(revision)\"")])
+                        #expect(patch.status == 200)
+                        revision += 1
+                        let reply = try await server.request(.GET, "/v1/apps/\(appId)/check?platform=ios&version=1.0&install=\(install)")
+                        let decision = try reply.value()
+                        #expect(decision["action"] == .string(admitted ? "soft" : "none"), "\(row) at \(percent)%")
+                        #expect(decision["reason"] == .string(admitted ? "update_available" : "not_in_rollout"), "\(row)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func everyPresentParameterMustParse() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let base = "/v1/apps/expenses/check"
+            let cases: [(String, String?)] = [
+                ("?version=1.0", "platform"), ("?platform=ios", "version"), ("?platform=ios&version=v1", "version"),
+                ("?platform=ios&version=1.0&os=seventeen", "os"), ("?platform=ios&version=1.0&install=abc", "install"),
+                ("?platform=ios&version=1.0&build=-2", "build"), ("?platform=ios&version=1.0&channel=nightly", "channel"),
+                ("?platform=ios&version=1.0&locale=%20", "locale"), ("?platform=ios&version=1.0&previous=1..2", "previous"),
+                ("?platform=IOS&version=1.0", "platform"),
+            ]
+            for (query, field) in cases {
+                let reply = try await server.request(.GET, base + query)
+                #expect(reply.status == 400, "\(query)")
+                #expect(reply.headers["Content-Type"].first == "application/problem+json")
+                #expect(try reply.value()["field"] == field.map(JSONValue.string), "\(query)")
+            }
+            #expect(try await server.request(.GET, "/v1/apps/nope/check?platform=ios&version=1.0").status == 404)
+            let ok = try await server.request(.GET, base + "?platform=ios&version=1.0&unknown=ignored")
+            #expect(ok.status == 200)
+            #expect(try ok.value()["reason"] == .string("up_to_date"))
+        }
+    }
+
+    @Test func etagAndCacheControlAnd304() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let path = "/v1/apps/expenses/check?platform=ios&version=1.0"
+            let first = try await server.request(.GET, path)
+            let etag = try #require(first.etag)
+            #expect(first.headers["Cache-Control"].first == "private, max-age=86400")
+            let again = try await server.request(.GET, path, headers: [("If-None-Match", etag)])
+            #expect(again.status == 304)
+            #expect(again.body.isEmpty)
+            let other = try await server.request(.GET, path, headers: [("If-None-Match", "\"other\"")])
+            #expect(other.status == 200)
+            // A catalog change changes the answer and so the ETag.
+            let policy = try await server.send(
+                .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                json: .object(["enabled": .bool(false)]), headers: [("If-Match", "\"0\"")])
+            #expect(policy.status == 200)
+            let changed = try await server.request(.GET, path, headers: [("If-None-Match", etag)])
+            #expect(changed.status == 200)
+            #expect(try changed.value()["reason"] == .string("disabled"))
+        }
+    }
+
+    @Test func postTakesTheSameFieldsAsJSON() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let reply = try await server.send(
+                .POST, "/v1/apps/expenses/check", key: nil,
+                json: .object(["platform": .string("ios"), "version": .string("1.0"), "build": .number(12)]))
+            #expect(reply.status == 200)
+            #expect(try reply.value()["installedVersion"] == .string("1.0"))
+            let bad = try await server.send(
+                .POST, "/v1/apps/expenses/check", key: nil, json: .object(["platform": .string("ios"), "version": .string("x")]))
+            #expect(bad.status == 400)
+            #expect(try bad.value()["field"] == .string("version"))
+        }
+    }
+
+    @Test func aPerClientRateLimitAnswers429WithRetryAfter() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        configuration.check.ratePerClient = 2
+        configuration.check.burstPerClient = 5
+        configuration.trustedProxies = ["127.0.0.1"]
+        try await harness.run(configuration) { server in
+            let path = "/v1/apps/expenses/check?platform=ios&version=1.0"
+            var statuses: [Int] = []
+            for _ in 0..<8 {
+                statuses.append(try await server.request(.GET, path, headers: [("X-Forwarded-For", "203.0.113.7")]).status)
+            }
+            #expect(statuses.prefix(5).allSatisfy { $0 == 200 })
+            #expect(statuses.last == 429)
+            let limited = try await server.request(.GET, path, headers: [("X-Forwarded-For", "203.0.113.7")])
+            #expect(limited.status == 429)
+            #expect(limited.headers["Retry-After"].first.flatMap(Int.init).map { $0 >= 1 } == true)
+            // Another client behind the same trusted proxy has its own budget.
+            #expect(try await server.request(.GET, path, headers: [("X-Forwarded-For", "198.51.100.2")]).status == 200)
+        }
+    }
+
+    @Test func checksWithAnInstallAreObservedAsCheckedEvents() async throws {
+        let harness = try await Harness.make()
+        let install = UUID()
+        try await harness.run { server in
+            let reply = try await server.request(
+                .GET, "/v1/apps/expenses/check?platform=ios&version=1.0&os=17.4&locale=de_AT&install=\(install.uuidString)")
+            #expect(reply.status == 200)
+            // The observation is written by the group-commit writer shortly after the answer.
+            let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+            while try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'") == 0,
+                ContinuousClock.now < deadline
+            {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let row = try await harness.sql { client -> (UUID, String, String, String, String, String)? in
+            for try await row in try await client.query(
+                """
+                SELECT install_id, app_version, data->>'action', data->>'reason', data->>'osVersion', data->>'locale'
+                FROM event_log WHERE type = 'checked'
+                """
+            ).decode((UUID, String, String, String, String, String).self) { return row }
+            return nil
+        }
+        let observed = try #require(row)
+        #expect(observed.0 == install)
+        #expect(observed.1 == "1.0")
+        #expect(observed.2 == "none")
+        #expect(observed.3 == "up_to_date")
+        #expect(observed.4 == "17.4")
+        #expect(observed.5 == "de_AT")
+    }
+}
