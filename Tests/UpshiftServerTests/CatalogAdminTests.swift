@@ -1,0 +1,155 @@
+import Foundation
+import NIOHTTP1
+import PostgresNIO
+import Testing
+import UpshiftCore
+import UpshiftStore
+import UpshiftTestSupport
+
+@Suite struct CatalogAdminTests {
+    static let release: JSONValue = .object([
+        "platform": .string("ios"), "version": .string("2.4.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
+        "minimumOSVersion": .string("16.0"), "notes": .object(["en": .array([.string("Faster sync")])]),
+    ])
+
+    @Test func badInputIsAProblemNamingTheField() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { (server: Server) async throws in
+            let key = harness.adminKey
+            func field(_ json: JSONValue, _ path: String = "/v1/apps/expenses/releases", method: HTTPMethod = .POST, headers: [(String, String)] = [], as token: String? = nil) async throws -> JSONValue? {
+                let reply = try await server.send(method, path, key: token ?? key, json: json, headers: headers)
+                #expect(reply.status == 400, "\(json)")
+                return try reply.value()["field"]
+            }
+            func with(_ changes: [String: JSONValue]) -> JSONValue {
+                var object = Self.release.objectValue!
+                for (key, value) in changes { object[key] = value }
+                return .object(object)
+            }
+            #expect(try await field(with(["version": .string("v2.4")])) == .string("version"))
+            #expect(try await field(with(["rolloutPercent": .number(101)])) == .string("rolloutPercent"))
+            #expect(try await field(with(["rolloutPercent": .number(-1)])) == .string("rolloutPercent"))
+            #expect(try await field(with(["notes": .object(["english!": .array([])])])) == .string("notes.english!"))
+            #expect(try await field(with(["releasedAt": .string("yesterday")])) == .string("releasedAt"))
+            #expect(try await field(with(["channel": .string("nightly")])) == .string("channel"))
+            #expect(try await field(with(["minimumOSVersion": .string("17"), "maximumOSVersion": .string("16")])) == .string("minimumOSVersion"))
+            #expect(try await field(with(["minimumVerison": .string("1")])) == .string("minimumVerison"))
+            let policy = "/v1/apps/expenses/policies/ios"
+            let ifMatch = [("If-Match", "\"0\"")]
+            #expect(try await field(.object(["enabled": .bool(true), "minimumVersion": .string("3.0"), "targetVersion": .string("2.0")]), policy, method: .PUT, headers: ifMatch) == .string("minimumVersion"))
+            #expect(try await field(.object(["minimumVersion": .string("3.0")]), policy, method: .PUT, headers: ifMatch) == .string("enabled"))
+            #expect(try await field(.object(["enabled": .bool(true), "blockedVersions": .array([.string("x")])]), policy, method: .PUT, headers: ifMatch) == .string("blockedVersions[0]"))
+            #expect(try await field(.object(["enabled": .bool(true), "versionsBehindThreshold": .number(0)]), policy, method: .PUT, headers: ifMatch) == .string("versionsBehindThreshold"))
+            #expect(try await field(.object(["id": .string("Bad App"), "name": .string("x")]), "/v1/apps", as: harness.rootKey) == .string("id"))
+            #expect(try await field(.object(["id": .string("ok"), "name": .string("x"), "defaultLocale": .string("no locale")]), "/v1/apps", as: harness.rootKey) == .string("defaultLocale"))
+        }
+    }
+
+    @Test func revisionsGuardEveryEdit() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { (server: Server) async throws in
+            let key = harness.adminKey
+            let created = try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: Self.release)
+            #expect(created.status == 201)
+            #expect(created.etag == "\"1\"")
+            // Equal versions are the same release: 2.4 is 2.4.0.
+            var duplicate = Self.release.objectValue!
+            duplicate["version"] = .string("2.4")
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: .object(duplicate)).status == 409)
+
+            let path = "/v1/apps/expenses/releases/ios/2.4"
+            let pause: JSONValue = .object(["rolloutPaused": .bool(true), "reason": .string("crash spike")])
+            #expect(try await server.send(.PATCH, path, key: key, json: pause).status == 428)
+            #expect(try await server.send(.PATCH, path, key: key, json: pause, headers: [("If-Match", "\"7\"")]).status == 412)
+            let paused = try await server.send(.PATCH, path, key: key, json: pause, headers: [("If-Match", "\"1\"")])
+            #expect(paused.status == 200)
+            #expect(paused.etag == "\"2\"")
+            #expect(try paused.value()["rolloutPaused"] == .bool(true))
+            #expect(try await server.send(.PATCH, "/v1/apps/expenses/releases/ios/9.9", key: key, json: pause, headers: [("If-Match", "\"1\"")]).status == 404)
+
+            let policyPath = "/v1/apps/expenses/policies/ios"
+            let unset = try await server.send(.GET, policyPath, key: key)
+            #expect(unset.etag == "\"0\"")
+            #expect(try unset.value()["enabled"] == .bool(true))
+            let policy: JSONValue = .object(["enabled": .bool(true), "minimumVersion": .string("3.0")])
+            #expect(try await server.send(.PUT, policyPath, key: key, json: policy).status == 428)
+            let replaced = try await server.send(.PUT, policyPath, key: key, json: policy, headers: [("If-Match", "\"0\"")])
+            #expect(replaced.status == 200)
+            // A minimum above every live release is allowed, with a warning.
+            #expect(try replaced.value()["warnings"] != nil)
+            #expect(try await server.send(.PUT, policyPath, key: key, json: policy, headers: [("If-Match", "\"0\"")]).status == 412)
+
+            // Tokens: a read token reads but cannot write; another app's admin cannot touch this one.
+            #expect(try await server.send(.GET, policyPath, key: harness.readKey).status == 200)
+            #expect(try await server.send(.PUT, policyPath, key: harness.readKey, json: policy, headers: [("If-Match", "\"1\"")]).status == 403)
+            #expect(try await server.send(.POST, "/v1/apps", key: harness.adminKey, json: .object(["id": .string("other"), "name": .string("O")])).status == 403)
+            #expect(try await server.send(.POST, "/v1/apps", key: harness.rootKey, json: .object(["id": .string("other"), "name": .string("O")])).status == 201)
+            #expect(try await server.send(.POST, "/v1/apps", key: harness.rootKey, json: .object(["id": .string("other"), "name": .string("O")])).status == 409)
+            #expect(try await server.send(.GET, "/v1/apps/other", key: harness.adminKey).status == 403)
+            #expect(try await server.send(.GET, "/v1/apps/expenses", key: nil).status == 401)
+        }
+    }
+
+    @Test func twoAdminsWithTheSameIfMatchExactlyOneWins() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { (server: Server) async throws in
+            for round in 0..<5 {
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for admin in 0..<2 {
+                        group.addTask {
+                            try await server.send(
+                                .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                                json: .object(["enabled": .bool(true), "minimumVersion": .string("1.\(round).\(admin)")]),
+                                headers: [("If-Match", "\"\(round)\"")]
+                            ).status
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(statuses.sorted() == [200, 412], "round \(round): \(statuses)")
+            }
+        }
+        #expect(try await harness.count("SELECT revision FROM policies WHERE app_id = 'expenses'") == 5)
+    }
+
+    @Test func historyShowsWhoWhatWhyAndTheEventsRebuildTheTables() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { (server: Server) async throws in
+            let key = harness.adminKey
+            var release = Self.release.objectValue!
+            release["reason"] = .string("spring release")
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: .object(release)).status == 201)
+            #expect(try await server.send(
+                .PATCH, "/v1/apps/expenses/releases/ios/2.4.0", key: key,
+                json: .object(["rolloutPercent": .number(25), "reason": .string("staged")]), headers: [("If-Match", "\"1\"")]).status == 200)
+            #expect(try await server.send(
+                .PUT, "/v1/apps/expenses/policies/ios", key: key,
+                json: .object(["enabled": .bool(true), "minimumVersion": .string("2.4"), "reason": .string("crash in 2.3.x")]),
+                headers: [("If-Match", "\"0\"")]).status == 200)
+
+            let history = try await server.send(.GET, "/v1/apps/expenses/history?limit=2", key: harness.readKey).value()
+            guard case .array(let entries) = history["entries"] else { Issue.record("no entries"); return }
+            #expect(entries.map { $0["type"] } == [.string("policy_replaced"), .string("release_updated")])
+            #expect(entries[0]["actor"] == .string("owner"))
+            #expect(entries[0]["reason"] == .string("crash in 2.3.x"))
+            #expect(entries[0]["changes"]?["minimumVersion"]?["to"] == .string("2.4"))
+            #expect(entries[1]["changes"]?["rolloutPercent"] == .object(["from": .number(100), "to": .number(25)]))
+            guard case .number(let next) = history["nextBefore"] else { Issue.record("no next page"); return }
+            let older = try await server.send(.GET, "/v1/apps/expenses/history?before=\(Int(next))", key: key).value()
+            guard case .array(let rest) = older["entries"] else { Issue.record("no older entries"); return }
+            #expect(rest.map { $0["type"] } == [.string("release_added"), .string("app_created")])
+            #expect(rest[0]["reason"] == .string("spring release"))
+            #expect(older["nextBefore"] == nil)
+        }
+        // The catalog folded from the app: events equals the catalog tables.
+        let (tables, events) = try await harness.sql { client in
+            let store = CatalogStore(client: client, logger: TestEnvironment.logger)
+            return (try await store.loadAll()["expenses"], try await store.events(appId: "expenses"))
+        }
+        var rebuilt: AppCatalog?
+        for event in events { event.apply(to: &rebuilt) }
+        #expect(events.count == 4)
+        #expect(rebuilt != nil)
+        #expect(rebuilt == tables)
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import NIOHTTP1
+import Testing
+import UpshiftCore
+import UpshiftStore
+import UpshiftTestSupport
+
+@Suite struct CatalogPropagationTests {
+    static let release: JSONValue = .object([
+        "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
+    ])
+
+    /// Two `upshift serve` processes on one database: a policy change made through A is answered by B.
+    @Test func aPolicyChangeThroughOneInstanceReachesAnotherWithinASecond() async throws {
+        let harness = try await Harness.make()
+        let a = try ServerProcess(database: harness.database, port: try await freePort())
+        let b = try ServerProcess(database: harness.database, port: try await freePort())
+        try await a.start()
+        try await b.start()
+        let serverA = Server(port: a.port)
+        let serverB = Server(port: b.port)
+        #expect(try await serverA.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release).status == 201)
+
+        var measured: [Duration] = []
+        for round in 0..<3 {
+            let check = "/v1/apps/expenses/check?platform=ios&version=1.0"
+            let minimum = round % 2 == 0 ? "2.0" : "1.0"
+            let expected: JSONValue = .string(round % 2 == 0 ? "force" : "soft")
+            let started = ContinuousClock.now
+            let reply = try await serverA.send(
+                .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                json: .object(["enabled": .bool(true), "minimumVersion": .string(minimum)]),
+                headers: [("If-Match", "\"\(round)\"")])
+            #expect(reply.status == 200)
+            var seen = false
+            while ContinuousClock.now - started < .seconds(3) {
+                if try await serverB.request(.GET, check).value()["action"] == expected {
+                    seen = true
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(seen, "instance B did not see the change within 3 s")
+            measured.append(ContinuousClock.now - started)
+        }
+        print("catalog propagation A → B (write answered + NOTIFY + reload): \(measured)")
+        #expect(measured.allSatisfy { $0 < .seconds(3) })
+        #expect(await a.terminate() == 0)
+        #expect(await b.terminate() == 0)
+    }
+
+    /// The check answers from memory while PostgreSQL is unreachable, and catches up when it returns.
+    @Test func checksKeepAnsweringDuringAnOutageAndCatchUpAfter() async throws {
+        let harness = try await Harness.make()
+        let proxy = try await TCPProxy.start(targetHost: harness.database.host, targetPort: harness.database.port)
+        var configuration = harness.configuration()
+        configuration.database.port = proxy.port
+        let check = "/v1/apps/expenses/check?platform=ios&version=1.0&os=17.0"
+        try await harness.run(configuration) { server in
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release).status == 201)
+            #expect(try await server.request(.GET, check).value()["action"] == .string("soft"))
+
+            await proxy.cut()
+            for _ in 0..<20 {
+                let reply = try await server.request(.GET, check)
+                #expect(reply.status == 200)
+                #expect(try reply.value()["action"] == .string("soft"))
+            }
+            #expect(try await server.request(.GET, "/health/ready").status == 200)
+            #expect(try await server.request(.GET, "/health/db").status == 503)
+            // Observations cannot be stored now: the check still answers at once and counts the loss.
+            let started = ContinuousClock.now
+            for _ in 0..<5 {
+                #expect(try await server.request(.GET, check + "&install=\(UUID().uuidString)").status == 200)
+            }
+            #expect(ContinuousClock.now - started < .seconds(2))
+
+            // A rollout owner raises the minimum meanwhile (straight into the database, past the cut proxy).
+            try await harness.sql { client in
+                _ = try await CatalogStore(client: client, logger: TestEnvironment.logger).replacePolicy(
+                    appId: "expenses", platform: "ios", Policy(minimumVersion: Version("2.0")), expectedRevision: 0,
+                    actor: "tests", reason: "outage drill", now: Date())
+            }
+            #expect(try await server.request(.GET, check).value()["action"] == .string("soft"))
+
+            proxy.restore()
+            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+            var caughtUp = false
+            while !caughtUp, ContinuousClock.now < deadline {
+                caughtUp = try await server.request(.GET, check).value()["action"] == .string("force")
+                if !caughtUp { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(caughtUp, "the snapshot did not catch up after the database returned")
+            // Nothing is lost silently: each observation is stored (if its flush outlived the cut) or counted.
+            var accounted = 0
+            let settle = ContinuousClock.now.advanced(by: .seconds(10))
+            while accounted < 5, ContinuousClock.now < settle {
+                let metrics = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
+                let dropped = metrics.split(separator: "\n")
+                    .first { $0.hasPrefix("upshift_check_observations_dropped_total ") }
+                    .flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+                let stored = try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'")
+                accounted = dropped + stored
+                if accounted < 5 { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(accounted == 5)
+        }
+        await proxy.stop()
+    }
+}
