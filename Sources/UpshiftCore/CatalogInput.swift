@@ -65,6 +65,7 @@ public enum CatalogInput {
             allowed: [
                 "enabled", "minimumVersion", "targetVersion", "blockedVersions", "notifyAfterDays", "blockAfterDays",
                 "versionsBehindThreshold", "remindIntervalSeconds", "checkIntervalSeconds", "allowSkip", "reason",
+                "revision",  // a policy as read may be sent back; the revision that counts is If-Match
             ])
         guard let enabled = try fields.bool("enabled") else { throw FieldError("enabled", "is required") }
         var policy = Policy(enabled: enabled)
@@ -237,8 +238,12 @@ public enum CatalogInput {
             guard let value = value(key) else { return nil }
             guard let object = value.objectValue else { throw FieldError(key, "must be an object of locale → lines") }
             var notes: [String: [String]] = [:]
-            for (locale, lines) in object {
+            var seen: Set<String> = []
+            for (locale, lines) in object.sorted(by: { $0.key < $1.key }) {
                 guard EventValidator.isLocale(locale) else { throw FieldError("\(key).\(locale)", "unknown locale format") }
+                guard seen.insert(LocaleTag.normalize(locale)).inserted else {
+                    throw FieldError("\(key).\(locale)", "the same locale twice (tags match ignoring case and _/-)")
+                }
                 guard case .array(let items) = lines, items.count <= maximumNoteLines else {
                     throw FieldError("\(key).\(locale)", "must be an array of at most \(maximumNoteLines) strings")
                 }

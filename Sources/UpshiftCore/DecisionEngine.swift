@@ -152,3 +152,25 @@ public enum DecisionEngine {
         return true
     }
 }
+
+extension DecisionEngine {
+    /// The instants at which a decision for `platform` can change while the catalog stays the same:
+    /// each release's `releasedAt`, and that plus `notifyAfterDays` and `blockAfterDays`. Between two
+    /// of them every decision is constant in `now`, which is what lets the server reuse an answer.
+    public static func timeBoundaries(_ catalog: AppCatalog, platform: String) -> [Date] {
+        let policy = catalog.policy(for: platform)
+        var instants: Set<Date> = []
+        for release in catalog.releases(for: platform) {
+            instants.insert(release.releasedAt)
+            if let days = policy.notifyAfterDays { instants.insert(release.releasedAt.addingTimeInterval(days * 86_400)) }
+            if let days = policy.blockAfterDays { instants.insert(release.releasedAt.addingTimeInterval(days * 86_400)) }
+        }
+        return instants.sorted()
+    }
+
+    /// Whether the install id can change a decision on `platform`: only a rollout strictly between 0
+    /// and 100% (and not paused) admits some installs and not others.
+    public static func dependsOnInstall(_ catalog: AppCatalog, platform: String) -> Bool {
+        catalog.releases(for: platform).contains { !$0.rolloutPaused && $0.rolloutPercent > 0 && $0.rolloutPercent < 100 }
+    }
+}

@@ -42,9 +42,7 @@ public enum LocaleTag {
             wanted.append(tag)
             if let language = tag.split(separator: "-").first { wanted.append(String(language)) }
         }
-        let fallback = normalize(defaultLocale)
-        wanted.append(fallback)
-        if let language = fallback.split(separator: "-").first { wanted.append(String(language)) }
+        wanted.append(normalize(defaultLocale))
         for tag in wanted {
             if let lines = byTag[tag] { return lines }
         }

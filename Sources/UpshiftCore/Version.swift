@@ -33,7 +33,11 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
         if let dash = rest.firstIndex(of: "-") {
             let pre = rest[rest.index(after: dash)...]
             guard Self.validIdentifiers(pre) else { return nil }
-            prerelease = pre.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            // Numeric identifiers compare numerically (SemVer §11.4.1): keep them without leading zeros,
+            // so that `beta.01` and `beta.1` are one version.
+            prerelease = pre.split(separator: ".", omittingEmptySubsequences: false).map { identifier in
+                UInt64(identifier).map(String.init) ?? String(identifier)
+            }
             rest = rest[..<dash]
         }
         let parts = rest.split(separator: ".", omittingEmptySubsequences: false)

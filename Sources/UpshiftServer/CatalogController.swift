@@ -22,7 +22,7 @@ struct CatalogController: Sendable {
             let body = try await json(request)
             let app = try validated { () throws(FieldError) in try CatalogInput.app(body) }
             let created = try await catalog {
-                try await store.createApp(app, actor: key.name, reason: try CatalogInput.reason(body), now: clock.now())
+                try await store.createApp(app, actor: key.actor, reason: try CatalogInput.reason(body), now: clock.now())
             }
             return try JSONResponse.make(created, status: .created)
         }
@@ -39,7 +39,7 @@ struct CatalogController: Sendable {
             let release = try validated { () throws(FieldError) in try CatalogInput.release(body) }
             let write = try await catalog {
                 try await store.addRelease(
-                    appId: appId, release, actor: key.name, reason: try CatalogInput.reason(body), now: clock.now())
+                    appId: appId, release, actor: key.actor, reason: try CatalogInput.reason(body), now: clock.now())
             }
             return try revisioned(write, status: .created)
         }
@@ -54,17 +54,17 @@ struct CatalogController: Sendable {
         router.patch("/v1/apps/:app/releases/:platform/:version") { request, context in
             let appId = try context.parameters.require("app")
             let platform = try context.parameters.require("platform")
+            let key = try await authorize(request, app: appId, write: true)
             let versionText = try context.parameters.require("version").removingPercentEncoding ?? ""
             guard let version = Version(versionText) else {
                 throw ProblemDetails.badRequest("\(versionText) is not a valid version", field: "version")
             }
-            let key = try await authorize(request, app: appId, write: true)
             let expected = try ifMatch(request)
             let body = try await json(request)
             _ = try validated { () throws(FieldError) in try CatalogInput.releasePatch(body, to: Release(platform: platform, version: version, releasedAt: Date())) }
             let write = try await catalog {
                 try await store.updateRelease(
-                    appId: appId, platform: platform, version: version, expectedRevision: expected, actor: key.name,
+                    appId: appId, platform: platform, version: version, expectedRevision: expected, actor: key.actor,
                     reason: try CatalogInput.reason(body), now: clock.now()
                 ) { release in
                     do throws(FieldError) { return try CatalogInput.releasePatch(body, to: release) } catch {
@@ -85,16 +85,16 @@ struct CatalogController: Sendable {
         router.put("/v1/apps/:app/policies/:platform") { request, context in
             let appId = try context.parameters.require("app")
             let platform = try context.parameters.require("platform")
+            let key = try await authorize(request, app: appId, write: true)
             guard EventValidator.isPlatform(platform) else {
                 throw ProblemDetails.badRequest("\(platform) is not a platform name", field: "platform")
             }
-            let key = try await authorize(request, app: appId, write: true)
             let expected = try ifMatch(request)
             let body = try await json(request)
             let policy = try validated { () throws(FieldError) in try CatalogInput.policy(body) }
             let write = try await catalog {
                 try await store.replacePolicy(
-                    appId: appId, platform: platform, policy, expectedRevision: expected, actor: key.name,
+                    appId: appId, platform: platform, policy, expectedRevision: expected, actor: key.actor,
                     reason: try CatalogInput.reason(body), now: clock.now())
             }
             return try revisioned(write, status: .ok)
@@ -105,9 +105,11 @@ struct CatalogController: Sendable {
             let limit = try integer(request, "limit", default: 50, range: 1...500)
             let before = try request.uri.queryParameters["before"].map { _ in try integer(request, "before", default: 0, range: 1...Int(Int32.max)) }
             guard try await !store.apps(id: appId).isEmpty else { throw ProblemDetails.notFound("no app \(appId)") }
-            let entries = try await store.history(appId: appId, before: before, limit: limit)
-            let next = entries.count == limit ? entries.last.map(\.version) : nil
-            return try JSONResponse.make(History(entries: entries, nextBefore: next), encoder: CatalogCoding.encoder())
+            // One more than asked tells whether an older page exists.
+            let entries = try await store.history(appId: appId, before: before, limit: limit + 1)
+            let page = Array(entries.prefix(limit))
+            let next = entries.count > limit ? page.last.map(\.version) : nil
+            return try JSONResponse.make(History(entries: page, nextBefore: next), encoder: CatalogCoding.encoder())
         }
     }
 

@@ -7,29 +7,32 @@ import UpshiftStore
 
 /// The catalog in memory, which the check answers from without touching the database (DESIGN.md 4).
 final class CatalogSnapshot: Sendable {
+    struct Entry: Sendable {
+        var catalog: AppCatalog
+        var answers: CheckAnswerCache
+    }
+
     struct State: Sendable {
-        var apps: [String: AppCatalog] = [:]
+        var apps: [String: Entry] = [:]
         /// The catalog version it was loaded at (sum of stream heads).
         var version: Int64 = -1
-        /// Bumped on every reload: cached check responses of an older generation are stale.
-        var generation = 0
         var loaded = false
     }
 
     private let state = Mutex(State())
 
-    func app(_ id: String) -> (AppCatalog, Int)? {
-        state.withLock { state in state.apps[id].map { ($0, state.generation) } }
+    func app(_ id: String) -> Entry? {
+        state.withLock { $0.apps[id] }
     }
 
     var isLoaded: Bool { state.withLock { $0.loaded } }
     var version: Int64 { state.withLock { $0.version } }
 
     func replace(apps: [String: AppCatalog], version: Int64) {
+        let entries = apps.mapValues { Entry(catalog: $0, answers: CheckAnswerCache(catalog: $0)) }
         state.withLock { state in
-            state.apps = apps
+            state.apps = entries
             state.version = version
-            state.generation += 1
             state.loaded = true
         }
     }

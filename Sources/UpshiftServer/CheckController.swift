@@ -72,30 +72,43 @@ struct CheckController: Sendable {
         }
         let appId = context.parameters.get("app") ?? ""
         let checkRequest = try Self.parse(fields)
-        guard let (catalog, _) = snapshot.app(appId) else { throw ProblemDetails.notFound("no app \(appId)") }
+        guard let entry = snapshot.app(appId) else { throw ProblemDetails.notFound("no app \(appId)") }
         let now = clock.now()
-        let decision = DecisionEngine.decide(checkRequest, catalog: catalog, now: now)
-        if let install = checkRequest.install { observe(decision, request: checkRequest, install: install, appId: appId, now: now) }
+        let answer = try answer(checkRequest, entry: entry, now: now)
+        if let install = checkRequest.install { observe(answer, request: checkRequest, install: install, appId: appId, now: now) }
 
-        let body = try Self.encoder.encode(decision)
-        let etag = "\"\(Self.fnv1a(body))\""
         var headers: HTTPFields = [
             .contentType: "application/json",
-            .eTag: etag,
-            .cacheControl: "private, max-age=\(decision.checkAfterSeconds)",
+            .eTag: answer.etag,
+            .cacheControl: "private, max-age=\(answer.checkAfterSeconds)",
         ]
         if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: {
             let tag = $0.trimmingCharacters(in: .whitespaces)
-            return tag == etag || tag == "W/" + etag || tag == "*"
+            return tag == answer.etag || tag == "W/" + answer.etag || tag == "*"
         }) {
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers)
         }
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: answer.body))
+    }
+
+    /// The answer from the snapshot's cache when it holds one for this request and time interval,
+    /// else computed by the decision engine (and kept when it does not depend on the install).
+    private func answer(_ request: CheckRequest, entry: CatalogSnapshot.Entry, now: Date) throws -> CheckAnswerCache.Answer {
+        let key = entry.answers.key(for: request)
+        let interval = entry.answers.interval(platform: request.platform, now: now)
+        if let key, let cached = entry.answers.answer(key, interval: interval) { return cached }
+        let decision = DecisionEngine.decide(request, catalog: entry.catalog, now: now)
+        let body = try Self.encoder.encode(decision)
+        let answer = CheckAnswerCache.Answer(
+            body: ByteBuffer(bytes: body), etag: "\"\(Self.fnv1a(body))\"", checkAfterSeconds: decision.checkAfterSeconds,
+            action: decision.action, reason: decision.reason, latestVersion: decision.latestVersion, interval: interval)
+        if let key { entry.answers.store(key, answer) }
+        return answer
     }
 
     /// Records a `checked` event; never waits, and counts what it could not keep.
-    private func observe(_ decision: CheckDecision, request: CheckRequest, install: String, appId: String, now: Date) {
+    private func observe(_ decision: CheckAnswerCache.Answer, request: CheckRequest, install: String, appId: String, now: Date) {
         guard let installId = UUID(uuidString: install) else { return }
         var data = EventData()
         data.add("action", decision.action.rawValue)
@@ -164,9 +177,11 @@ struct CheckController: Sendable {
     /// FNV-1a, 64 bits: a cheap, stable ETag of the response body.
     static func fnv1a(_ data: Data) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in data {
-            hash ^= UInt64(byte)
-            hash &*= 0x100_0000_01b3
+        data.withUnsafeBytes { bytes in
+            for byte in bytes {
+                hash ^= UInt64(byte)
+                hash &*= 0x100_0000_01b3
+            }
         }
         return String(hash, radix: 16)
     }

@@ -5,7 +5,7 @@ import Synchronization
 import UpshiftStore
 
 /// Whether the instance should receive traffic (DESIGN.md section 8). Set once the start-up work
-/// (migrations, partitions; later the catalog snapshot) is done, and never unset by a database outage:
+/// (migrations, partitions, the catalog snapshot) is done, and never unset by a database outage:
 /// checks keep working from memory, so an outage must not take instances out of a load balancer.
 final class Readiness: Sendable {
     private let conditions = Mutex<Set<String>>([])

@@ -25,15 +25,22 @@ enum IngestionError: Error, Equatable {
 /// and the next flush tries again. On graceful shutdown the writer stops taking new events and
 /// writes what is pending before it returns.
 final class IngestionWriter: Service, Sendable {
+    /// Posted events and check observations are buffered against separate limits, so that a backlog
+    /// of observations never turns posts away.
+    enum Kind: Int {
+        case posted = 0, observation = 1
+    }
+
     private struct Submission {
         var events: [Event]
+        var kind: Kind
         /// Called once with the ids that were new, or with why nothing was stored.
         var completion: @Sendable (Result<Set<UUID>, IngestionError>) -> Void
     }
 
     private struct State {
         var pending: [Submission] = []
-        var pendingEvents = 0
+        var pendingEvents = [0, 0]  // by Kind
         var idleFlushers: [CheckedContinuation<Void, Never>] = []
         var stopping = false
         var failFastUntil: ContinuousClock.Instant?
@@ -67,26 +74,27 @@ final class IngestionWriter: Service, Sendable {
     func append(_ events: [Event]) async throws -> Set<UUID> {
         guard !events.isEmpty else { return [] }
         return try await withCheckedThrowingContinuation { continuation in
-            submit(events, limit: settings.maximumPendingEvents) { continuation.resume(with: $0) }
+            submit(events, kind: .posted, limit: settings.maximumPendingEvents) { continuation.resume(with: $0) }
         }
     }
 
     /// Queues `events` without waiting for them (check observations): `completion` learns the outcome.
     /// Refuses at once, calling `completion` with the error, when the buffer of `limit` events is full.
     func offer(_ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void) {
-        submit(events, limit: limit, completion: completion)
+        submit(events, kind: .observation, limit: limit, completion: completion)
     }
 
     private func submit(
-        _ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void
+        _ events: [Event], kind: Kind, limit: Int,
+        completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void
     ) {
         let now = ContinuousClock.now
         let outcome: Result<CheckedContinuation<Void, Never>?, IngestionError> = state.withLock { state in
             if state.stopping { return .failure(.shuttingDown) }
             if let until = state.failFastUntil, until > now { return .failure(.databaseUnavailable) }
-            if state.pendingEvents + events.count > limit { return .failure(.overloaded) }
-            state.pending.append(Submission(events: events, completion: completion))
-            state.pendingEvents += events.count
+            if state.pendingEvents[kind.rawValue] + events.count > limit { return .failure(.overloaded) }
+            state.pending.append(Submission(events: events, kind: kind, completion: completion))
+            state.pendingEvents[kind.rawValue] += events.count
             return .success(state.idleFlushers.popLast())
         }
         switch outcome {
@@ -143,12 +151,13 @@ final class IngestionWriter: Service, Sendable {
                     while taken < state.pending.count,
                         count == 0 || count + state.pending[taken].events.count <= settings.maximumBatchEvents
                     {
-                        count += state.pending[taken].events.count
+                        let submission = state.pending[taken]
+                        count += submission.events.count
+                        state.pendingEvents[submission.kind.rawValue] -= submission.events.count
                         taken += 1
                     }
                     let batch = Array(state.pending.prefix(taken))
                     state.pending.removeFirst(taken)
-                    state.pendingEvents -= count
                     return .batch(batch)
                 }
                 return state.stopping ? .done : .wait

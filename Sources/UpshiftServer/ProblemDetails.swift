@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import UpshiftStore
 
 /// An RFC 7807 problem, the one shape every error takes on the wire (STYLE.md rule 4).
 public struct ProblemDetails: Error, HTTPResponseError, Codable, Sendable {
@@ -108,6 +109,10 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
                 status, type: "urn:upshift:problem:http-\(status.code)", title: status.reasonPhrase,
                 detail: nil)
             return try problem.response(from: request, context: context)
+        } catch where Database.isConnectionError(error) {
+            context.logger.warning("database unreachable", metadata: ["error": "\(String(reflecting: error))"])
+            return try ProblemDetails.unavailable("the database is unreachable; retry later", retryAfter: 2)
+                .response(from: request, context: context)
         } catch {
             context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
             return try ProblemDetails.internalError.response(from: request, context: context)

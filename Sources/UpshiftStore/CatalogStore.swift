@@ -66,18 +66,22 @@ public struct CatalogStore: Sendable {
 
     // MARK: Reads
 
-    /// The whole catalog, for the check snapshot.
-    public func loadAll() async throws -> [String: AppCatalog] {
+    /// The whole catalog (for the check snapshot), or one app's.
+    public func loadAll(appId: String? = nil) async throws -> [String: AppCatalog] {
         let decoder = CatalogCoding.decoder()
         var catalogs: [String: AppCatalog] = [:]
-        for app in try await apps() { catalogs[app.id] = AppCatalog(app: app) }
-        let releases = try await client.query("SELECT app_id, release::text, revision FROM releases", logger: logger)
+        for app in try await apps(id: appId) { catalogs[app.id] = AppCatalog(app: app) }
+        let releases = try await client.query(
+            "SELECT app_id, release::text, revision FROM releases WHERE \(appId)::text IS NULL OR app_id = \(appId)",
+            logger: logger)
         for try await (appId, json, revision) in releases.decode((String, String, Int).self) {
             var release = try decoder.decode(Release.self, from: Data(json.utf8))
             release.revision = revision
             catalogs[appId]?.upsert(release)
         }
-        let policies = try await client.query("SELECT app_id, platform, policy::text, revision FROM policies", logger: logger)
+        let policies = try await client.query(
+            "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(appId)::text IS NULL OR app_id = \(appId)",
+            logger: logger)
         for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
             var policy = try decoder.decode(Policy.self, from: Data(json.utf8))
             policy.revision = revision
@@ -112,7 +116,7 @@ public struct CatalogStore: Sendable {
     }
 
     public func app(id: String) async throws -> AppCatalog? {
-        try await loadAll()[id]
+        try await loadAll(appId: id)[id]
     }
 
     /// The app's catalog changes, newest first; `before` pages back by stream version.

@@ -13,6 +13,9 @@ public struct APIKey: Sendable, Equatable, Codable {
     public var createdAt: Date
     public var revokedAt: Date?
 
+    /// How catalog history names the key: its label and id, since labels need not be unique.
+    public var actor: String { "\(name) (\(id.uuidString.lowercased().prefix(8)))" }
+
     /// Whether the key may act on `app`.
     public func covers(app: String) -> Bool {
         appId == nil || appId == app

@@ -200,7 +200,9 @@ struct PolicyCommand: AsyncParsableCommand {
             if let target { body["targetVersion"] = .string(target) }
             if clearTarget { body["targetVersion"] = nil }
             var blocked = policy.blockedVersions.map(\.text)
-            blocked.append(contentsOf: block)
+            for version in block where !blocked.contains(where: { Version($0) == Version(version) }) {
+                blocked.append(version)
+            }
             blocked.removeAll { text in unblock.contains { Version($0) != nil && Version($0) == Version(text) } }
             body["blockedVersions"] = .array(blocked.map(JSONValue.string))
             if let notifyAfterDays { body["notifyAfterDays"] = .number(notifyAfterDays) }

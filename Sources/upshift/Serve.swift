@@ -32,7 +32,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let level = configuration.logLevel
+        let json = ProcessInfo.processInfo.environment["UPSHIFT_LOG_FORMAT"]?.lowercased() == "json"
         LoggingSystem.bootstrap { label in
+            if json { return JSONLogHandler(label: label, logLevel: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

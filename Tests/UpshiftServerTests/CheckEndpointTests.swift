@@ -152,6 +152,34 @@ import UpshiftTestSupport
         }
     }
 
+    /// Answers are reused within a snapshot, but the clock still moves them: a release that comes out,
+    /// or becomes old enough to prompt for, changes the answer with no catalog write in between.
+    @Test func answersFollowTheClockAcrossReleaseAndNotifyBoundaries() async throws {
+        let start = Timestamp.parse("2026-05-01T00:00:00Z")!
+        let harness = try await Harness.make(now: start)
+        try await harness.run { (server: Server) async throws in
+            let release: JSONValue = .object([
+                "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-05-02T00:00:00Z"),
+            ])
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release).status == 201)
+            #expect(try await server.send(
+                .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                json: .object(["enabled": .bool(true), "notifyAfterDays": .number(3)]), headers: [("If-Match", "\"0\"")]).status == 200)
+            let path = "/v1/apps/expenses/check?platform=ios&version=1.0"
+            func reason() async throws -> JSONValue? { try await server.request(.GET, path).value()["reason"] }
+            #expect(try await reason() == .string("up_to_date"))  // not out yet
+            #expect(try await reason() == .string("up_to_date"))  // the same answer, reused
+            harness.clock.set(Timestamp.parse("2026-05-02T00:00:00Z")!)
+            #expect(try await reason() == .string("too_recent"))  // out, but younger than 3 days
+            harness.clock.set(Timestamp.parse("2026-05-04T23:59:59Z")!)
+            #expect(try await reason() == .string("too_recent"))
+            harness.clock.set(Timestamp.parse("2026-05-05T00:00:00Z")!)
+            #expect(try await reason() == .string("update_available"))
+            harness.clock.set(start)  // a clock that goes back is answered for its own time
+            #expect(try await reason() == .string("up_to_date"))
+        }
+    }
+
     @Test func postTakesTheSameFieldsAsJSON() async throws {
         let harness = try await Harness.make()
         try await harness.run { server in
@@ -170,7 +198,8 @@ import UpshiftTestSupport
     @Test func aPerClientRateLimitAnswers429WithRetryAfter() async throws {
         let harness = try await Harness.make()
         var configuration = harness.configuration()
-        configuration.check.ratePerClient = 2
+        // One token per 100 s: however slowly this machine runs the test, a burst of 5 is all there is.
+        configuration.check.ratePerClient = 0.01
         configuration.check.burstPerClient = 5
         configuration.trustedProxies = ["127.0.0.1"]
         try await harness.run(configuration) { server in

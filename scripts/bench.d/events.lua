@@ -12,25 +12,9 @@
 -- or answered non-2xx) to UNANSWERED_FILE, one a line, so that the caller can tell exactly which stored
 -- rows were acknowledged.
 
-local threads = {}
-local urandom = nil
-
--- A random integer in [0, 65535] from /dev/urandom (the main state seeds nothing).
-local function random16()
-    if urandom == nil then urandom = assert(io.open("/dev/urandom", "rb")) end
-    local a, b = urandom:read(2):byte(1, 2)
-    return a * 256 + b
-end
-
--- Runs in the main state, once per thread, before the threads start.
-function setup(thread)
-    local index = #threads
-    table.insert(threads, thread)
-    thread:set("thread_index", index)
-    thread:set("prefix", string.format("%04x%04x-%04x-4%03x-%04x-",
-        random16(), random16(), random16(), index % 4096, 0x8000 + random16() % 0x4000))
-    thread:set("seed", random16() * 65536 + random16())
-end
+-- setup(), the per-thread id prefix and the `threads` list are shared with the other bench scripts.
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+threads = dofile(here .. "common.lua")
 
 -- Everything below runs in each thread's own state. These are globals so that done() can read
 -- them with thread:get().

@@ -1,0 +1,155 @@
+-- wrk script for `scripts/bench check`: GET requests of the check benchmark (DESIGN.md section 10).
+--
+--   wrk ... -s check.lua URL -- MODE [PACE_MS]
+--
+-- MODE:
+--   fixed    every request is GET URL as given (cases (a) and (b): nginx and the trivial route);
+--   vary     URL is .../v1/apps/bench/check; each request carries another platform=ios&version=&os=&locale=
+--            (versions of the bench catalog and a few older ones, OS 15.x-18.x, locales with and without
+--            region, `_` and `-`), case (c);
+--   install  as vary, plus a distinct install=<uuid> per request, case (d).
+-- PACE_MS: when given, delay() holds each connection this many milliseconds (on average) between an
+-- answer and its next request, for the paced latency runs.
+--
+-- Every mode calls request() per request, so the load generator does about the same Lua work in (a),
+-- (b) and (c): "fixed" returns one prepared request, "vary" cycles through a pool of prepared varied
+-- requests (random per thread), "install" formats the request with its install id.
+--
+-- Install ids are unique per thread and counter, lowercase, in UUID form:
+--
+--   rrrrrrrr-rrrr-4ttt-vrrr-qqqqqqqqqqqq   (r random, t thread, v variant 8-b, q request counter)
+--
+-- done() prints one `upshift-bench:` line per figure: requests sent and answered, 2xx and non-2xx
+-- answers, the requests still in flight when wrk stopped (sent, never answered: wrk does not count
+-- them), latency percentiles, bytes per answer and the first few non-2xx answers.
+
+-- setup(), the per-thread id prefix and the `threads` list are shared with the other bench scripts.
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+threads = dofile(here .. "common.lua")
+
+-- What the bench catalog holds (scripts/bench check_create_catalog): 3.0.0 ... 4.9.0, and older
+-- installs below the policy's minimum.
+local versions = { "2.7.1", "2.9.0", "2.9.4" }
+for major = 3, 4 do
+    for minor = 0, 9 do table.insert(versions, string.format("%d.%d.0", major, minor)) end
+end
+local oses = {
+    "15.0", "15.2", "15.4", "15.7", "15.8",
+    "16.0", "16.1", "16.3", "16.4", "16.6", "16.7",
+    "17.0", "17.1", "17.2", "17.3", "17.4", "17.5", "17.6",
+    "18.0", "18.1", "18.2", "18.3",
+}
+local locales = { "en", "en-US", "en_GB", "de", "de-AT", "de_DE", "fr", "fr_FR", "fr-CA", "es", "es-MX", "ja", "pt-BR" }
+local pool_size = 1024
+
+-- Everything below runs in each thread's own state. These are globals so that done() can read
+-- them with thread:get().
+mode = "fixed"
+pace_ms = nil
+requests_sent = 0
+statuses = {}        -- status code -> count
+samples = ""         -- the first few non-2xx answers
+sample_count = 0
+answers_2xx = 0
+answers_non_2xx = 0
+
+local random = math.random
+local floor = math.floor
+local format = string.format
+local fixed_request = nil
+local pool = {}
+local next_index = 0
+
+function init(args)
+    mode = args[1] or "fixed"
+    assert(mode == "fixed" or mode == "vary" or mode == "install", "MODE must be fixed, vary or install")
+    pace_ms = tonumber(args[2] or "")
+    if pace_ms == nil then delay = nil end
+    math.randomseed(seed)
+    if mode == "fixed" then
+        fixed_request = wrk.format()
+        return
+    end
+    local base = wrk.path .. (wrk.path:find("?", 1, true) and "&" or "?")
+    for i = 1, pool_size do
+        local path = format("%splatform=ios&version=%s&os=%s&locale=%s", base,
+            versions[random(#versions)], oses[random(#oses)], locales[random(#locales)])
+        -- "vary" keeps whole requests; "install" keeps paths and appends the install per request.
+        pool[i] = mode == "vary" and wrk.format(nil, path) or path
+    end
+end
+
+function request()
+    local counter = requests_sent
+    requests_sent = requests_sent + 1
+    if fixed_request then return fixed_request end
+    next_index = next_index % pool_size + 1
+    if mode == "vary" then return pool[next_index] end
+    return wrk.format(nil, format("%s&install=%s%04x%04x%04x", pool[next_index], prefix,
+        floor(counter / 4294967296) % 65536, floor(counter / 65536) % 65536, counter % 65536))
+end
+
+-- The gap after each answer: uniform in [0.5, 1.5] x PACE_MS so that connections do not march in step,
+-- rounded up or down at random so that the mean stays PACE_MS (wrk's timers count whole milliseconds).
+function delay()
+    local gap = pace_ms * (0.5 + random())
+    local whole = floor(gap)
+    if random() < gap - whole then whole = whole + 1 end
+    return whole
+end
+
+function response(status, headers, body)
+    statuses[status] = (statuses[status] or 0) + 1
+    if status >= 200 and status <= 299 then
+        answers_2xx = answers_2xx + 1
+        return
+    end
+    answers_non_2xx = answers_non_2xx + 1
+    if sample_count < 3 then
+        sample_count = sample_count + 1
+        samples = samples .. format("upshift-bench: non_2xx_sample status=%d body=%s\n", status,
+            (body or ""):sub(1, 300):gsub("[\r\n]", " "))
+    end
+end
+
+-- Runs in the main state after the threads stopped.
+function done(summary, latency, requests)
+    local totals = { requests_sent = 0, answers_2xx = 0, answers_non_2xx = 0 }
+    local statuses_all, sample_text = {}, ""
+    for _, thread in ipairs(threads) do
+        for name, _ in pairs(totals) do
+            totals[name] = totals[name] + (thread:get(name) or 0)
+        end
+        for status, count in pairs(thread:get("statuses") or {}) do
+            statuses_all[status] = (statuses_all[status] or 0) + count
+        end
+        sample_text = sample_text .. (thread:get("samples") or "")
+    end
+    -- wrk calls request() once in thread 0 before it starts, to count pipelined requests, and never
+    -- sends that one.
+    totals.requests_sent = totals.requests_sent - 1
+    local answered = totals.answers_2xx + totals.answers_non_2xx
+    local seconds = summary.duration / 1e6
+    local out = {}
+    local function line(key, value) table.insert(out, format("upshift-bench: %s=%s", key, tostring(value))) end
+    line("mode", threads[1]:get("mode"))
+    line("pace_ms", threads[1]:get("pace_ms") or "none")
+    line("duration_s", format("%.3f", seconds))
+    line("requests_sent", totals.requests_sent)
+    line("responses", summary.requests)
+    line("responses_2xx", totals.answers_2xx)
+    line("responses_non_2xx", totals.answers_non_2xx)
+    line("requests_in_flight", totals.requests_sent - answered)
+    line("socket_errors", format("connect:%d,read:%d,write:%d,timeout:%d",
+        summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
+    line("requests_per_s", format("%.1f", totals.answers_2xx / seconds))
+    line("bytes_per_response", format("%.0f", summary.requests > 0 and summary.bytes / summary.requests or 0))
+    line("latency_p50_ms", format("%.2f", latency:percentile(50) / 1000))
+    line("latency_p99_ms", format("%.2f", latency:percentile(99) / 1000))
+    line("latency_max_ms", format("%.2f", latency.max / 1000))
+    local codes = {}
+    for status, count in pairs(statuses_all) do table.insert(codes, format("%d:%d", status, count)) end
+    table.sort(codes)
+    line("statuses", #codes > 0 and table.concat(codes, ",") or "none")
+    io.write(table.concat(out, "\n"), "\n", sample_text)
+end
