@@ -33,7 +33,7 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
 
     let router = Router(context: UpshiftRequestContext.self)
     router.middlewares.add(ProblemMiddleware())
-    router.middlewares.add(LogRequestsMiddleware(.debug))
+    if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
     HealthController(
         readiness: readiness, database: database, metrics: configuration.metrics
     ).addRoutes(to: router)

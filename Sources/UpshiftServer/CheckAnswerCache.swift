@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import NIOCore
 import Synchronization
 import UpshiftCore
@@ -13,12 +14,16 @@ final class CheckAnswerCache: Sendable {
     struct Answer: Sendable {
         var body: ByteBuffer
         var etag: String
-        var checkAfterSeconds: Int
+        var headers: HTTPFields
+        /// The question it answers, less the install id (for the `checked` observation).
+        var request: CheckRequest
         var action: CheckAction
         var reason: CheckReason
         var latestVersion: String?
         /// Index of the time interval it was computed in.
         var interval: Int
+        /// Whether another install id could get another answer (a partial rollout on the platform).
+        var dependsOnInstall: Bool
     }
 
     /// Sorted time boundaries per platform, and whether the install id matters there.
@@ -39,13 +44,8 @@ final class CheckAnswerCache: Sendable {
         self.installSensitive = installSensitive
     }
 
-    /// The cache key of a request, or nil when its answer must be computed each time.
-    func key(for request: CheckRequest) -> String? {
-        if request.install != nil, installSensitive[request.platform] == true { return nil }
-        return [
-            request.platform, request.version.text, request.os?.text ?? "", request.locale ?? "",
-            request.channel.rawValue, request.previous?.text ?? "",
-        ].joined(separator: "\u{1F}")
+    func dependsOnInstall(platform: String) -> Bool {
+        installSensitive[platform] ?? false
     }
 
     /// Which time interval `now` falls in for `platform`.
@@ -60,11 +60,10 @@ final class CheckAnswerCache: Sendable {
         return low
     }
 
-    func answer(_ key: String, interval: Int) -> Answer? {
-        answers.withLock { answers in
-            guard let answer = answers[key], answer.interval == interval else { return nil }
-            return answer
-        }
+    /// The answer kept for `key`, when the clock is still in the interval it was computed in.
+    func answer(_ key: String, now: Date) -> Answer? {
+        guard let answer = answers.withLock({ $0[key] }) else { return nil }
+        return answer.interval == interval(platform: answer.request.platform, now: now) ? answer : nil
     }
 
     func store(_ key: String, _ answer: Answer) {

@@ -39,8 +39,11 @@ struct CheckController: Sendable {
 
     func addRoutes(to router: Router<UpshiftRequestContext>) {
         router.get("/v1/apps/:app/check") { request, context in
-            let fields = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }) { first, _ in first }
-            return try check(request, context: context, fields: fields)
+            // The raw query, less the install id, names the answer: a repeated question skips parsing.
+            let (key, install) = Self.splitInstall(request.uri.query ?? "")
+            return try check(request, context: context, key: key, install: install) {
+                Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }) { first, _ in first }
+            }
         }
         router.post("/v1/apps/:app/check") { request, context in
             let body = try await request.body.collect(upTo: 64 * 1024)
@@ -56,60 +59,94 @@ struct CheckController: Sendable {
                 default: throw ProblemDetails.badRequest("\(key) must be a string", field: key)
                 }
             }
-            return try check(request, context: context, fields: fields)
+            return try check(request, context: context, key: nil, install: fields["install"]) { fields }
         }
     }
 
-    private func check(_ request: Request, context: UpshiftRequestContext, fields: [String: String]) throws -> Response {
-        let client = ClientAddress.resolve(
-            peer: context.peerAddress, forwardedFor: request.headers[values: .init("X-Forwarded-For")!].joined(separator: ","), trustedProxies: trustedProxies)
-        if let retryAfter = limiter.acquire(client) {
-            limited.increment()
-            throw ProblemDetails(
-                .tooManyRequests, type: "urn:upshift:problem:rate-limited", title: "Too many requests",
-                detail: "at most \(limiter.rate.formatted()) checks per second per client"
-            ).retryAfter(seconds: retryAfter)
+    /// Answers a check. `key` names the request without its install id (nil: do not reuse answers);
+    /// `fields` parses the whole request, which a reused answer does not need.
+    private func check(
+        _ request: Request, context: UpshiftRequestContext, key: String?, install: String?,
+        fields: () -> [String: String]
+    ) throws -> Response {
+        if limiter.rate > 0 {
+            let client = ClientAddress.resolve(
+                peer: context.peerAddress,
+                forwardedFor: request.headers[values: .init("X-Forwarded-For")!].joined(separator: ","),
+                trustedProxies: trustedProxies)
+            if let retryAfter = limiter.acquire(client) {
+                limited.increment()
+                throw ProblemDetails(
+                    .tooManyRequests, type: "urn:upshift:problem:rate-limited", title: "Too many requests",
+                    detail: "at most \(limiter.rate.formatted()) checks per second per client"
+                ).retryAfter(seconds: retryAfter)
+            }
         }
         let appId = context.parameters.get("app") ?? ""
-        let checkRequest = try Self.parse(fields)
-        guard let entry = snapshot.app(appId) else { throw ProblemDetails.notFound("no app \(appId)") }
+        guard let entry = snapshot.app(appId) else {
+            _ = try Self.parse(fields())  // a malformed request is a 400 whether or not the app exists
+            throw ProblemDetails.notFound("no app \(appId)")
+        }
         let now = clock.now()
-        let answer = try answer(checkRequest, entry: entry, now: now)
-        if let install = checkRequest.install { observe(answer, request: checkRequest, install: install, appId: appId, now: now) }
-
-        var headers: HTTPFields = [
-            .contentType: "application/json",
-            .eTag: answer.etag,
-            .cacheControl: "private, max-age=\(answer.checkAfterSeconds)",
-        ]
+        let answer: CheckAnswerCache.Answer
+        if let key, let cached = entry.answers.answer(key, now: now), install == nil || !cached.dependsOnInstall {
+            answer = cached
+        } else {
+            let checkRequest = try Self.parse(fields())
+            answer = try compute(checkRequest, entry: entry, now: now)
+            // Keep it unless another install could get another answer to the same question.
+            if let key, checkRequest.install == nil || !answer.dependsOnInstall { entry.answers.store(key, answer) }
+        }
+        if let install {
+            guard install.utf8.count == 36, let installId = UUID(uuidString: install) else {
+                throw ProblemDetails.badRequest("install must be a UUID", field: "install")
+            }
+            observe(answer, installId: installId, appId: appId, now: now)
+        }
         if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: {
             let tag = $0.trimmingCharacters(in: .whitespaces)
             return tag == answer.etag || tag == "W/" + answer.etag || tag == "*"
         }) {
+            var headers = answer.headers
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers)
         }
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: answer.body))
+        return Response(status: .ok, headers: answer.headers, body: .init(byteBuffer: answer.body))
     }
 
-    /// The answer from the snapshot's cache when it holds one for this request and time interval,
-    /// else computed by the decision engine (and kept when it does not depend on the install).
-    private func answer(_ request: CheckRequest, entry: CatalogSnapshot.Entry, now: Date) throws -> CheckAnswerCache.Answer {
-        let key = entry.answers.key(for: request)
-        let interval = entry.answers.interval(platform: request.platform, now: now)
-        if let key, let cached = entry.answers.answer(key, interval: interval) { return cached }
+    /// Decides and encodes an answer (DESIGN.md section 4).
+    private func compute(_ request: CheckRequest, entry: CatalogSnapshot.Entry, now: Date) throws -> CheckAnswerCache.Answer {
         let decision = DecisionEngine.decide(request, catalog: entry.catalog, now: now)
         let body = try Self.encoder.encode(decision)
-        let answer = CheckAnswerCache.Answer(
-            body: ByteBuffer(bytes: body), etag: "\"\(Self.fnv1a(body))\"", checkAfterSeconds: decision.checkAfterSeconds,
-            action: decision.action, reason: decision.reason, latestVersion: decision.latestVersion, interval: interval)
-        if let key { entry.answers.store(key, answer) }
-        return answer
+        let etag = "\"\(Self.fnv1a(body))\""
+        return CheckAnswerCache.Answer(
+            body: ByteBuffer(bytes: body), etag: etag,
+            headers: [
+                .contentType: "application/json", .eTag: etag, .cacheControl: "private, max-age=\(decision.checkAfterSeconds)",
+            ],
+            request: request, action: decision.action, reason: decision.reason, latestVersion: decision.latestVersion,
+            interval: entry.answers.interval(platform: request.platform, now: now),
+            dependsOnInstall: entry.answers.dependsOnInstall(platform: request.platform))
+    }
+
+    /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent).
+    static func splitInstall(_ query: String) -> (String, String?) {
+        guard query.contains("install=") else { return (query, nil) }
+        var install: String?
+        var rest: [Substring] = []
+        for part in query.split(separator: "&") {
+            if part.hasPrefix("install=") {
+                install = String(part.dropFirst("install=".count)).removingPercentEncoding
+            } else {
+                rest.append(part)
+            }
+        }
+        return (rest.joined(separator: "&"), install)
     }
 
     /// Records a `checked` event; never waits, and counts what it could not keep.
-    private func observe(_ decision: CheckAnswerCache.Answer, request: CheckRequest, install: String, appId: String, now: Date) {
-        guard let installId = UUID(uuidString: install) else { return }
+    private func observe(_ decision: CheckAnswerCache.Answer, installId: UUID, appId: String, now: Date) {
+        let request = decision.request
         var data = EventData()
         data.add("action", decision.action.rawValue)
         data.add("reason", decision.reason.rawValue)
