@@ -99,7 +99,7 @@ public struct EventValidator: Sendable {
 
     private func uuid(_ event: IncomingEvent, _ field: IncomingEvent.Field) throws -> UUID {
         guard let text = event[field] else { throw EventRejection.missing(field) }
-        guard text.utf8.count == 36, let value = UUID(uuidString: text) else {
+        guard let value = UUIDText.parse(text) else {
             throw EventRejection.invalid(field, "not a UUID")
         }
         return value

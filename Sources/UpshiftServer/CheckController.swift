@@ -131,7 +131,14 @@ struct CheckController: Sendable {
 
     /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent).
     static func splitInstall(_ query: String) -> (String, String?) {
-        guard query.contains("install=") else { return (query, nil) }
+        // A byte scan: Foundation's `contains` goes through NSString and showed in the profile.
+        let marker = Array("install=".utf8)
+        let bytes = Array(query.utf8)
+        let found = bytes.count >= marker.count
+            && (0...(bytes.count - marker.count)).contains { start in
+                (start == 0 || bytes[start - 1] == UInt8(ascii: "&")) && bytes[start..<(start + marker.count)].elementsEqual(marker)
+            }
+        guard found else { return (query, nil) }
         var install: String?
         var rest: [Substring] = []
         for part in query.split(separator: "&") {

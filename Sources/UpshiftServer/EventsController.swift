@@ -87,7 +87,7 @@ struct EventsController: Sendable {
             // Events that were not new are retries of ones already stored.
             let stored = Set(valid.map(\.id)).subtracting(inserted)
             for index in results.indices where results[index].status == .accepted {
-                if let text = results[index].id, let id = UUID(uuidString: text), stored.contains(id) {
+                if let text = results[index].id, let id = UUIDText.parse(text), stored.contains(id) {
                     results[index].status = .duplicate
                 }
             }
@@ -96,7 +96,9 @@ struct EventsController: Sendable {
         counters[.accepted]?.increment(by: Int64(response.accepted))
         counters[.duplicate]?.increment(by: Int64(response.duplicates))
         counters[.rejected]?.increment(by: Int64(response.rejected))
-        return try JSONResponse.make(response)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: response.json)))
     }
 
     /// The body, decompressed when `Content-Encoding: gzip`, refused (413) past 1 MiB.

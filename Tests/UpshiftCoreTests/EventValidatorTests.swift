@@ -134,3 +134,26 @@ import UpshiftCore
         #expect(Timestamp.parse(Timestamp.format(date)).map { abs($0.timeIntervalSince(date)) < 0.001 } == true)
     }
 }
+
+@Suite struct WireFormatTests {
+    @Test(arguments: ["0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d", "9F1C2D3E-4B5A-4C6D-8E7F-0A1B2C3D4E5F", "00000000-0000-0000-0000-000000000000"])
+    func uuidTextAgreesWithFoundation(_ text: String) {
+        #expect(UUIDText.parse(text) == UUID(uuidString: text))
+        #expect(UUIDText.parse(text) != nil)
+    }
+
+    @Test(arguments: ["", "0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9", "0190f5c8x7d2e-7a1b-9c3d-4e5f6a7b8c9d", "g190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d", "0190f5c87d2e7a1b9c3d4e5f6a7b8c9d1234"])
+    func uuidTextRefusesOtherText(_ text: String) {
+        #expect(UUIDText.parse(text) == nil)
+    }
+
+    @Test func ingestResponseJSONDecodesToItself() throws {
+        let response = IngestResponse(results: [
+            .init(index: 0, id: "a\"b", status: .accepted),
+            .init(index: 1, id: nil, status: .rejected, rejection: EventRejection(code: "invalid_field", field: "appVersion", message: "appVersion: not a valid version\n")),
+            .init(index: 2, id: "x", status: .duplicate),
+        ])
+        let decoded = try JSONDecoder().decode(IngestResponse.self, from: Data(response.json.utf8))
+        #expect(decoded == response)
+    }
+}
