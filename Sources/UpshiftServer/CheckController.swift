@@ -98,7 +98,7 @@ struct CheckController: Sendable {
             if let key, checkRequest.install == nil || !answer.dependsOnInstall { entry.answers.store(key, answer) }
         }
         if let install {
-            guard install.utf8.count == 36, let installId = UUID(uuidString: install) else {
+            guard let installId = UUIDText.parse(install) else {
                 throw ProblemDetails.badRequest("install must be a UUID", field: "install")
             }
             observe(answer, installId: installId, appId: appId, now: now)
@@ -143,7 +143,9 @@ struct CheckController: Sendable {
         var rest: [Substring] = []
         for part in query.split(separator: "&") {
             if part.hasPrefix("install=") {
-                install = String(part.dropFirst("install=".count)).removingPercentEncoding
+                let value = part.dropFirst("install=".count)
+                // A UUID needs no escapes; decode (through Foundation, slowly) only when there are some.
+                install = value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding : String(value)
             } else {
                 rest.append(part)
             }
@@ -196,7 +198,7 @@ struct CheckController: Sendable {
         }
         var install: String?
         if let text = fields["install"] {
-            guard text.utf8.count == 36, let uuid = UUID(uuidString: text) else {
+            guard let uuid = UUIDText.parse(text) else {
                 throw ProblemDetails.badRequest("install must be a UUID", field: "install")
             }
             install = uuid.uuidString.lowercased()
