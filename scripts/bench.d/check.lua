@@ -115,16 +115,7 @@ end
 -- Runs in the main state after the threads stopped.
 function done(summary, latency, requests)
     local totals = { requests_sent = 0, answers_2xx = 0, answers_non_2xx = 0 }
-    local statuses_all, sample_text = {}, ""
-    for _, thread in ipairs(threads) do
-        for name, _ in pairs(totals) do
-            totals[name] = totals[name] + (thread:get(name) or 0)
-        end
-        for status, count in pairs(thread:get("statuses") or {}) do
-            statuses_all[status] = (statuses_all[status] or 0) + count
-        end
-        sample_text = sample_text .. (thread:get("samples") or "")
-    end
+    local statuses_all, sample_text = gather(totals)
     -- wrk calls request() once in thread 0 before it starts, to count pipelined requests, and never
     -- sends that one.
     totals.requests_sent = totals.requests_sent - 1

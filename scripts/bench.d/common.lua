@@ -22,4 +22,21 @@ function setup(thread)
     thread:set("seed", random16() * 65536 + random16())
 end
 
+-- Runs in the main state from done(): adds up the per-thread counters named in `totals`, the answers
+-- by status and the non-2xx samples; `each(thread)`, when given, sees every thread as well.
+function gather(totals, each)
+    local statuses_all, sample_text = {}, ""
+    for _, thread in ipairs(threads) do
+        for name, _ in pairs(totals) do
+            totals[name] = totals[name] + (thread:get(name) or 0)
+        end
+        for status, count in pairs(thread:get("statuses") or {}) do
+            statuses_all[status] = (statuses_all[status] or 0) + count
+        end
+        sample_text = sample_text .. (thread:get("samples") or "")
+        if each then each(thread) end
+    end
+    return statuses_all, sample_text
+end
+
 return threads

@@ -98,15 +98,8 @@ function done(summary, latency, requests)
         requests_sent = 0, answers_2xx = 0, answers_non_2xx = 0, answers_unmatched = 0, acked_requests = 0,
         events_accepted = 0, events_duplicate = 0, events_rejected = 0,
     }
-    local statuses_all, sample_text, unanswered = {}, "", {}
-    for _, thread in ipairs(threads) do
-        for name, _ in pairs(totals) do
-            totals[name] = totals[name] + (thread:get(name) or 0)
-        end
-        for status, count in pairs(thread:get("statuses") or {}) do
-            statuses_all[status] = (statuses_all[status] or 0) + count
-        end
-        sample_text = sample_text .. (thread:get("samples") or "")
+    local unanswered = {}
+    local statuses_all, sample_text = gather(totals, function(thread)
         -- wrk calls request() once in thread 0 before it starts, to count pipelined requests, and
         -- never sends that one: drop it (thread 0, request counter 0).
         local phantom = thread:get("thread_index") == 0 and thread:get("prefix") .. "00000000" or nil
@@ -117,7 +110,7 @@ function done(summary, latency, requests)
                 table.insert(unanswered, name)
             end
         end
-    end
+    end)
     local seconds = summary.duration / 1e6
     -- init() ran in the threads' states, not in this one: read its settings from a thread.
     local per = tonumber(threads[1]:get("per_request")) or 0
