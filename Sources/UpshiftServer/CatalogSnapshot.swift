@@ -66,6 +66,8 @@ struct CatalogSnapshotService: Service {
     func reload(reason: String) async {
         do {
             let version = try await store.version()
+            // The instance that wrote reloads at once and then hears its own NOTIFY: load once.
+            if snapshot.isLoaded, version == snapshot.version { return }
             let apps = try await store.loadAll()
             snapshot.replace(apps: apps, version: version)
             readiness.mark("catalog")

@@ -131,14 +131,7 @@ struct CheckController: Sendable {
 
     /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent).
     static func splitInstall(_ query: String) -> (String, String?) {
-        // A byte scan: Foundation's `contains` goes through NSString and showed in the profile.
-        let marker = Array("install=".utf8)
-        let bytes = Array(query.utf8)
-        let found = bytes.count >= marker.count
-            && (0...(bytes.count - marker.count)).contains { start in
-                (start == 0 || bytes[start - 1] == UInt8(ascii: "&")) && bytes[start..<(start + marker.count)].elementsEqual(marker)
-            }
-        guard found else { return (query, nil) }
+        guard hasInstall(query.utf8) else { return (query, nil) }
         var install: String?
         var rest: [Substring] = []
         for part in query.split(separator: "&") {
@@ -151,6 +144,19 @@ struct CheckController: Sendable {
             }
         }
         return (rest.joined(separator: "&"), install)
+    }
+
+    /// Whether a parameter of the query is `install=…`: a byte scan without allocation (Foundation's
+    /// `contains` goes through NSString and showed in the profile of the check).
+    private static func hasInstall(_ bytes: String.UTF8View) -> Bool {
+        var parameterStart = true
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            if parameterStart, bytes[index...].starts(with: "install=".utf8) { return true }
+            parameterStart = bytes[index] == UInt8(ascii: "&")
+            index = bytes.index(after: index)
+        }
+        return false
     }
 
     /// Records a `checked` event; never waits, and counts what it could not keep.

@@ -39,4 +39,15 @@ function gather(totals, each)
     return statuses_all, sample_text
 end
 
+-- Writes, through line(name, value), the latency percentiles and the answers by status.
+function latency_lines(line, latency, statuses_all)
+    line("latency_p50_ms", string.format("%.2f", latency:percentile(50) / 1000))
+    line("latency_p99_ms", string.format("%.2f", latency:percentile(99) / 1000))
+    line("latency_max_ms", string.format("%.2f", latency.max / 1000))
+    local codes = {}
+    for status, count in pairs(statuses_all) do table.insert(codes, string.format("%d:%d", status, count)) end
+    table.sort(codes)
+    line("statuses", #codes > 0 and table.concat(codes, ",") or "none")
+end
+
 return threads

@@ -132,13 +132,7 @@ function done(summary, latency, requests)
         summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
     line("requests_per_s", format("%.1f", totals.answers_2xx / seconds))
     line("events_per_s", format("%.1f", totals.events_accepted / seconds))
-    line("latency_p50_ms", format("%.2f", latency:percentile(50) / 1000))
-    line("latency_p99_ms", format("%.2f", latency:percentile(99) / 1000))
-    line("latency_max_ms", format("%.2f", latency.max / 1000))
-    local codes = {}
-    for status, count in pairs(statuses_all) do table.insert(codes, format("%d:%d", status, count)) end
-    table.sort(codes)
-    line("statuses", #codes > 0 and table.concat(codes, ",") or "none")
+    latency_lines(line, latency, statuses_all)
     io.write(table.concat(out, "\n"), "\n", sample_text)
     if unanswered_path then
         local file = assert(io.open(unanswered_path, "w"))
