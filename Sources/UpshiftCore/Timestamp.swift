@@ -57,7 +57,8 @@ public enum Timestamp {
 
     /// Writes `date` as `2026-04-01T12:30:00.123Z` (UTC, milliseconds).
     public static func format(_ date: Date) -> String {
-        let totalMillis = Int((date.timeIntervalSince1970 * 1000).rounded(.down))
+        // To the nearest millisecond: a time read back from PostgreSQL can sit a hair below the one written.
+        let totalMillis = Int((date.timeIntervalSince1970 * 1000).rounded())
         let millis = ((totalMillis % 1000) + 1000) % 1000
         let totalSeconds = (totalMillis - millis) / 1000
         let secondsOfDay = ((totalSeconds % 86_400) + 86_400) % 86_400
@@ -104,5 +105,17 @@ public enum Timestamp {
         let day = dayOfYear - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
+
+extension Date {
+    /// Whole microseconds since 1970 (PostgreSQL's precision), rounded to the nearest.
+    public var microseconds: Int64 { Int64((timeIntervalSince1970 * 1_000_000).rounded()) }
+
+    /// This time to the nearest microsecond, placed half a microsecond up: PostgresNIO truncates a
+    /// `Date` to microseconds, and a `Double` near 1.7e9 seconds is only exact to about 0.2 µs, so an
+    /// exact microsecond can arrive one below. Bind this, and the stored microsecond is the nearest one.
+    public var forPostgres: Date {
+        Date(timeIntervalSince1970: (Double(microseconds) + 0.5) / 1_000_000)
     }
 }

@@ -64,6 +64,37 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
         return prerelease.isEmpty ? numeric : numeric + "-" + prerelease.joined(separator: ".")
     }
 
+    /// The spelling reports use: one per equality class, with at least three numeric components
+    /// (`1.2` and `1.2.0+7` → `1.2.0`, `1.2.3.4` stays), then the pre-release.
+    public var normalized: String {
+        var numbers = components
+        while numbers.count < 3 { numbers.append(0) }
+        let numeric = numbers.map(String.init).joined(separator: ".")
+        return prerelease.isEmpty ? numeric : numeric + "-" + prerelease.joined(separator: ".")
+    }
+
+    /// A string whose byte order (`COLLATE "C"`) is this version order, so that the database can sort
+    /// and compare versions: six 9-digit components, then `~` for a release or `!` and the pre-release
+    /// identifiers (numeric ones length-prefixed, each after `!`, which sorts below every identifier byte).
+    public var sortKey: String {
+        var key = ""
+        key.reserveCapacity(64)
+        for index in 0..<Self.maximumComponentCount {
+            let digits = String(component(at: index))
+            key += String(repeating: "0", count: 9 - digits.utf8.count) + digits
+        }
+        guard !prerelease.isEmpty else { return key + "~" }
+        for identifier in prerelease {
+            if UInt64(identifier) != nil {
+                let length = identifier.utf8.count
+                key += "!0" + (length < 10 ? "0" : "") + String(length) + identifier
+            } else {
+                key += "!1" + identifier
+            }
+        }
+        return key
+    }
+
     /// The numeric component at `index`, 0 when the version has fewer.
     public func component(at index: Int) -> Int {
         index < components.count ? components[index] : 0

@@ -27,6 +27,7 @@ public struct AppConfiguration: Sendable {
     public var migrationsDirectory: URL?
     public var ingestion = IngestionSettings()
     public var check = CheckSettings()
+    public var projections = ProjectionSettings()
     /// How long a looked-up key is trusted before it is read again: a revocation reaches every instance
     /// within this time.
     public var keyCacheSeconds: Double = 10

@@ -39,10 +39,11 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
     ).addRoutes(to: router)
 
     var services: [any Service] = [DatabaseService(database: database)]
+    let feedSignal = FeedSignal()
     if serveHTTP {
         let writer = IngestionWriter(
             log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
-            metrics: configuration.metrics, logger: logger)
+            metrics: configuration.metrics, logger: logger, wake: { feedSignal.signal() })
         let authenticator = KeyAuthenticator(keys: keys, cacheSeconds: configuration.keyCacheSeconds)
         EventsController(
             writer: writer, authenticator: authenticator, clock: configuration.clock, metrics: configuration.metrics
@@ -54,7 +55,17 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
         CatalogController(store: catalogStore, authenticator: authenticator, clock: configuration.clock) {
             await snapshotLoader.reload(reason: "write")
         }.addRoutes(to: router)
+        ReportsController(
+            reports: ReportStore(client: client, logger: logger), authenticator: authenticator, snapshot: snapshot,
+            clock: configuration.clock
+        ).addRoutes(to: router)
         services.append(contentsOf: [partitions, writer, snapshotLoader] as [any Service])
+    }
+    if configuration.roles.contains(.projections) {
+        services.append(
+            ProjectionRunner(
+                store: ProjectionStore(client: client, logger: logger), settings: configuration.projections,
+                signal: feedSignal, readiness: readiness, metrics: configuration.metrics, logger: logger))
     }
 
     var app = Application(

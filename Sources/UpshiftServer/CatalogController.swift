@@ -147,20 +147,8 @@ struct CatalogController: Sendable {
             headers: [.eTag: "\"\(write.revision)\""], encoder: CatalogCoding.encoder())
     }
 
-    /// The admin (or, for reads, read) token of the request, covering `app` (nil: every app).
     private func authorize(_ request: Request, app: String?, write: Bool) async throws -> APIKey {
-        let key = try await authenticator.authenticate(request)
-        switch key.scope {
-        case .admin: break
-        case .read where !write: break
-        default: throw ProblemDetails.forbidden(write ? "an admin token is required" : "a read or admin token is required")
-        }
-        if let app {
-            guard key.covers(app: app) else { throw ProblemDetails.forbidden("the token does not cover app \(app)") }
-        } else if key.appId != nil {
-            throw ProblemDetails.forbidden("creating an app needs an admin token that covers every app")
-        }
-        return key
+        try await authenticator.authorize(request, app: app, write: write)
     }
 
     /// `If-Match: "n"`: `428` without it.

@@ -24,7 +24,7 @@ public struct EventLog: Sendable {
         ids.reserveCapacity(events.count)
         for event in events {
             ids.append(event.id)
-            occurred.append(event.occurredAt)
+            occurred.append(event.occurredAt.forPostgres)
             apps.append(event.appId)
             types.append(event.type.rawValue)
             installs.append(event.installId)
@@ -36,7 +36,7 @@ public struct EventLog: Sendable {
             """
             INSERT INTO event_log
                 (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
-            SELECT e.id, e.occurred_at, \(recordedAt), e.app_id, e.type, e.install_id, e.platform, e.app_version,
+            SELECT e.id, e.occurred_at, \(recordedAt.forPostgres), e.app_id, e.type, e.install_id, e.platform, e.app_version,
                    e.data::jsonb
             FROM unnest(\(ids)::uuid[], \(occurred)::timestamptz[], \(apps)::text[], \(types)::text[],
                         \(installs)::uuid[], \(platforms)::text[], \(versions)::text[], \(data)::text[])

@@ -1,26 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-
-/// A place in the gap-free feed: the (`tx_id`, `position`) of the last event read.
-public struct FeedPosition: Sendable, Hashable, Comparable, CustomStringConvertible {
-    /// `xid8` as a 64-bit number (it travels as text).
-    public var transaction: UInt64
-    public var position: Int64
-
-    public static let start = FeedPosition(transaction: 0, position: 0)
-
-    public init(transaction: UInt64, position: Int64) {
-        self.transaction = transaction
-        self.position = position
-    }
-
-    public static func < (lhs: FeedPosition, rhs: FeedPosition) -> Bool {
-        (lhs.transaction, lhs.position) < (rhs.transaction, rhs.position)
-    }
-
-    public var description: String { "\(transaction)/\(position)" }
-}
+import UpshiftCore
 
 /// An event as read back from the log.
 public struct StoredEvent: Sendable, Equatable {
@@ -62,7 +43,7 @@ public struct FeedReader: Sendable {
             FROM event_log
             WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
               AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY tx_id, position
+            ORDER BY event_log.tx_id, event_log.position
             LIMIT \(limit)
             """, logger: logger)
         var events: [StoredEvent] = []

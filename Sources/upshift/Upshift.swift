@@ -6,6 +6,9 @@ struct Upshift: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upshift",
         abstract: "Upshift: update checks, upgrade events and adoption reports for apps.",
-        subcommands: [Serve.self, Migrate.self, Apps.self, Keys.self, Releases.self, PolicyCommand.self, BenchStatic.self]
+        subcommands: [
+            Serve.self, Migrate.self, Apps.self, Keys.self, Releases.self, PolicyCommand.self, ProjectionsCommand.self,
+            BenchStatic.self,
+        ]
     )
 }

@@ -83,6 +83,32 @@ struct Harness {
             return 0
         }
     }
+
+    /// Waits until every projection has an active generation and every generation has applied every
+    /// committed event of the log.
+    func waitForProjections(timeout: Duration = .seconds(120)) async throws {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        let expected = Projections.all.count
+        while true {
+            let behind = try await count(
+                """
+                SELECT CASE WHEN (SELECT count(*) FROM projections WHERE state = 'active') < \(expected) THEN -1
+                       ELSE (SELECT count(*) FROM projections p WHERE p.state <> 'retired' AND EXISTS (
+                                SELECT 1 FROM event_log e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos)))
+                       END::int8
+                """)
+            if behind == 0 { return }
+            guard ContinuousClock.now < deadline else {
+                throw HarnessError("projections did not catch up within \(timeout)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// A running server, spoken to over real HTTP.

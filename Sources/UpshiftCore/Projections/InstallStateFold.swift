@@ -1,0 +1,95 @@
+import Foundation
+
+/// An install of an app, for `install_state` and the per-install tables keyed the same way.
+public struct InstallKey: Sendable, Hashable {
+    public var appId: String
+    public var installId: UUID
+
+    public init(appId: String, installId: UUID) {
+        self.appId = appId
+        self.installId = installId
+    }
+}
+
+/// One row of `install_state` (DESIGN.md section 6): first and last seen, and the platform, version,
+/// OS and locale of the event with the latest `occurredAt` (ties: the later in the feed).
+public struct InstallStateRow: Sendable, Equatable {
+    public var key: InstallKey
+    public var platform: String
+    public var firstSeen: Date
+    public var lastSeen: Date
+    /// Report spelling (`Version.normalized`).
+    public var version: String
+    public var versionSortKey: String
+    public var osVersion: String?
+    public var locale: String?
+}
+
+/// When an install was first seen on a version (`install_versions`): what time-to-update and the
+/// prompt funnel's conversion read.
+public struct InstallVersionKey: Sendable, Hashable {
+    public var appId: String
+    public var platform: String
+    public var installId: UUID
+    public var version: String
+}
+
+public struct InstallVersionRow: Sendable, Equatable {
+    public var key: InstallVersionKey
+    public var versionSortKey: String
+    public var firstAt: Date
+}
+
+/// The `install_state` projection's fold. Both of its tables merge by order-free rules (latest wins,
+/// earliest wins), so a batch collapses to one row per key and the database merges it with what is stored.
+public enum InstallStateFold {
+    public struct Output: Sendable {
+        public var states: [InstallStateRow] = []
+        public var versions: [InstallVersionRow] = []
+        public var deadLetters: [DeadLetter] = []
+    }
+
+    /// Folds events given in feed order.
+    public static func fold(_ events: [ProjectionEvent]) -> Output {
+        var states: [InstallKey: InstallStateRow] = [:]
+        var versions: [InstallVersionKey: InstallVersionRow] = [:]
+        var output = Output()
+        for event in events {
+            let facts: (install: UUID, platform: String, version: Version)
+            do {
+                guard let found = try event.installFacts() else { continue }
+                facts = found
+            } catch {
+                output.deadLetters.append(DeadLetter(event: event, error: error.description))
+                continue
+            }
+            let name = facts.version.normalized
+            let key = InstallKey(appId: event.appId, installId: facts.install)
+            if var row = states[key] {
+                row.firstSeen = min(row.firstSeen, event.occurredAt)
+                if event.occurredAt >= row.lastSeen {  // ties go to the later event in the feed: this one
+                    row.lastSeen = event.occurredAt
+                    row.platform = facts.platform
+                    row.version = name
+                    row.versionSortKey = facts.version.sortKey
+                    row.osVersion = event.osVersion
+                    row.locale = event.locale
+                }
+                states[key] = row
+            } else {
+                states[key] = InstallStateRow(
+                    key: key, platform: facts.platform, firstSeen: event.occurredAt, lastSeen: event.occurredAt,
+                    version: name, versionSortKey: facts.version.sortKey, osVersion: event.osVersion,
+                    locale: event.locale)
+            }
+            let versionKey = InstallVersionKey(
+                appId: event.appId, platform: facts.platform, installId: facts.install, version: name)
+            if let existing = versions[versionKey], existing.firstAt <= event.occurredAt { continue }
+            versions[versionKey] = InstallVersionRow(
+                key: versionKey, versionSortKey: facts.version.sortKey, firstAt: event.occurredAt)
+        }
+        output.states = Array(states.values)
+        output.versions = Array(versions.values)
+        return output
+    }
+}

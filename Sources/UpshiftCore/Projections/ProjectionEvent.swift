@@ -1,0 +1,97 @@
+import Foundation
+
+/// A place in the gap-free feed: the (`tx_id`, `position`) of an event (DESIGN.md 5.2).
+public struct FeedPosition: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// `xid8` as a 64-bit number (it travels as text).
+    public var transaction: UInt64
+    public var position: Int64
+
+    public static let start = FeedPosition(transaction: 0, position: 0)
+
+    public init(transaction: UInt64, position: Int64) {
+        self.transaction = transaction
+        self.position = position
+    }
+
+    public static func < (lhs: FeedPosition, rhs: FeedPosition) -> Bool {
+        (lhs.transaction, lhs.position) < (rhs.transaction, rhs.position)
+    }
+
+    public var description: String { "\(transaction)/\(position)" }
+}
+
+/// An event as the projections read it from the feed: the fixed columns, plus the few `data` fields
+/// they use (extracted by the database), plus the whole `data` of catalog events.
+public struct ProjectionEvent: Sendable, Equatable {
+    public var feedPosition: FeedPosition
+    public var id: UUID
+    public var occurredAt: Date
+    public var recordedAt: Date
+    public var appId: String
+    public var type: String
+    public var installId: UUID?
+    public var platform: String?
+    public var appVersion: String?
+    public var osVersion: String?
+    public var locale: String?
+    public var promptKind: String?
+    public var targetVersion: String?
+    public var dismissAction: String?
+    /// `data` as JSON text, for catalog events only.
+    public var catalogData: String?
+
+    public init(
+        feedPosition: FeedPosition, id: UUID, occurredAt: Date, recordedAt: Date, appId: String, type: String,
+        installId: UUID? = nil, platform: String? = nil, appVersion: String? = nil, osVersion: String? = nil,
+        locale: String? = nil, promptKind: String? = nil, targetVersion: String? = nil, dismissAction: String? = nil,
+        catalogData: String? = nil
+    ) {
+        self.feedPosition = feedPosition
+        self.id = id
+        self.occurredAt = occurredAt
+        self.recordedAt = recordedAt
+        self.appId = appId
+        self.type = type
+        self.installId = installId
+        self.platform = platform
+        self.appVersion = appVersion
+        self.osVersion = osVersion
+        self.locale = locale
+        self.promptKind = promptKind
+        self.targetVersion = targetVersion
+        self.dismissAction = dismissAction
+        self.catalogData = catalogData
+    }
+
+    /// The install's event as a projection may count it: an install id, a platform and a valid version.
+    /// Catalog events (no install) yield nil; a client event without them is an error the projection
+    /// cannot apply (it goes to the dead letters).
+    func installFacts() throws(ProjectionError) -> (install: UUID, platform: String, version: Version)? {
+        guard let install = installId else {
+            if type.hasPrefix("app_") || type.hasPrefix("release_") || type.hasPrefix("policy_") { return nil }
+            throw ProjectionError("event has no installId")
+        }
+        guard let platform, !platform.isEmpty else { throw ProjectionError("event has no platform") }
+        guard let text = appVersion, let version = Version(text) else {
+            throw ProjectionError("appVersion \(appVersion.map { "'\($0)'" } ?? "is missing") is not a version")
+        }
+        return (install, platform, version)
+    }
+}
+
+/// Why a projection could not apply an event.
+public struct ProjectionError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// An event a projection could not apply, with the reason: it is stored and the checkpoint moves on.
+public struct DeadLetter: Sendable, Equatable {
+    public var event: ProjectionEvent
+    public var error: String
+
+    public init(event: ProjectionEvent, error: String) {
+        self.event = event
+        self.error = error
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// An install's path through the prompts for one target version and prompt kind.
+public struct FunnelKey: Sendable, Hashable {
+    public var appId: String
+    public var platform: String
+    /// Report spelling of the target version (`Version.normalized`).
+    public var targetVersion: String
+    public var kind: PromptKind
+    public var installId: UUID
+}
+
+/// What the install did: merged by "earliest" and "ever" rules, so order and batching do not matter.
+public struct FunnelMarks: Sendable, Equatable {
+    public var targetSortKey: String
+    public var firstShownAt: Date?
+    public var dismissedLater = false
+    public var dismissedSkip = false
+    public var updateStarted = false
+    public var blocked = false
+}
+
+/// The prompt funnel projection's fold (DESIGN.md section 6). Conversion (seen on a version ≥ target
+/// within 7 days of the first `prompt_shown`) is read at report time from `install_versions`.
+public enum PromptFunnelFold {
+    public struct Output: Sendable {
+        public var marks: [FunnelKey: FunnelMarks] = [:]
+        public var deadLetters: [DeadLetter] = []
+    }
+
+    public static func fold(_ events: [ProjectionEvent]) -> Output {
+        var output = Output()
+        for event in events {
+            guard let type = EventType(rawValue: event.type) else { continue }
+            switch type {
+            case .promptShown, .promptDismissed, .updateStarted, .blocked: break
+            default: continue
+            }
+            do {
+                guard let facts = try event.installFacts() else { continue }
+                guard let text = event.targetVersion, let target = Version(text) else {
+                    throw ProjectionError("targetVersion \(event.targetVersion.map { "'\($0)'" } ?? "is missing") is not a version")
+                }
+                let kind: PromptKind
+                if type == .blocked {
+                    kind = .force
+                } else if let text = event.promptKind, let parsed = PromptKind(rawValue: text) {
+                    kind = parsed
+                } else {
+                    throw ProjectionError("promptKind \(event.promptKind.map { "'\($0)'" } ?? "is missing") is not soft or force")
+                }
+                let key = FunnelKey(
+                    appId: event.appId, platform: facts.platform, targetVersion: target.normalized, kind: kind,
+                    installId: facts.install)
+                var marks = output.marks[key] ?? FunnelMarks(targetSortKey: target.sortKey)
+                switch type {
+                case .promptShown:
+                    marks.firstShownAt = min(marks.firstShownAt ?? event.occurredAt, event.occurredAt)
+                case .promptDismissed:
+                    switch event.dismissAction.flatMap(DismissAction.init(rawValue:)) {
+                    case .later: marks.dismissedLater = true
+                    case .skip: marks.dismissedSkip = true
+                    case nil:
+                        throw ProjectionError("dismissAction \(event.dismissAction.map { "'\($0)'" } ?? "is missing") is not later or skip")
+                    }
+                case .updateStarted: marks.updateStarted = true
+                default: marks.blocked = true
+                }
+                output.marks[key] = marks
+            } catch let error as ProjectionError {
+                output.deadLetters.append(DeadLetter(event: event, error: error.description))
+            } catch {
+                output.deadLetters.append(DeadLetter(event: event, error: "\(error)"))
+            }
+        }
+        return output
+    }
+}

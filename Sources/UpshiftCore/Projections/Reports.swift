@@ -1,0 +1,321 @@
+import Foundation
+
+/// Reports of DESIGN.md section 6, built from rows the store reads. JSON through `Codable`
+/// (explicit `null`s), CSV through `csv`.
+
+/// Daily adoption: per day, active installs and installs per version (versions in version order).
+public struct AdoptionReport: Sendable, Equatable, Encodable {
+    public struct VersionCount: Sendable, Equatable, Encodable {
+        public var version: String
+        public var installs: Int
+    }
+
+    public struct Day: Sendable, Equatable, Encodable {
+        public var day: String
+        public var activeInstalls: Int
+        public var versions: [VersionCount]
+    }
+
+    /// The longest range one request may ask for, in days.
+    public static let maximumDays = 366
+
+    public var app: String
+    public var platform: String
+    public var from: String
+    public var to: String
+    public var days: [Day]
+
+    /// `rows` are `adoption_daily` cells in the range, in any order; every day of the range appears.
+    public init(
+        app: String, platform: String, from: UTCDay, to: UTCDay,
+        rows: [(day: UTCDay, version: String, sortKey: String, installs: Int)]
+    ) {
+        self.app = app
+        self.platform = platform
+        self.from = from.description
+        self.to = to.description
+        var byDay: [Int: [(version: String, sortKey: String, installs: Int)]] = [:]
+        for row in rows where row.installs != 0 { byDay[row.day.number, default: []].append((row.version, row.sortKey, row.installs)) }
+        days = (from.number...max(from.number, to.number)).map { number in
+            let cells = (byDay[number] ?? []).sorted { $0.sortKey < $1.sortKey }
+            return Day(
+                day: UTCDay(number: number).description, activeInstalls: cells.reduce(0) { $0 + $1.installs },
+                versions: cells.map { VersionCount(version: $0.version, installs: $0.installs) })
+        }
+    }
+
+    public var csv: String {
+        var table = CSVTable(header: ["day", "active_installs", "version", "installs"])
+        for day in days {
+            if day.versions.isEmpty { table.add([day.day, "0", "", "0"]) }
+            for cell in day.versions { table.add([day.day, String(day.activeInstalls), cell.version, String(cell.installs)]) }
+        }
+        return table.text
+    }
+}
+
+/// Time-to-update for one release (DESIGN.md section 6).
+public struct ReleaseReport: Sendable, Equatable, Encodable {
+    public struct Shares: Sendable, Equatable, Encodable {
+        public var day1: Double?
+        public var day7: Double?
+        public var day30: Double?
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(day1, forKey: .day1)
+            try container.encode(day7, forKey: .day7)
+            try container.encode(day30, forKey: .day30)
+        }
+
+        enum CodingKeys: String, CodingKey { case day1, day7, day30 }
+    }
+
+    public struct CurvePoint: Sendable, Equatable, Encodable {
+        /// Days since the release.
+        public var day: Int
+        /// Cohort installs with T ≤ `day` days.
+        public var updated: Int
+        public var share: Double
+    }
+
+    /// The curve covers at most this many days after the release.
+    public static let maximumCurveDays = 365
+
+    public var app: String
+    public var platform: String
+    public var version: String
+    public var releasedAt: String
+    public var cohort: Int
+    public var updated: Int
+    public var updatedShare: Shares
+    public var medianSeconds: Double?
+    public var p90Seconds: Double?
+    public var curve: [CurvePoint]
+
+    /// The rank k = ⌈q · cohort⌉ whose T is the q-quantile by nearest rank; nil for an empty cohort.
+    public static func rank(quantile: Double, cohort: Int) -> Int? {
+        guard cohort > 0 else { return nil }
+        // Integer arithmetic: q is given in hundredths (0.5, 0.9), so no rounding can shift the rank.
+        let hundredths = Int((quantile * 100).rounded())
+        return max(1, (hundredths * cohort + 99) / 100)
+    }
+
+    /// - Parameters:
+    ///   - updatedByDay: cohort installs that updated, by ⌈T / 1 day⌉ (0 for T = 0).
+    ///   - medianMilliseconds, p90Milliseconds: T at the nearest ranks, nil while fewer have updated.
+    public init(
+        app: String, platform: String, version: String, releasedAt: Date, now: Date, cohort: Int,
+        updatedByDay: [Int: Int], medianMilliseconds: Int64?, p90Milliseconds: Int64?
+    ) {
+        self.app = app
+        self.platform = platform
+        self.version = version
+        self.releasedAt = Timestamp.format(releasedAt)
+        self.cohort = cohort
+        updated = updatedByDay.values.reduce(0, +)
+        func share(_ count: Int) -> Double? { cohort == 0 ? nil : Double(count) / Double(cohort) }
+        func count(within days: Int) -> Int { updatedByDay.reduce(0) { $0 + ($1.key <= days ? $1.value : 0) } }
+        updatedShare = Shares(day1: share(count(within: 1)), day7: share(count(within: 7)), day30: share(count(within: 30)))
+        medianSeconds = medianMilliseconds.map { Double($0) / 1000 }
+        p90Seconds = p90Milliseconds.map { Double($0) / 1000 }
+        var curve: [CurvePoint] = []
+        if now >= releasedAt, cohort > 0 {
+            let days = min(Int(now.timeIntervalSince(releasedAt) / 86_400), Self.maximumCurveDays)
+            var running = 0
+            for day in 0...days {
+                running += updatedByDay[day] ?? 0
+                curve.append(CurvePoint(day: day, updated: running, share: Double(running) / Double(cohort)))
+            }
+        }
+        self.curve = curve
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(app, forKey: .app)
+        try container.encode(platform, forKey: .platform)
+        try container.encode(version, forKey: .version)
+        try container.encode(releasedAt, forKey: .releasedAt)
+        try container.encode(cohort, forKey: .cohort)
+        try container.encode(updated, forKey: .updated)
+        try container.encode(updatedShare, forKey: .updatedShare)
+        try container.encode(medianSeconds, forKey: .medianSeconds)
+        try container.encode(p90Seconds, forKey: .p90Seconds)
+        try container.encode(curve, forKey: .curve)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case app, platform, version, releasedAt, cohort, updated, updatedShare, medianSeconds, p90Seconds, curve
+    }
+
+    public var csv: String {
+        var table = CSVTable(header: ["day", "cohort", "updated", "share"])
+        for point in curve { table.add([String(point.day), String(cohort), String(point.updated), String(point.share)]) }
+        return table.text
+    }
+}
+
+/// Prompt funnels (DESIGN.md section 6): distinct installs at each step, per target version and kind.
+public struct PromptFunnelReport: Sendable, Equatable, Encodable {
+    public struct Funnel: Sendable, Equatable, Encodable {
+        public var targetVersion: String
+        public var promptKind: String
+        public var shown: Int
+        public var dismissedLater: Int
+        public var dismissedSkip: Int
+        public var updateStarted: Int
+        public var blocked: Int
+        public var converted: Int
+
+        public init(
+            targetVersion: String, promptKind: String, shown: Int, dismissedLater: Int, dismissedSkip: Int,
+            updateStarted: Int, blocked: Int, converted: Int
+        ) {
+            self.targetVersion = targetVersion
+            self.promptKind = promptKind
+            self.shown = shown
+            self.dismissedLater = dismissedLater
+            self.dismissedSkip = dismissedSkip
+            self.updateStarted = updateStarted
+            self.blocked = blocked
+            self.converted = converted
+        }
+    }
+
+    /// Days after the first `prompt_shown` within which an install counts as converted.
+    public static let conversionDays = 7
+
+    public var app: String
+    public var platform: String
+    public var funnels: [Funnel]
+
+    public init(app: String, platform: String, funnels: [Funnel]) {
+        self.app = app
+        self.platform = platform
+        self.funnels = funnels
+    }
+
+    public var csv: String {
+        var table = CSVTable(header: [
+            "target_version", "prompt_kind", "shown", "dismissed_later", "dismissed_skip", "update_started", "blocked",
+            "converted",
+        ])
+        for funnel in funnels {
+            table.add([
+                funnel.targetVersion, funnel.promptKind, String(funnel.shown), String(funnel.dismissedLater),
+                String(funnel.dismissedSkip), String(funnel.updateStarted), String(funnel.blocked), String(funnel.converted),
+            ])
+        }
+        return table.text
+    }
+}
+
+/// What raising the minimum to a candidate would do (DESIGN.md section 6): among installs last seen
+/// within the window, how many are below it, and how many of those have no release ≥ it for their OS.
+public struct MinimumImpactReport: Sendable, Equatable, Encodable {
+    public struct Row: Sendable, Equatable, Encodable {
+        /// The version, or the OS version (null: the install did not say).
+        public var value: String?
+        public var activeInstalls: Int
+        public var below: Int
+        public var unableToUpdate: Int
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(value, forKey: .value)
+            try container.encode(activeInstalls, forKey: .activeInstalls)
+            try container.encode(below, forKey: .below)
+            try container.encode(unableToUpdate, forKey: .unableToUpdate)
+        }
+
+        enum CodingKeys: String, CodingKey { case value, activeInstalls, below, unableToUpdate }
+    }
+
+    public static let defaultWindowDays = 7
+    public static let maximumWindowDays = 90
+
+    public var app: String
+    public var platform: String
+    public var candidateMinimum: String
+    public var windowDays: Int
+    public var activeInstalls: Int
+    public var below: Int
+    public var unableToUpdate: Int
+    public var byVersion: [Row]
+    public var byOS: [Row]
+
+    /// Whether an install on `os` could install some release ≥ `minimum`: a live, released one on the
+    /// live channel whose OS range admits it (an install that did not report its OS is assumed able).
+    public static func canInstall(os: Version?, minimum: Version, releases: [Release], now: Date) -> Bool {
+        releases.contains { release in
+            release.version >= minimum && release.status == .live && release.channel == .live
+                && release.releasedAt <= now && DecisionEngine.isCompatible(release, os: os)
+        }
+    }
+
+    /// - Parameter groups: active installs by (current version, OS version).
+    public init(
+        app: String, platform: String, minimum: Version, windowDays: Int, releases: [Release], now: Date,
+        groups: [(version: String, osVersion: String?, installs: Int)]
+    ) {
+        self.app = app
+        self.platform = platform
+        candidateMinimum = minimum.text
+        self.windowDays = windowDays
+        var versions: [String: (sortKey: String, row: Row)] = [:]
+        var systems: [String: (sortKey: String, row: Row)] = [:]
+        var totals = Row(value: nil, activeInstalls: 0, below: 0, unableToUpdate: 0)
+        for group in groups {
+            let version = Version(group.version)
+            let os = group.osVersion.flatMap(Version.init)
+            let isBelow = version.map { $0 < minimum } ?? false
+            let unable = isBelow && !Self.canInstall(os: os, minimum: minimum, releases: releases, now: now)
+            func add(_ row: inout Row) {
+                row.activeInstalls += group.installs
+                if isBelow { row.below += group.installs }
+                if unable { row.unableToUpdate += group.installs }
+            }
+            add(&totals)
+            let versionKey = version?.sortKey ?? group.version
+            add(&versions[group.version, default: (versionKey, Row(value: group.version, activeInstalls: 0, below: 0, unableToUpdate: 0))].row)
+            let osName = group.osVersion ?? ""
+            let osKey = os?.sortKey ?? "~" + osName
+            add(&systems[osName, default: (osKey, Row(value: group.osVersion, activeInstalls: 0, below: 0, unableToUpdate: 0))].row)
+        }
+        activeInstalls = totals.activeInstalls
+        below = totals.below
+        unableToUpdate = totals.unableToUpdate
+        byVersion = versions.values.sorted { $0.sortKey < $1.sortKey }.map(\.row)
+        byOS = systems.values.sorted { $0.sortKey < $1.sortKey }.map(\.row)
+    }
+
+    public var csv: String {
+        var table = CSVTable(header: ["dimension", "value", "active_installs", "below", "unable_to_update"])
+        for (dimension, rows) in [("version", byVersion), ("os", byOS)] {
+            for row in rows {
+                table.add([dimension, row.value ?? "", String(row.activeInstalls), String(row.below), String(row.unableToUpdate)])
+            }
+        }
+        return table.text
+    }
+}
+
+/// RFC 4180 CSV: fields with a comma, quote or line break are quoted; lines end with CRLF.
+public struct CSVTable: Sendable {
+    public private(set) var text: String
+
+    public init(header: [String]) {
+        text = ""
+        add(header)
+    }
+
+    public mutating func add(_ fields: [String]) {
+        text += fields.map(Self.escape).joined(separator: ",") + "\r\n"
+    }
+
+    static func escape(_ field: String) -> String {
+        guard field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
+        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

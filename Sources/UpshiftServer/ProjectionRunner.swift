@@ -1,0 +1,225 @@
+import Foundation
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+import UpshiftCore
+import UpshiftStore
+
+/// How the projection runner batches, polls and stands by.
+public struct ProjectionSettings: Sendable {
+    /// Events read per batch (a batch is one transaction).
+    public var batchSize = 5_000
+    /// How long an idle runner waits for a wake-up from ingestion before it reads the feed anyway
+    /// (commits of other instances only reach it this way).
+    public var pollInterval: Duration = .milliseconds(500)
+    /// How often a standby tries to take over the lock of a projection another instance runs.
+    public var standbyInterval: Duration = .seconds(1)
+    /// A read or a batch taking longer has its connection closed (and is retried): a connection whose
+    /// server went away can otherwise leave it waiting for ever.
+    public var batchTimeout: Duration = .seconds(120)
+    /// Tests only: runs inside each batch's transaction after its writes, before the commit; what it
+    /// throws rolls the batch back. Given the projection's name.
+    public var beforeCommit: (@Sendable (String) async throws -> Void)?
+
+    public init() {}
+}
+
+/// Runs every projection (DESIGN.md 5.2), as a service of `upshift serve` with the `projections` role.
+///
+/// Each generation of each projection gets a worker. A worker is active only while it holds the
+/// generation's advisory lock, so one instance applies batches and the others stand by, retrying the
+/// lock every `standbyInterval`: when the active instance dies, its session ends, the lock is free and
+/// a standby takes over from the stored checkpoint. A building generation (a new version, or
+/// `upshift projections rebuild`) is switched in when it has caught up.
+public final class ProjectionRunner: Service, Sendable {
+    let store: ProjectionStore
+    let definitions: [any ProjectionDefinition]
+    let settings: ProjectionSettings
+    let signal: FeedSignal
+    let readiness: Readiness
+    let logger: Logger
+    private let running = Mutex(Set<String>())
+    private let applied: Prometheus.Counter
+    private let deadLettered: Prometheus.Counter
+
+    init(
+        store: ProjectionStore, definitions: [any ProjectionDefinition] = Projections.all, settings: ProjectionSettings,
+        signal: FeedSignal, readiness: Readiness, metrics: PrometheusCollectorRegistry, logger: Logger
+    ) {
+        self.readiness = readiness
+        self.store = store
+        self.definitions = definitions
+        self.settings = settings
+        self.signal = signal
+        self.logger = logger
+        applied = metrics.makeCounter(name: "upshift_projection_events_total", help: "Events applied by projection runners")
+        deadLettered = metrics.makeCounter(
+            name: "upshift_projection_dead_letters_total", help: "Events projections could not apply")
+    }
+
+    /// A runner outside `upshift serve` (the CLI's rebuild): no wake-ups, metrics of its own.
+    public convenience init(store: ProjectionStore, settings: ProjectionSettings = ProjectionSettings(), logger: Logger) {
+        self.init(
+            store: store, settings: settings, signal: FeedSignal(), readiness: Readiness(required: []),
+            metrics: PrometheusCollectorRegistry(), logger: logger)
+    }
+
+    public func run() async throws {
+        // Shutdown cancels the workers: a batch in flight rolls back and is read again next time.
+        try await cancelWhenGracefulShutdown { await self.supervise() }
+    }
+
+    private func supervise() async {
+        // The registry exists once the start-up migration ran.
+        while readiness.missing.contains("migrations"), !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        await withDiscardingTaskGroup { group in
+            // Supervise: start a worker for every generation that is active or building. Workers end
+            // when their generation is retired; shutdown cancels them all.
+            while !Task.isCancelled {
+                do {
+                    try await store.prepare(definitions)
+                    for generation in try await store.generations() where generation.state != .retired {
+                        guard let definition = definitions.first(where: { $0.name == generation.name }) else { continue }
+                        let id = "\(generation.name):\(generation.generation)"
+                        let isNew = running.withLock { $0.insert(id).inserted }
+                        guard isNew else { continue }
+                        group.addTask {
+                            await self.work(definition, generation: generation.generation)
+                            _ = self.running.withLock { $0.remove(id) }
+                        }
+                    }
+                } catch {
+                    if !Task.isCancelled {
+                        logger.warning("projection supervisor failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
+                    }
+                }
+                try? await Task.sleep(for: settings.standbyInterval)
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Leads (or stands by for) one generation until it is retired or the service stops.
+    private func work(_ definition: any ProjectionDefinition, generation: Int) async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let outcome = try await store.lead(definition, generation: generation) { leader in
+                    try await self.drive(leader)
+                }
+                switch outcome {
+                case .retired?: return
+                case .stopped?: return
+                case nil: break  // another instance leads: stand by
+                }
+                failures = 0
+            } catch {
+                if Task.isCancelled { return }
+                failures += 1
+                logger.warning(
+                    "projection runner failed; retrying",
+                    metadata: ["projection": "\(definition.name)", "generation": "\(generation)", "error": "\(String(reflecting: error))"])
+            }
+            // Stand by, or back off after failures: 0.5 s, 1 s, 2 s, then 4 s.
+            let pause: Duration = failures == 0 ? settings.standbyInterval : .milliseconds(250 << min(failures, 4))
+            try? await Task.sleep(for: pause)
+        }
+    }
+
+    private func commitHook(for name: String) -> (@Sendable () async throws -> Void)? {
+        guard let hook = settings.beforeCommit else { return nil }
+        return { try await hook(name) }
+    }
+
+    enum Outcome: Sendable {
+        case retired, stopped
+    }
+
+    /// Rebuilds `definition` into a new generation from the start of the log, reporting progress after
+    /// each batch, and switches it in once caught up (`upshift projections rebuild`). When another
+    /// process already runs that generation, follows its progress instead.
+    public func rebuild(
+        _ definition: any ProjectionDefinition, progress: @escaping @Sendable (ProjectionGeneration) -> Void
+    ) async throws -> ProjectionGeneration {
+        let building = try await store.beginRebuild(definition)
+        progress(building)
+        while true {
+            let outcome = try await store.lead(definition, generation: building.generation) { leader in
+                try await self.drive(leader, untilActive: true, progress: progress)
+            }
+            if outcome != nil { break }
+            // Another instance leads this generation: watch it.
+            let generations = try await store.generations()
+            guard let mine = generations.first(where: { $0.name == definition.name && $0.generation == building.generation })
+            else { break }
+            progress(mine)
+            if mine.state == .active { break }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        guard let result = try await store.generations().first(where: {
+            $0.name == definition.name && $0.generation == building.generation
+        }) else {
+            throw ProjectionRebuildError(description: "generation \(building.generation) of \(definition.name) was dropped")
+        }
+        return result
+    }
+
+    /// Applies batches while there are events, waits for a wake-up or the poll interval when there are none.
+    /// A building generation is switched in when a read comes back empty; with `untilActive` the
+    /// drive ends there.
+    private func drive(
+        _ leader: ProjectionLeader, untilActive: Bool = false,
+        progress: (@Sendable (ProjectionGeneration) -> Void)? = nil
+    ) async throws -> Outcome {
+        let name = leader.definition.name
+        let beforeCommit = commitHook(for: name)
+        guard var current = try await leader.current() else { return .retired }
+        logger.info("projection runner active", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
+        while !Task.isCancelled {
+            guard current.state != .retired else { return .retired }
+            let seen = signal.count
+            let checkpoint = current.checkpoint
+            let events = try await leader.guarded(settings.batchTimeout) {
+                try await leader.read(after: checkpoint, limit: settings.batchSize)
+            }
+            if events.isEmpty {
+                if current.state == .building {
+                    try await store.activate(leader.definition, generation: leader.generation)
+                    logger.notice("projection rebuilt and switched in", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
+                    current = try await leader.current() ?? current
+                    progress?(current)
+                    if untilActive { return .stopped }
+                    continue
+                }
+                await signal.wait(after: seen, timeout: settings.pollInterval)
+                // Notice a switch made elsewhere (a rebuild by the CLI retires this generation).
+                guard let reloaded = try await leader.current() else { return .retired }
+                current = reloaded
+                continue
+            }
+            let batch = Array(events.prefix(leader.definition.batchLength(events)))
+            do {
+                let from = current
+                let result = try await leader.guarded(settings.batchTimeout) {
+                    try await leader.apply(batch, from: from, beforeCommit: beforeCommit)
+                }
+                current = result.checkpoint
+                progress?(current)
+                applied.increment(by: Int64(batch.count))
+                if result.deadLetters > 0 { deadLettered.increment(by: Int64(result.deadLetters)) }
+            } catch is ProjectionLeader.CheckpointMoved {
+                logger.warning("projection checkpoint moved under the runner; reloading", metadata: ["projection": "\(name)"])
+                guard let reloaded = try await leader.current() else { return .retired }
+                current = reloaded
+            }
+        }
+        return .stopped
+    }
+}
+
+struct ProjectionRebuildError: Error, CustomStringConvertible {
+    let description: String
+}

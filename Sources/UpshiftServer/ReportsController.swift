@@ -1,0 +1,137 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import UpshiftCore
+import UpshiftStore
+
+/// The reports of DESIGN.md section 6 (read or admin token): JSON, or CSV for `Accept: text/csv`.
+///
+/// Bounds: adoption covers at most 366 days (default: the 30 days ending today); the minimum-impact
+/// window is 1–90 days (default 7); a release's curve covers at most 365 days after the release.
+struct ReportsController {
+    let reports: ReportStore
+    let authenticator: KeyAuthenticator
+    let snapshot: CatalogSnapshot
+    let clock: any WallClock
+
+    func addRoutes(to router: Router<UpshiftRequestContext>) {
+        let group = router.group("v1/apps/:app/reports")
+        group.get("adoption") { request, context in
+            let (app, platform) = try await scope(request, context, allowed: ["platform", "from", "to"])
+            let today = UTCDay(clock.now())
+            let to = try day(request, "to") ?? today
+            let from = try day(request, "from") ?? to.adding(days: -29)
+            guard from <= to else { throw ProblemDetails.badRequest("from must not be after to", field: "from") }
+            guard to.number - from.number < AdoptionReport.maximumDays else {
+                throw ProblemDetails.badRequest("the range covers at most \(AdoptionReport.maximumDays) days", field: "from")
+            }
+            let rows = try await read { try await reports.adoption(app: app, platform: platform, from: from, to: to) }
+            let report = AdoptionReport(app: app, platform: platform, from: from, to: to, rows: rows)
+            return try respond(request, report, csv: report.csv, name: "adoption")
+        }
+        group.get("releases/:version") { request, context in
+            let (app, platform) = try await scope(request, context, allowed: ["platform"])
+            let text = try context.parameters.require("version")
+            guard let version = Version(text) else {
+                throw ProblemDetails.badRequest("version '\(text)' is not a version (DESIGN.md section 3)", field: "version")
+            }
+            guard let figures = try await read({ try await reports.release(app: app, platform: platform, version: version) })
+            else {
+                throw ProblemDetails.notFound("no release \(text) of app \(app) on \(platform) (yet)")
+            }
+            let report = ReleaseReport(
+                app: app, platform: platform, version: version.normalized, releasedAt: figures.releasedAt,
+                now: clock.now(), cohort: figures.cohort, updatedByDay: figures.updatedByDay,
+                medianMilliseconds: figures.medianMilliseconds, p90Milliseconds: figures.p90Milliseconds)
+            return try respond(request, report, csv: report.csv, name: "release-\(version.normalized)")
+        }
+        group.get("prompts") { request, context in
+            let (app, platform) = try await scope(request, context, allowed: ["platform", "targetVersion"])
+            let target = try version(request, "targetVersion")
+            let funnels = try await read { try await reports.funnels(app: app, platform: platform, target: target) }
+            let report = PromptFunnelReport(app: app, platform: platform, funnels: funnels)
+            return try respond(request, report, csv: report.csv, name: "prompts")
+        }
+        group.get("minimum-impact") { request, context in
+            let (app, platform) = try await scope(request, context, allowed: ["platform", "version", "window"])
+            guard let minimum = try version(request, "version") else {
+                throw ProblemDetails.badRequest("version (the candidate minimum) is required", field: "version")
+            }
+            let window = try integer(
+                request, "window", default: MinimumImpactReport.defaultWindowDays,
+                range: 1...MinimumImpactReport.maximumWindowDays)
+            let now = clock.now()
+            let since = now.addingTimeInterval(-Double(window) * 86_400)
+            let groups = try await read { try await reports.activeInstalls(app: app, platform: platform, since: since) }
+            let releases = snapshot.app(app)?.catalog.releases[platform] ?? []
+            let report = MinimumImpactReport(
+                app: app, platform: platform, minimum: minimum, windowDays: window, releases: releases, now: now,
+                groups: groups)
+            return try respond(request, report, csv: report.csv, name: "minimum-impact")
+        }
+    }
+
+    /// The app (authorized, known) and the required platform; unknown query parameters are refused.
+    private func scope(_ request: Request, _ context: UpshiftRequestContext, allowed: Set<String>) async throws
+        -> (app: String, platform: String)
+    {
+        let app = try context.parameters.require("app")
+        _ = try await authenticator.authorize(request, app: app, write: false)
+        guard snapshot.app(app) != nil else { throw ProblemDetails.notFound("no app \(app)") }
+        for (name, _) in request.uri.queryParameters where !allowed.contains(String(name)) {
+            throw ProblemDetails.badRequest(
+                "unknown parameter \(name) (allowed: \(allowed.sorted().joined(separator: ", ")))", field: String(name))
+        }
+        guard let platform = request.uri.queryParameters["platform"].map(String.init), !platform.isEmpty else {
+            throw ProblemDetails.badRequest("platform is required", field: "platform")
+        }
+        guard EventValidator.isPlatform(platform) else {
+            throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
+        }
+        return (app, platform)
+    }
+
+    private func day(_ request: Request, _ name: String) throws -> UTCDay? {
+        guard let text = request.uri.queryParameters[Substring(name)] else { return nil }
+        guard let day = UTCDay(text) else { throw ProblemDetails.badRequest("\(name) must be a date such as 2026-04-01", field: name) }
+        return day
+    }
+
+    private func version(_ request: Request, _ name: String) throws -> Version? {
+        guard let text = request.uri.queryParameters[Substring(name)] else { return nil }
+        guard let version = Version(String(text)) else {
+            throw ProblemDetails.badRequest("\(name) '\(text)' is not a version (DESIGN.md section 3)", field: name)
+        }
+        return version
+    }
+
+    private func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = request.uri.queryParameters[Substring(name)] else { return value }
+        guard let number = Int(String(text)), range.contains(number) else {
+            throw ProblemDetails.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)", field: name)
+        }
+        return number
+    }
+
+    /// Runs a report query; a projection that has no tables yet is a 503, not a 500.
+    private func read<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as ReportStore.NotReady {
+            throw ProblemDetails.unavailable("\(error.description); retry shortly", retryAfter: 5)
+        }
+    }
+
+    private func respond(_ request: Request, _ report: some Encodable, csv: String, name: String) throws -> Response {
+        let accept = request.headers[.accept] ?? ""
+        guard accept.contains("text/csv") else {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return try JSONResponse.make(report, encoder: encoder)
+        }
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name).csv\""],
+            body: .init(byteBuffer: ByteBuffer(string: csv)))
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import PostgresNIO
+import UpshiftCore
+
+/// Daily adoption (DESIGN.md section 6): `adoption_daily` counts, and `install_days`, the working state
+/// of the open window (each install's last event per day), pruned as days close.
+public struct AdoptionProjection: ProjectionDefinition {
+    public let name = "adoption"
+    public let version = 1
+    public let tables = ["install_days", "adoption_daily"]
+
+    public init() {}
+
+    public func createStatements(_ t: (String) -> String) -> [String] {
+        [
+            """
+            CREATE TABLE \(t("install_days")) (
+                app_id      text        NOT NULL,
+                platform    text        NOT NULL,
+                install_id  uuid        NOT NULL,
+                day         date        NOT NULL,
+                version     text        NOT NULL,
+                version_key text COLLATE "C" NOT NULL,
+                last_at     timestamptz NOT NULL,
+                PRIMARY KEY (app_id, platform, install_id, day)
+            )
+            """,
+            "CREATE INDEX \(t("install_days"))_day ON \(t("install_days")) (day)",
+            """
+            CREATE TABLE \(t("adoption_daily")) (
+                app_id      text    NOT NULL,
+                platform    text    NOT NULL,
+                day         date    NOT NULL,
+                version     text    NOT NULL,
+                version_key text COLLATE "C" NOT NULL,
+                installs    integer NOT NULL,  -- no CHECK: it would test the -1 delta row before ON CONFLICT
+                PRIMARY KEY (app_id, platform, day, version)
+            )
+            """,
+        ]
+    }
+
+    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection)
+        async throws
+    {
+        let keys = Array(AdoptionFold.keys(for: events))
+        var stored: [InstallDayKey: InstallDay] = [:]
+        if !keys.isEmpty {
+            let rows = try await connection.query(
+                """
+                SELECT d.app_id, d.platform, d.install_id, d.day::text, d.version, d.version_key, d.last_at
+                FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
+                            \(keys.map(\.installId))::uuid[], \(keys.map(\.day.description))::text[]::date[])
+                     AS k(app_id, platform, install_id, day)
+                JOIN \(unescaped: batch.table("install_days")) d USING (app_id, platform, install_id, day)
+                """, logger: batch.logger)
+            for try await row in rows.decode((String, String, UUID, String, String, String, Date).self) {
+                guard let day = UTCDay(row.3) else { continue }
+                stored[InstallDayKey(appId: row.0, platform: row.1, installId: row.2, day: day)] =
+                    InstallDay(version: row.4, versionSortKey: row.5, lastAt: row.6)
+            }
+        }
+        let before = AdoptionFold.horizon(maxRecordedAt: batch.maxRecordedAt)
+        let output = AdoptionFold.fold(events, stored: stored, maxRecordedAt: batch.maxRecordedAt)
+        batch.deadLetters += output.deadLetters
+        batch.maxRecordedAt = output.maxRecordedAt
+        if output.closedDayEvents > 0 {
+            batch.logger.warning(
+                "events of closed days not counted", metadata: ["events": "\(output.closedDayEvents)"])
+        }
+        if !output.days.isEmpty {
+            let keys = Array(output.days.keys)
+            let values = keys.map { output.days[$0]! }
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: batch.table("install_days")) AS d
+                    (app_id, platform, install_id, day, version, version_key, last_at)
+                SELECT app_id, platform, install_id, day::date, version, version_key, last_at
+                FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
+                            \(keys.map(\.installId))::uuid[], \(keys.map(\.day.description))::text[],
+                            \(values.map(\.version))::text[], \(values.map(\.versionSortKey))::text[],
+                            \(values.map(\.lastAt.forPostgres))::timestamptz[])
+                     AS u(app_id, platform, install_id, day, version, version_key, last_at)
+                ON CONFLICT (app_id, platform, install_id, day) DO UPDATE SET
+                    version = excluded.version, version_key = excluded.version_key, last_at = excluded.last_at
+                """, logger: batch.logger)
+        }
+        if !output.cells.isEmpty {
+            let cells = Array(output.cells.keys)
+            let table = batch.table("adoption_daily")
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table) AS a (app_id, platform, day, version, version_key, installs)
+                SELECT app_id, platform, day::date, version, version_key, delta
+                FROM unnest(\(cells.map(\.appId))::text[], \(cells.map(\.platform))::text[],
+                            \(cells.map(\.day.description))::text[], \(cells.map(\.version))::text[],
+                            \(cells.map { output.versionSortKeys[$0.version] ?? "" })::text[],
+                            \(cells.map { output.cells[$0]! })::int8[])
+                     AS u(app_id, platform, day, version, version_key, delta)
+                ON CONFLICT (app_id, platform, day, version) DO UPDATE SET installs = a.installs + excluded.installs
+                """, logger: batch.logger)
+            // A cell that went back to zero leaves no row, as if it had never been counted, so that
+            // incremental processing and a rebuild leave the same rows however the feed was batched.
+            try await connection.query(
+                """
+                DELETE FROM \(unescaped: table) a
+                USING unnest(\(cells.map(\.appId))::text[], \(cells.map(\.platform))::text[],
+                             \(cells.map(\.day.description))::text[], \(cells.map(\.version))::text[])
+                      AS u(app_id, platform, day, version)
+                WHERE a.installs = 0 AND a.app_id = u.app_id AND a.platform = u.platform AND a.day = u.day::date
+                  AND a.version = u.version
+                """, logger: batch.logger)
+        }
+        let after = AdoptionFold.horizon(maxRecordedAt: output.maxRecordedAt)
+        if let after, before.map({ after > $0 }) ?? true {
+            try await connection.query(
+                "DELETE FROM \(unescaped: batch.table("install_days")) WHERE day < \(after.description)::date",
+                logger: batch.logger)
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+
+/// A projection as the store runs it: its tables (one set per generation, names ending in `_g<n>`),
+/// and how it applies a batch of the feed inside the batch's transaction. The fold itself is a pure
+/// function of `UpshiftCore`; a definition loads the state the fold needs and writes its deltas.
+public protocol ProjectionDefinition: Sendable {
+    /// Stable name (`upshift projections rebuild NAME`).
+    var name: String { get }
+    /// Bumped when the fold or the tables change: a new version is rebuilt into new tables.
+    var version: Int { get }
+    /// Base names of the tables, each created as `<base>_g<generation>`.
+    var tables: [String] { get }
+    /// DDL for one generation; `t(base)` names the generation's table.
+    func createStatements(_ t: (String) -> String) -> [String]
+    /// How many of `events` (in feed order) one batch takes.
+    func batchLength(_ events: [ProjectionEvent]) -> Int
+    /// Applies `events` in the open transaction of `connection`.
+    func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection) async throws
+}
+
+extension ProjectionDefinition {
+    public func batchLength(_ events: [ProjectionEvent]) -> Int { events.count }
+}
+
+/// What a batch knows and reports besides its table writes.
+public struct ProjectionBatch: Sendable {
+    public let generation: Int
+    /// The largest `recorded_at` applied before this batch; a definition advances it.
+    public var maxRecordedAt: Date?
+    public var deadLetters: [DeadLetter] = []
+    let logger: Logger
+
+    /// The generation's name for a table.
+    public func table(_ base: String) -> String { ProjectionTables.name(base, generation: generation) }
+}
+
+public enum ProjectionTables {
+    public static func name(_ base: String, generation: Int) -> String { "\(base)_g\(generation)" }
+}
+
+/// Every projection of DESIGN.md section 6, in the order they are created.
+public enum Projections {
+    public static let all: [any ProjectionDefinition] = [
+        InstallStateProjection(), AdoptionProjection(), ReleaseCohortsProjection(), PromptFunnelProjection(),
+    ]
+
+    public static func named(_ name: String) -> (any ProjectionDefinition)? {
+        all.first { $0.name == name }
+    }
+}

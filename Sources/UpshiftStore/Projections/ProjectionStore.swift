@@ -1,0 +1,386 @@
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+
+/// One generation of a projection: its tables and checkpoint (the `projections` registry).
+public struct ProjectionGeneration: Sendable, Equatable {
+    public enum State: String, Sendable {
+        /// Filling its tables from the start of the log while the active generation serves.
+        case building
+        /// Serving reports and following the feed.
+        case active
+        case retired
+    }
+
+    public var name: String
+    public var generation: Int
+    public var version: Int
+    public var state: State
+    public var checkpoint: FeedPosition
+    public var maxRecordedAt: Date?
+    public var events: Int64
+    public var updatedAt: Date
+}
+
+/// The projection registry and the work of a projection's single active runner (DESIGN.md 5.2).
+public struct ProjectionStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    // MARK: Registry
+
+    public func generations() async throws -> [ProjectionGeneration] {
+        let rows = try await client.query(
+            """
+            SELECT name, generation, version, state, last_tx::text, last_pos, max_recorded_at, events, updated_at
+            FROM projections ORDER BY name, generation
+            """, logger: logger)
+        var result: [ProjectionGeneration] = []
+        for try await row in rows.decode((String, Int, Int, String, String, Int64, Date?, Int64, Date).self) {
+            result.append(
+                ProjectionGeneration(
+                    name: row.0, generation: row.1, version: row.2, state: ProjectionGeneration.State(rawValue: row.3) ?? .retired,
+                    checkpoint: FeedPosition(transaction: UInt64(row.4) ?? 0, position: row.5), maxRecordedAt: row.6,
+                    events: row.7, updatedAt: row.8))
+        }
+        return result
+    }
+
+    /// The active generation of each projection (what reports read).
+    public func activeGenerations() async throws -> [String: Int] {
+        let rows = try await client.query("SELECT name, generation FROM projections WHERE state = 'active'", logger: logger)
+        var result: [String: Int] = [:]
+        for try await (name, generation) in rows.decode((String, Int).self) { result[name] = generation }
+        return result
+    }
+
+    /// Gives every projection an active generation (the first start creates its tables), and starts
+    /// a rebuild for each whose active generation has an older version than the code's.
+    public func prepare(_ definitions: [any ProjectionDefinition]) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await Self.lockRegistry(connection, logger: logger)
+            let existing = try await Self.generations(on: connection, logger: logger)
+            for definition in definitions {
+                let mine = existing.filter { $0.name == definition.name }
+                guard let active = mine.first(where: { $0.state == .active }) else {
+                    try await Self.create(definition, state: .active, existing: mine, on: connection, logger: logger)
+                    continue
+                }
+                if active.version != definition.version, !mine.contains(where: { $0.state == .building }) {
+                    try await Self.create(definition, state: .building, existing: mine, on: connection, logger: logger)
+                    logger.notice(
+                        "projection version changed; rebuilding",
+                        metadata: ["projection": "\(definition.name)", "version": "\(definition.version)"])
+                }
+            }
+        }
+    }
+
+    /// A new building generation of `definition` (or the one already building), rebuilt from the start.
+    public func beginRebuild(_ definition: any ProjectionDefinition) async throws -> ProjectionGeneration {
+        try await client.withTransaction(logger: logger) { connection in
+            try await Self.lockRegistry(connection, logger: logger)
+            let mine = try await Self.generations(on: connection, logger: logger).filter { $0.name == definition.name }
+            if let building = mine.first(where: { $0.state == .building }) { return building }
+            return try await Self.create(definition, state: .building, existing: mine, on: connection, logger: logger)
+        }
+    }
+
+    /// Switches `generation` in as the active one, then drops the tables of the one it replaces.
+    public func activate(_ definition: any ProjectionDefinition, generation: Int) async throws {
+        let retired: [Int] = try await client.withTransaction(logger: logger) { connection in
+            try await Self.lockRegistry(connection, logger: logger)
+            let rows = try await connection.query(
+                """
+                UPDATE projections SET state = 'retired', updated_at = now()
+                WHERE name = \(definition.name) AND state = 'active' AND generation <> \(generation)
+                RETURNING generation
+                """, logger: logger)
+            var retired: [Int] = []
+            for try await old in rows.decode(Int.self) { retired.append(old) }
+            try await connection.query(
+                """
+                UPDATE projections SET state = 'active', activated_at = now(), updated_at = now()
+                WHERE name = \(definition.name) AND generation = \(generation)
+                """, logger: logger)
+            return retired
+        }
+        for old in retired { try await drop(definition, generation: old) }
+    }
+
+    /// Drops a generation's tables and forgets it.
+    public func drop(_ definition: any ProjectionDefinition, generation: Int) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query(
+                "DELETE FROM projections WHERE name = \(definition.name) AND generation = \(generation)", logger: logger)
+            try await connection.query(
+                "DELETE FROM projection_dead_letters WHERE name = \(definition.name) AND generation = \(generation)",
+                logger: logger)
+            for table in definition.tables {
+                try await connection.query(
+                    "DROP TABLE IF EXISTS \(unescaped: ProjectionTables.name(table, generation: generation))",
+                    logger: logger)
+            }
+        }
+    }
+
+    /// Dead letters per (projection, generation).
+    public func deadLetterCounts() async throws -> [String: Int] {
+        let rows = try await client.query(
+            "SELECT name || ':' || generation, count(*)::int8 FROM projection_dead_letters GROUP BY 1", logger: logger)
+        var result: [String: Int] = [:]
+        for try await (key, count) in rows.decode((String, Int).self) { result[key] = count }
+        return result
+    }
+
+    /// How far a checkpoint is behind the feed: events not yet applied, and the age of the oldest.
+    public func lag(after checkpoint: FeedPosition, now: Date) async throws -> (events: Int, seconds: Double) {
+        let rows = try await client.query(
+            """
+            SELECT count(*)::int8, min(recorded_at) FROM event_log
+            WHERE (tx_id, position) > (\(String(checkpoint.transaction))::text::xid8, \(checkpoint.position))
+            """, logger: logger)
+        for try await (count, oldest) in rows.decode((Int, Date?).self) {
+            return (count, oldest.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+        }
+        return (0, 0)
+    }
+
+    /// The highest position handed out so far (an estimate of the feed's length, for progress).
+    public func feedLength() async throws -> Int64 {
+        let rows = try await client.query(
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM event_log_position_seq", logger: logger)
+        for try await value in rows.decode(Int64.self) { return value }
+        return 0
+    }
+
+    // MARK: Leadership
+
+    /// Runs `body` as the only runner of `generation` of `definition` across all instances, holding a
+    /// session advisory lock on one connection for as long as `body` runs. Returns nil at once when
+    /// another runner holds it (this one stands by).
+    public func lead<T: Sendable>(
+        _ definition: any ProjectionDefinition, generation: Int,
+        _ body: @Sendable (ProjectionLeader) async throws -> T
+    ) async throws -> T? {
+        let key = "upshift:projection:\(definition.name):\(generation)"
+        return try await client.withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
+            var acquired = false
+            for try await value in rows.decode(Bool.self) { acquired = value }
+            guard acquired else { return nil }
+            let leader = ProjectionLeader(connection: connection, definition: definition, generation: generation, logger: logger)
+            do {
+                let result = try await body(leader)
+                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    private static func lockRegistry(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtext('upshift:projections'))", logger: logger)
+    }
+
+    private static func generations(on connection: PostgresConnection, logger: Logger) async throws -> [ProjectionGeneration] {
+        let rows = try await connection.query(
+            """
+            SELECT name, generation, version, state, last_tx::text, last_pos, max_recorded_at, events, updated_at
+            FROM projections ORDER BY name, generation
+            """, logger: logger)
+        var result: [ProjectionGeneration] = []
+        for try await row in rows.decode((String, Int, Int, String, String, Int64, Date?, Int64, Date).self) {
+            result.append(
+                ProjectionGeneration(
+                    name: row.0, generation: row.1, version: row.2, state: ProjectionGeneration.State(rawValue: row.3) ?? .retired,
+                    checkpoint: FeedPosition(transaction: UInt64(row.4) ?? 0, position: row.5), maxRecordedAt: row.6,
+                    events: row.7, updatedAt: row.8))
+        }
+        return result
+    }
+
+    @discardableResult
+    private static func create(
+        _ definition: any ProjectionDefinition, state: ProjectionGeneration.State, existing: [ProjectionGeneration],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> ProjectionGeneration {
+        // Generation numbers are never reused, even after a retired one was dropped.
+        let rows = try await connection.query(
+            "SELECT coalesce(max(generation), 0) FROM projections WHERE name = \(definition.name)", logger: logger)
+        var highest = existing.map(\.generation).max() ?? 0
+        for try await value in rows.decode(Int.self) { highest = max(highest, value) }
+        let generation = highest + 1
+        for table in definition.tables {
+            try await connection.query(
+                "DROP TABLE IF EXISTS \(unescaped: ProjectionTables.name(table, generation: generation))", logger: logger)
+        }
+        for statement in definition.createStatements({ ProjectionTables.name($0, generation: generation) }) {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
+        try await connection.query(
+            """
+            INSERT INTO projections (name, generation, version, state, activated_at)
+            VALUES (\(definition.name), \(generation), \(definition.version), \(state.rawValue),
+                    CASE WHEN \(state.rawValue) = 'active' THEN now() END)
+            """, logger: logger)
+        logger.info(
+            "projection generation created",
+            metadata: ["projection": "\(definition.name)", "generation": "\(generation)", "state": "\(state.rawValue)"])
+        return ProjectionGeneration(
+            name: definition.name, generation: generation, version: definition.version, state: state,
+            checkpoint: .start, maxRecordedAt: nil, events: 0, updatedAt: Date())
+    }
+}
+
+/// The runner of one projection generation, while it holds the lock: reads the feed and applies
+/// batches on its own connection.
+public struct ProjectionLeader: Sendable {
+    let connection: PostgresConnection
+    public let definition: any ProjectionDefinition
+    public let generation: Int
+    let logger: Logger
+
+    /// The generation's registry row as stored now (nil once it was dropped).
+    public func current() async throws -> ProjectionGeneration? {
+        let rows = try await connection.query(
+            """
+            SELECT name, generation, version, state, last_tx::text, last_pos, max_recorded_at, events, updated_at
+            FROM projections WHERE name = \(definition.name) AND generation = \(generation)
+            """, logger: logger)
+        for try await row in rows.decode((String, Int, Int, String, String, Int64, Date?, Int64, Date).self) {
+            return ProjectionGeneration(
+                name: row.0, generation: row.1, version: row.2, state: ProjectionGeneration.State(rawValue: row.3) ?? .retired,
+                checkpoint: FeedPosition(transaction: UInt64(row.4) ?? 0, position: row.5), maxRecordedAt: row.6,
+                events: row.7, updatedAt: row.8)
+        }
+        return nil
+    }
+
+    /// The next at most `limit` events of the gap-free feed after `position` (DESIGN.md 5.2), with the
+    /// `data` fields projections read.
+    public func read(after position: FeedPosition, limit: Int) async throws -> [ProjectionEvent] {
+        let rows = try await connection.query(
+            """
+            SELECT tx_id::text, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
+                   app_version, data->>'osVersion', data->>'locale', data->>'promptKind', data->>'targetVersion',
+                   data->>'dismissAction', CASE WHEN install_id IS NULL THEN data::text END
+            FROM event_log
+            WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
+              AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY event_log.tx_id, event_log.position
+            LIMIT \(limit)
+            """, logger: logger)
+        var events: [ProjectionEvent] = []
+        events.reserveCapacity(limit)
+        for try await row in rows.decode(
+            (String, Int64, UUID, Date, Date, String, String, UUID?, String?, String?, String?, String?, String?,
+             String?, String?, String?).self)
+        {
+            events.append(
+                ProjectionEvent(
+                    feedPosition: FeedPosition(transaction: UInt64(row.0) ?? 0, position: row.1), id: row.2,
+                    occurredAt: row.3, recordedAt: row.4, appId: row.5, type: row.6, installId: row.7, platform: row.8,
+                    appVersion: row.9, osVersion: row.10, locale: row.11, promptKind: row.12, targetVersion: row.13,
+                    dismissAction: row.14, catalogData: row.15))
+        }
+        return events
+    }
+
+    /// Runs `operation` on the leader's connection, closing the connection when it takes longer than
+    /// `limit`. A connection whose server went away mid-transaction can leave a query waiting forever;
+    /// closing it fails what is pending, so the runner lets go of the lock and starts over.
+    public func guarded<T: Sendable>(_ limit: Duration, _ operation: @Sendable () async throws -> T) async throws -> T {
+        let connection = self.connection
+        let logger = self.logger
+        let watchdog = Task {
+            try await Task.sleep(for: limit)
+            logger.warning("projection batch exceeded its time limit; closing its connection", metadata: ["limit": "\(limit)"])
+            try? await connection.close()
+        }
+        defer { watchdog.cancel() }
+        return try await operation()
+    }
+
+    /// The result of a batch.
+    public struct Applied: Sendable {
+        public var checkpoint: ProjectionGeneration
+        public var deadLetters: Int
+    }
+
+    /// Thrown when the checkpoint was not where the batch started: another runner moved it (or the
+    /// generation was retired). Nothing was written; reload and go on.
+    public struct CheckpointMoved: Error {}
+
+    /// Applies `events` (which follow `from.checkpoint` in the feed) in one transaction: the checkpoint
+    /// compare-and-set first, then the projection's writes and dead letters. `beforeCommit` runs last
+    /// inside the transaction (tests interrupt batches there).
+    public func apply(
+        _ events: [ProjectionEvent], from: ProjectionGeneration,
+        beforeCommit: (@Sendable () async throws -> Void)? = nil
+    ) async throws -> Applied {
+        guard let last = events.last else { return Applied(checkpoint: from, deadLetters: 0) }
+        var maxRecorded = from.maxRecordedAt
+        for event in events where maxRecorded.map({ event.recordedAt > $0 }) ?? true { maxRecorded = event.recordedAt }
+        let newMaxRecorded = maxRecorded
+        let definition = self.definition
+        let generation = self.generation
+        let logger = self.logger
+        do {
+            return try await connection.withTransaction(logger: logger) { connection in
+                let rows = try await connection.query(
+                    """
+                    UPDATE projections
+                    SET last_tx = \(String(last.feedPosition.transaction))::text::xid8, last_pos = \(last.feedPosition.position),
+                        max_recorded_at = \(newMaxRecorded), events = events + \(events.count), updated_at = now()
+                    WHERE name = \(definition.name) AND generation = \(generation) AND state <> 'retired'
+                      AND last_tx = \(String(from.checkpoint.transaction))::text::xid8 AND last_pos = \(from.checkpoint.position)
+                    RETURNING 1
+                    """, logger: logger)
+                var moved = true
+                for try await _ in rows.decode(Int.self) { moved = false }
+                if moved { throw CheckpointMoved() }
+                var batch = ProjectionBatch(generation: generation, maxRecordedAt: from.maxRecordedAt, logger: logger)
+                try await definition.apply(events, in: &batch, on: connection)
+                let dead = batch.deadLetters
+                if !dead.isEmpty {
+                    try await connection.query(
+                        """
+                        INSERT INTO projection_dead_letters (name, generation, tx_id, position, event_id, occurred_at, type, error)
+                        SELECT \(definition.name), \(generation), tx::xid8, pos, id, occurred_at, type, error
+                        FROM unnest(\(dead.map { String($0.event.feedPosition.transaction) })::text[],
+                                    \(dead.map(\.event.feedPosition.position))::int8[], \(dead.map(\.event.id))::uuid[],
+                                    \(dead.map(\.event.occurredAt))::timestamptz[], \(dead.map(\.event.type))::text[],
+                                    \(dead.map(\.error))::text[]) AS d(tx, pos, id, occurred_at, type, error)
+                        ON CONFLICT DO NOTHING
+                        """, logger: logger)
+                    for letter in dead {
+                        logger.warning(
+                            "event dead-lettered",
+                            metadata: ["projection": "\(definition.name)", "event.id": "\(letter.event.id)", "error": "\(letter.error)"])
+                    }
+                }
+                try await beforeCommit?()
+                var checkpoint = from
+                checkpoint.checkpoint = last.feedPosition
+                checkpoint.maxRecordedAt = newMaxRecorded
+                checkpoint.events += Int64(events.count)
+                return Applied(checkpoint: checkpoint, deadLetters: dead.count)
+            }
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError { throw inner }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+
+/// The report queries of DESIGN.md section 6, over the active generation of each projection.
+public struct ReportStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    let projections: ProjectionStore
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+        projections = ProjectionStore(client: client, logger: logger)
+    }
+
+    /// Thrown when a projection has no active generation yet (the server has not started its runner).
+    public struct NotReady: Error, CustomStringConvertible {
+        public let projection: String
+        public var description: String { "projection \(projection) has no active generation yet" }
+    }
+
+    private func tables(_ names: String...) async throws -> [String: Int] {
+        let active = try await projections.activeGenerations()
+        for name in names where active[name] == nil { throw NotReady(projection: name) }
+        return active
+    }
+
+    private func table(_ base: String, of projection: String, in active: [String: Int]) -> String {
+        ProjectionTables.name(base, generation: active[projection]!)
+    }
+
+    /// `adoption_daily` cells of an app and platform within [from, to].
+    public func adoption(app: String, platform: String, from: UTCDay, to: UTCDay) async throws
+        -> [(day: UTCDay, version: String, sortKey: String, installs: Int)]
+    {
+        let active = try await tables("adoption")
+        let rows = try await client.query(
+            """
+            SELECT day::text, version, version_key, installs FROM \(unescaped: table("adoption_daily", of: "adoption", in: active))
+            WHERE app_id = \(app) AND platform = \(platform)
+              AND day BETWEEN \(from.description)::date AND \(to.description)::date
+            """, logger: logger)
+        var result: [(day: UTCDay, version: String, sortKey: String, installs: Int)] = []
+        for try await (day, version, key, installs) in rows.decode((String, String, String, Int).self) {
+            guard let day = UTCDay(day) else { continue }
+            result.append((day, version, key, installs))
+        }
+        return result
+    }
+
+    /// A release's cohort and time-to-update figures, or nil when the projection does not know it.
+    public struct ReleaseFigures: Sendable {
+        public var releasedAt: Date
+        public var cohort: Int
+        /// Updated cohort installs by ⌈T / 1 day⌉.
+        public var updatedByDay: [Int: Int]
+        public var medianMilliseconds: Int64?
+        public var p90Milliseconds: Int64?
+    }
+
+    public func release(app: String, platform: String, version: Version) async throws -> ReleaseFigures? {
+        let active = try await tables("release_cohorts", "install_state")
+        let name = version.normalized
+        let found = try await client.query(
+            """
+            SELECT released_at FROM \(unescaped: table("release_cohorts", of: "release_cohorts", in: active))
+            WHERE app_id = \(app) AND platform = \(platform) AND version = \(name)
+            """, logger: logger)
+        var releasedAt: Date?
+        for try await date in found.decode(Date.self) { releasedAt = date }
+        guard let releasedAt else { return nil }
+        // T per cohort install: its first time on a version ≥ the release, at or after the release.
+        let rows = try await client.query(
+            """
+            WITH t AS MATERIALIZED (
+                SELECT (extract(epoch FROM (
+                    SELECT min(iv.first_at) FROM \(unescaped: table("install_versions", of: "install_state", in: active)) iv
+                    WHERE iv.app_id = ri.app_id AND iv.platform = ri.platform AND iv.install_id = ri.install_id
+                      AND iv.version_key >= \(version.sortKey) AND iv.first_at >= \(releasedAt.forPostgres)
+                ) - \(releasedAt.forPostgres)) * 1000)::int8 AS ms
+                FROM \(unescaped: table("release_installs", of: "release_cohorts", in: active)) ri
+                WHERE ri.app_id = \(app) AND ri.platform = \(platform) AND ri.version = \(name) AND ri.below
+            ),
+            cohort AS (SELECT count(*)::int8 AS c FROM t),
+            ranked AS (SELECT ms, row_number() OVER (ORDER BY ms) AS rn FROM t WHERE ms IS NOT NULL)
+            SELECT 'cohort', c, 0::int8 FROM cohort
+            UNION ALL
+            SELECT 'day', ceil(ms / 86400000.0)::int8, count(*)::int8 FROM t WHERE ms IS NOT NULL GROUP BY 2
+            UNION ALL
+            SELECT 'median', ms, 0::int8 FROM ranked, cohort WHERE rn = (50 * c + 99) / 100
+            UNION ALL
+            SELECT 'p90', ms, 0::int8 FROM ranked, cohort WHERE rn = (90 * c + 99) / 100
+            """, logger: logger)
+        var figures = ReleaseFigures(releasedAt: releasedAt, cohort: 0, updatedByDay: [:])
+        for try await (kind, value, count) in rows.decode((String, Int64, Int64).self) {
+            switch kind {
+            case "cohort": figures.cohort = Int(value)
+            case "day": figures.updatedByDay[Int(value)] = Int(count)
+            case "median": figures.medianMilliseconds = value
+            default: figures.p90Milliseconds = value
+            }
+        }
+        return figures
+    }
+
+    /// Prompt funnels of an app and platform, for one target version or all.
+    public func funnels(app: String, platform: String, target: Version?) async throws -> [PromptFunnelReport.Funnel] {
+        let active = try await tables("prompt_funnel", "install_state")
+        let rows = try await client.query(
+            """
+            SELECT p.target_version, p.kind,
+                   count(*) FILTER (WHERE p.first_shown_at IS NOT NULL)::int8,
+                   count(*) FILTER (WHERE p.dismissed_later)::int8,
+                   count(*) FILTER (WHERE p.dismissed_skip)::int8,
+                   count(*) FILTER (WHERE p.update_started)::int8,
+                   count(*) FILTER (WHERE p.blocked)::int8,
+                   count(*) FILTER (WHERE p.first_shown_at IS NOT NULL AND EXISTS (
+                       SELECT 1 FROM \(unescaped: table("install_versions", of: "install_state", in: active)) iv
+                       WHERE iv.app_id = p.app_id AND iv.platform = p.platform AND iv.install_id = p.install_id
+                         AND iv.version_key >= p.target_key AND iv.first_at >= p.first_shown_at
+                         AND iv.first_at <= p.first_shown_at + interval '\(unescaped: String(PromptFunnelReport.conversionDays)) days'
+                   ))::int8
+            FROM \(unescaped: table("prompt_installs", of: "prompt_funnel", in: active)) p
+            WHERE p.app_id = \(app) AND p.platform = \(platform)
+              AND (\(target?.normalized)::text IS NULL OR p.target_version = \(target?.normalized))
+            GROUP BY p.target_version, p.target_key, p.kind
+            ORDER BY p.target_key, p.kind
+            """, logger: logger)
+        var funnels: [PromptFunnelReport.Funnel] = []
+        for try await row in rows.decode((String, String, Int, Int, Int, Int, Int, Int).self) {
+            funnels.append(
+                PromptFunnelReport.Funnel(
+                    targetVersion: row.0, promptKind: row.1, shown: row.2, dismissedLater: row.3, dismissedSkip: row.4,
+                    updateStarted: row.5, blocked: row.6, converted: row.7))
+        }
+        return funnels
+    }
+
+    /// Installs last seen at or after `since`, by current version and OS version.
+    public func activeInstalls(app: String, platform: String, since: Date) async throws
+        -> [(version: String, osVersion: String?, installs: Int)]
+    {
+        let active = try await tables("install_state")
+        let rows = try await client.query(
+            """
+            SELECT version, os_version, count(*)::int8 FROM \(unescaped: table("install_state", of: "install_state", in: active))
+            WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
+            GROUP BY version, os_version
+            """, logger: logger)
+        var result: [(version: String, osVersion: String?, installs: Int)] = []
+        for try await row in rows.decode((String, String?, Int).self) { result.append(row) }
+        return result
+    }
+}

@@ -1,0 +1,64 @@
+-- wrk script for `scripts/bench projections`, report latency: GET one report URL again and again.
+--
+--   UPSHIFT_BENCH_TOKEN=<read token> wrk -t 1 -c 1 ... -s projections-report.lua 'http://HOST:PORT/v1/apps/...'
+--
+-- done() prints one `upshift-bench:` line per figure: answers (2xx, non-2xx), requests/s, latency
+-- p50/p95/p99/max, bytes per answer and the first few non-2xx answers.
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+threads = dofile(here .. "common.lua")
+
+requests_sent = 0
+statuses = {}
+samples = ""
+sample_count = 0
+answers_2xx = 0
+answers_non_2xx = 0
+
+local format = string.format
+local prepared = nil
+
+function init(args)
+    local token = os.getenv("UPSHIFT_BENCH_TOKEN")
+    assert(token and token ~= "", "set UPSHIFT_BENCH_TOKEN to a read token")
+    wrk.headers["Authorization"] = "Bearer " .. token
+    wrk.headers["Accept"] = "application/json"
+    prepared = wrk.format()
+end
+
+function request()
+    requests_sent = requests_sent + 1
+    return prepared
+end
+
+function response(status, headers, body)
+    statuses[status] = (statuses[status] or 0) + 1
+    if status >= 200 and status <= 299 then
+        answers_2xx = answers_2xx + 1
+        return
+    end
+    answers_non_2xx = answers_non_2xx + 1
+    if sample_count < 3 then
+        sample_count = sample_count + 1
+        samples = samples .. format("upshift-bench: non_2xx_sample status=%d body=%s\n", status,
+            (body or ""):sub(1, 300):gsub("[\r\n]", " "))
+    end
+end
+
+function done(summary, latency, requests)
+    local totals = { requests_sent = 0, answers_2xx = 0, answers_non_2xx = 0 }
+    local statuses_all, sample_text = gather(totals)
+    local seconds = summary.duration / 1e6
+    local out = {}
+    local function line(key, value) table.insert(out, format("upshift-bench: %s=%s", key, tostring(value))) end
+    line("duration_s", format("%.3f", seconds))
+    line("responses_2xx", totals.answers_2xx)
+    line("responses_non_2xx", totals.answers_non_2xx)
+    line("socket_errors", format("connect:%d,read:%d,write:%d,timeout:%d",
+        summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
+    line("requests_per_s", format("%.1f", totals.answers_2xx / seconds))
+    line("bytes_per_response", format("%.0f", summary.requests > 0 and summary.bytes / summary.requests or 0))
+    latency_lines(line, latency, statuses_all)
+    line("latency_p95_ms", format("%.2f", latency:percentile(95) / 1000))
+    io.write(table.concat(out, "\n"), "\n", sample_text)
+end
