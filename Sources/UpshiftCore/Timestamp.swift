@@ -116,6 +116,8 @@ extension Date {
     /// `Date` to microseconds, and a `Double` near 1.7e9 seconds is only exact to about 0.2 µs, so an
     /// exact microsecond can arrive one below. Bind this, and the stored microsecond is the nearest one.
     public var forPostgres: Date {
-        Date(timeIntervalSince1970: (Double(microseconds) + 0.5) / 1_000_000)
+        // PostgresNIO truncates toward zero from 2000-01-01: go half a microsecond away from zero.
+        let nudge = timeIntervalSince1970 < 946_684_800 ? -0.5 : 0.5
+        return Date(timeIntervalSince1970: (Double(microseconds) + nudge) / 1_000_000)
     }
 }

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import UpshiftCore
+
+/// The pure parts of the projections: version sort keys (the database orders versions by them), UTC days,
+/// the adoption fold's −1/+1 moves, and nearest ranks.
+@Suite struct ProjectionFoldTests {
+    @Test func sortKeysOrderVersionsAsVersionsCompare() throws {
+        for row in try VersionTests.cases().compare {
+            let a = try #require(row[0].text.flatMap(Version.init))
+            let b = try #require(row[1].text.flatMap(Version.init))
+            let sign = try #require(row[2].sign)
+            let keys = (a.sortKey, b.sortKey)
+            #expect((keys.0 < keys.1 ? -1 : (keys.0 == keys.1 ? 0 : 1)) == sign, "\(a) \(keys.0) vs \(b) \(keys.1)")
+        }
+        // Pre-release identifiers (SemVer §11): numeric below alphanumeric, fewer identifiers lower.
+        let ordered = ["1.0.0-1", "1.0.0-2", "1.0.0-10", "1.0.0-a", "1.0.0-a.1", "1.0.0-a-b", "1.0.0", "1.0.1", "1.10"]
+        let versions = ordered.compactMap(Version.init)
+        #expect(versions.count == ordered.count)
+        #expect(versions.map(\.sortKey) == versions.map(\.sortKey).sorted())
+        #expect(versions == versions.sorted())
+        #expect(Version("1.4")!.normalized == "1.4.0" && Version("1.2.3.4+7")!.normalized == "1.2.3.4")
+    }
+
+    @Test func utcDaysParseFormatAndSplitAtMidnight() throws {
+        let midnight = try #require(Timestamp.parse("2026-03-01T00:00:00.000Z"))
+        #expect(UTCDay(midnight).description == "2026-03-01")
+        #expect(UTCDay(midnight.addingTimeInterval(-0.001)).description == "2026-02-28")
+        // A midnight that reads back a hair early (a Double near 1.7e9 s) is still that day.
+        #expect(UTCDay(midnight.addingTimeInterval(-1e-7)).description == "2026-03-01")
+        #expect(UTCDay("2024-02-29")?.description == "2024-02-29")
+        #expect(UTCDay("2025-02-29") == nil && UTCDay("2025-1-01") == nil)
+    }
+
+    @Test func aLaterEventOfTheDayMovesTheInstallToItsVersion() throws {
+        let day = try #require(Timestamp.parse("2026-03-01T08:00:00.000Z"))
+        let install = UUID()
+        func event(_ hours: Double, _ version: String, position: Int64) -> ProjectionEvent {
+            ProjectionEvent(
+                feedPosition: FeedPosition(transaction: 1, position: position), id: UUID(),
+                occurredAt: day.addingTimeInterval(hours * 3600), recordedAt: day.addingTimeInterval(hours * 3600),
+                appId: "a", type: "launched", installId: install, platform: "ios", appVersion: version)
+        }
+        let first = AdoptionFold.fold([event(0, "1.0", position: 1)], stored: [:], maxRecordedAt: nil)
+        #expect(first.cells.values.sorted() == [1])
+        // Next batch: a later event on 1.1 moves the install; an earlier (late) one on 1.0.5 does not.
+        let second = AdoptionFold.fold(
+            [event(2, "1.1", position: 2), event(1, "1.0.5", position: 3)], stored: first.days,
+            maxRecordedAt: first.maxRecordedAt)
+        let moves = Dictionary(uniqueKeysWithValues: second.cells.map { ($0.key.version, $0.value) })
+        #expect(moves == ["1.0.0": -1, "1.1.0": 1])
+        // An event on a day closed 31 days before the newest recorded time is not counted.
+        var old = event(0, "1.0", position: 4)
+        old.occurredAt = day.addingTimeInterval(-40 * 86_400)
+        let closed = AdoptionFold.fold([old], stored: [:], maxRecordedAt: day)
+        #expect(closed.cells.isEmpty && closed.closedDayEvents == 1)
+    }
+
+    @Test func nearestRanksOverTheWholeCohort() {
+        #expect(ReleaseReport.rank(quantile: 0.5, cohort: 1) == 1)
+        #expect(ReleaseReport.rank(quantile: 0.5, cohort: 10) == 5)
+        #expect(ReleaseReport.rank(quantile: 0.9, cohort: 10) == 9)
+        #expect(ReleaseReport.rank(quantile: 0.9, cohort: 11) == 10)
+        #expect(ReleaseReport.rank(quantile: 0.5, cohort: 0) == nil)
+    }
+
+    @Test func postgresBindingKeepsTheMicrosecond() throws {
+        let date = try #require(Timestamp.parse("2026-01-09T14:03:27.123Z"))
+        #expect(Timestamp.format(date) == "2026-01-09T14:03:27.123Z")
+        // What PostgresNIO sends: microseconds since 2000, truncated toward zero.
+        for sample in [date, Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_767_225_600.000_001)] {
+            let sent = Int64(sample.forPostgres.timeIntervalSince(Date(timeIntervalSince1970: 946_684_800)) * 1_000_000)
+            #expect(sent == sample.microseconds - 946_684_800_000_000, "\(sample)")
+        }
+    }
+}
