@@ -10,6 +10,8 @@ import UpshiftTestSupport
         let proxy = try await TCPProxy.start(targetHost: harness.database.host, targetPort: harness.database.port)
         var configuration = harness.configuration()
         configuration.database.port = proxy.port
+        // No projection runner: a runner whose connection is cut mid-batch stalls (see ARCHITECTURE §12).
+        configuration.roles = [.http]
         configuration.keyCacheSeconds = 600  // the key was looked up before the outage
         let now = harness.clock.now()
 
