@@ -102,8 +102,8 @@ struct CatalogController: Sendable {
         router.get("/v1/apps/:app/history") { request, context in
             let appId = try context.parameters.require("app")
             _ = try await authorize(request, app: appId, write: false)
-            let limit = try integer(request, "limit", default: 50, range: 1...500)
-            let before = try request.uri.queryParameters["before"].map { _ in try integer(request, "before", default: 0, range: 1...Int(Int32.max)) }
+            let limit = try request.integerParameter("limit", default: 50, range: 1...500)
+            let before = try request.uri.queryParameters["before"].map { _ in try request.integerParameter("before", default: 0, range: 1...Int(Int32.max)) }
             guard try await !store.apps(id: appId).isEmpty else { throw ProblemDetails.notFound("no app \(appId)") }
             // One more than asked tells whether an older page exists.
             let entries = try await store.history(appId: appId, before: before, limit: limit + 1)
@@ -176,14 +176,6 @@ struct CatalogController: Sendable {
             throw ProblemDetails.badRequest("the body is not valid JSON", field: "body")
         }
         return value
-    }
-
-    private func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
-        guard let text = request.uri.queryParameters[Substring(name)] else { return value }
-        guard let number = Int(String(text)), range.contains(number) else {
-            throw ProblemDetails.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)", field: name)
-        }
-        return number
     }
 
     private func validated<T>(_ body: () throws(FieldError) -> T) throws -> T {

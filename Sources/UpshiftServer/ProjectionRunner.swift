@@ -78,9 +78,13 @@ public final class ProjectionRunner: Service, Sendable {
         await withDiscardingTaskGroup { group in
             // Supervise: start a worker for every generation that is active or building. Workers end
             // when their generation is retired; shutdown cancels them all.
+            var prepared = false
             while !Task.isCancelled {
                 do {
-                    try await store.prepare(definitions)
+                    if !prepared {  // once: the code's versions do not change while it runs
+                        try await store.prepare(definitions)
+                        prepared = true
+                    }
                     for generation in try await store.generations() where generation.state != .retired {
                         guard let definition = definitions.first(where: { $0.name == generation.name }) else { continue }
                         let id = "\(generation.name):\(generation.generation)"

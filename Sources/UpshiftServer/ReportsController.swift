@@ -57,8 +57,8 @@ struct ReportsController {
             guard let minimum = try version(request, "version") else {
                 throw ProblemDetails.badRequest("version (the candidate minimum) is required", field: "version")
             }
-            let window = try integer(
-                request, "window", default: MinimumImpactReport.defaultWindowDays,
+            let window = try request.integerParameter(
+                "window", default: MinimumImpactReport.defaultWindowDays,
                 range: 1...MinimumImpactReport.maximumWindowDays)
             let now = clock.now()
             let since = now.addingTimeInterval(-Double(window) * 86_400)
@@ -103,14 +103,6 @@ struct ReportsController {
             throw ProblemDetails.badRequest("\(name) '\(text)' is not a version (DESIGN.md section 3)", field: name)
         }
         return version
-    }
-
-    private func integer(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
-        guard let text = request.uri.queryParameters[Substring(name)] else { return value }
-        guard let number = Int(String(text)), range.contains(number) else {
-            throw ProblemDetails.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)", field: name)
-        }
-        return number
     }
 
     /// Runs a report query; a projection that has no tables yet is a 503, not a 500.

@@ -3,23 +3,8 @@ import Logging
 import PostgresNIO
 import UpshiftCore
 
-/// An event as read back from the log.
-public struct StoredEvent: Sendable, Equatable {
-    public var feedPosition: FeedPosition
-    public var id: UUID
-    public var occurredAt: Date
-    public var recordedAt: Date
-    public var appId: String
-    public var type: String
-    public var installId: UUID?
-    public var platform: String?
-    public var appVersion: String?
-    public var streamId: String?
-    /// The `data` column as JSON text.
-    public var data: String
-}
-
-/// Reads the event log in commit-safe order (DESIGN.md 5.2).
+/// Reads the event log in commit-safe order (DESIGN.md 5.2), as projections see it: the fixed columns,
+/// the few `data` fields they use (extracted by PostgreSQL), and the whole `data` of catalog events.
 ///
 /// Sequence values are taken before commit, so ordering by `position` alone would skip an event whose
 /// transaction commits after a later one's. The reader orders by (`tx_id`, `position`) and stops below
@@ -35,27 +20,39 @@ public struct FeedReader: Sendable {
     }
 
     /// The next at most `limit` events after `position`.
-    public func read(after position: FeedPosition, limit: Int) async throws -> [StoredEvent] {
-        let rows = try await client.query(
+    public func read(after position: FeedPosition, limit: Int) async throws -> [ProjectionEvent] {
+        try await client.withConnection { connection in
+            try await Self.read(on: connection, after: position, limit: limit, logger: logger)
+        }
+    }
+
+    static func read(on connection: PostgresConnection, after position: FeedPosition, limit: Int, logger: Logger)
+        async throws -> [ProjectionEvent]
+    {
+        // The ORDER BY names the table's columns: the output column `tx_id::text` would sort as text.
+        let rows = try await connection.query(
             """
-            SELECT tx_id::text, position, event_id, occurred_at, recorded_at, app_id, type, install_id,
-                   platform, app_version, stream_id, data::text
+            SELECT tx_id::text, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
+                   app_version, data->>'osVersion', data->>'locale', data->>'promptKind', data->>'targetVersion',
+                   data->>'dismissAction', CASE WHEN install_id IS NULL THEN data::text END
             FROM event_log
             WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
               AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
             ORDER BY event_log.tx_id, event_log.position
             LIMIT \(limit)
             """, logger: logger)
-        var events: [StoredEvent] = []
+        var events: [ProjectionEvent] = []
         events.reserveCapacity(limit)
         for try await row in rows.decode(
-            (String, Int64, UUID, Date, Date, String, String, UUID?, String?, String?, String?, String).self)
+            (String, Int64, UUID, Date, Date, String, String, UUID?, String?, String?, String?, String?, String?,
+             String?, String?, String?).self)
         {
             events.append(
-                StoredEvent(
-                    feedPosition: FeedPosition(transaction: UInt64(row.0) ?? 0, position: row.1),
-                    id: row.2, occurredAt: row.3, recordedAt: row.4, appId: row.5, type: row.6, installId: row.7,
-                    platform: row.8, appVersion: row.9, streamId: row.10, data: row.11))
+                ProjectionEvent(
+                    feedPosition: FeedPosition(transaction: UInt64(row.0) ?? 0, position: row.1), id: row.2,
+                    occurredAt: row.3, recordedAt: row.4, appId: row.5, type: row.6, installId: row.7, platform: row.8,
+                    appVersion: row.9, osVersion: row.10, locale: row.11, promptKind: row.12, targetVersion: row.13,
+                    dismissAction: row.14, catalogData: row.15))
         }
         return events
     }

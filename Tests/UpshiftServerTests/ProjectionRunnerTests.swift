@@ -177,7 +177,7 @@ private func insertEvent(
 /// A few hundred installs over two weeks: daily launches, updates through three versions, prompts,
 /// and late events (some installs deliver a week late).
 func sampleFleet(now: Date, installs: Int = 240) -> [[String: String]] {
-    var random = SplitMix(seed: 7)
+    var random = SplitMix64(seed: 7)
     let versions = ["1.0.0", "1.1.0", "1.2.0"]
     var events: [[String: String]] = []
     for _ in 0..<installs {
@@ -204,19 +204,6 @@ func sampleFleet(now: Date, installs: Int = 240) -> [[String: String]] {
     // Late delivery: a tenth of the events arrive after everything else.
     let late = events.enumerated().filter { $0.offset % 10 == 3 }.map(\.element)
     return events.enumerated().filter { $0.offset % 10 != 3 }.map(\.element) + late
-}
-
-/// A small deterministic generator (SplitMix64).
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 private func post(_ events: [[String: String]], harness: Harness, roles: Set<ServerRole>) async throws {

@@ -107,7 +107,7 @@ func sampleEvent(occurredAt: Date, app: String = "expenses", type: EventType = .
             release.yield()
             try await slowTransaction
 
-            var delivered: [StoredEvent] = []
+            var delivered: [ProjectionEvent] = []
             var checkpoint = FeedPosition.start
             let deadline = ContinuousClock.now.advanced(by: .seconds(10))
             while delivered.count < 2, ContinuousClock.now < deadline {

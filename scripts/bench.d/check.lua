@@ -90,26 +90,13 @@ function request()
 end
 
 -- The gap after each answer: uniform in [0.5, 1.5] x PACE_MS so that connections do not march in step,
--- rounded up or down at random so that the mean stays PACE_MS (wrk's timers count whole milliseconds).
+-- rounded at random to whole milliseconds so that the mean stays PACE_MS.
 function delay()
-    local gap = pace_ms * (0.5 + random())
-    local whole = floor(gap)
-    if random() < gap - whole then whole = whole + 1 end
-    return whole
+    return whole_ms(pace_ms * (0.5 + random()))
 end
 
 function response(status, headers, body)
-    statuses[status] = (statuses[status] or 0) + 1
-    if status >= 200 and status <= 299 then
-        answers_2xx = answers_2xx + 1
-        return
-    end
-    answers_non_2xx = answers_non_2xx + 1
-    if sample_count < 3 then
-        sample_count = sample_count + 1
-        samples = samples .. format("upshift-bench: non_2xx_sample status=%d body=%s\n", status,
-            (body or ""):sub(1, 300):gsub("[\r\n]", " "))
-    end
+    count_answer(status, body)
 end
 
 -- Runs in the main state after the threads stopped.

@@ -22,6 +22,31 @@ function setup(thread)
     thread:set("seed", random16() * 65536 + random16())
 end
 
+-- Runs in a thread from response(): counts the answer by status, and keeps the first three non-2xx
+-- answers as samples. Returns whether the answer was a 2xx. The thread's globals `statuses`,
+-- `answers_2xx`, `answers_non_2xx`, `sample_count` and `samples` hold the counts.
+function count_answer(status, body)
+    statuses[status] = (statuses[status] or 0) + 1
+    if status >= 200 and status <= 299 then
+        answers_2xx = answers_2xx + 1
+        return true
+    end
+    answers_non_2xx = answers_non_2xx + 1
+    if sample_count < 3 then
+        sample_count = sample_count + 1
+        samples = samples .. string.format("upshift-bench: non_2xx_sample status=%d body=%s\n", status,
+            (body or ""):sub(1, 300):gsub("[\r\n]", " "))
+    end
+    return false
+end
+
+-- wrk's timers count whole milliseconds: rounds `ms` up or down at random so that the mean stays exact.
+function whole_ms(ms)
+    local whole = math.floor(ms)
+    if math.random() < ms - whole then whole = whole + 1 end
+    return whole
+end
+
 -- Runs in the main state from done(): adds up the per-thread counters named in `totals`, the answers
 -- by status and the non-2xx samples; `each(thread)`, when given, sees every thread as well.
 function gather(totals, each)

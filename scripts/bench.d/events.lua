@@ -68,17 +68,7 @@ function request()
 end
 
 function response(status, headers, body)
-    statuses[status] = (statuses[status] or 0) + 1
-    if status < 200 or status > 299 then
-        answers_non_2xx = answers_non_2xx + 1
-        if sample_count < 3 then
-            sample_count = sample_count + 1
-            samples = samples .. format("upshift-bench: non_2xx_sample status=%d body=%s\n", status,
-                (body or ""):sub(1, 300):gsub("[\r\n]", " "))
-        end
-        return
-    end
-    answers_2xx = answers_2xx + 1
+    if not count_answer(status, body) then return end
     local id = body:match('"id"%s*:%s*"(%x+%-%x+%-%x+%-%x+%-%x+)"')
     local name = id and id:sub(1, 32)
     if name and pending[name] then

@@ -126,24 +126,11 @@ function delay()
         late_slots = late_slots + 1
         return 0
     end
-    -- wrk's timers count whole milliseconds: round at random so that the mean stays exact.
-    local whole = floor(wait)
-    if random() < wait - whole then whole = whole + 1 end
-    return whole
+    return whole_ms(wait)
 end
 
 function response(status, headers, body)
-    statuses[status] = (statuses[status] or 0) + 1
-    if status < 200 or status > 299 then
-        answers_non_2xx = answers_non_2xx + 1
-        if sample_count < 3 then
-            sample_count = sample_count + 1
-            samples = samples .. format("upshift-bench: non_2xx_sample status=%d body=%s\n", status,
-                (body or ""):sub(1, 300):gsub("[\r\n]", " "))
-        end
-        return
-    end
-    answers_2xx = answers_2xx + 1
+    if not count_answer(status, body) then return end
     events_accepted = events_accepted + (tonumber(body:match('"accepted"%s*:%s*(%d+)')) or 0)
     events_duplicate = events_duplicate + (tonumber(body:match('"duplicates"%s*:%s*(%d+)')) or 0)
     events_rejected = events_rejected + (tonumber(body:match('"rejected"%s*:%s*(%d+)')) or 0)

@@ -68,7 +68,7 @@ public struct ProjectionEvent: Sendable, Equatable {
     /// cannot apply (it goes to the dead letters).
     func installFacts() throws(ProjectionError) -> (install: UUID, platform: String, version: Version)? {
         guard let install = installId else {
-            if type.hasPrefix("app_") || type.hasPrefix("release_") || type.hasPrefix("policy_") { return nil }
+            if CatalogEvent.Kind(rawValue: type) != nil { return nil }
             throw ProjectionError("event has no installId")
         }
         guard let platform, !platform.isEmpty else { throw ProjectionError("event has no platform") }

@@ -36,7 +36,7 @@ public enum PromptFunnelFold {
             case .promptShown, .promptDismissed, .updateStarted, .blocked: break
             default: continue
             }
-            do {
+            do throws(ProjectionError) {
                 guard let facts = try event.installFacts() else { continue }
                 guard let text = event.targetVersion, let target = Version(text) else {
                     throw ProjectionError("targetVersion \(event.targetVersion.map { "'\($0)'" } ?? "is missing") is not a version")
@@ -67,10 +67,8 @@ public enum PromptFunnelFold {
                 default: marks.blocked = true
                 }
                 output.marks[key] = marks
-            } catch let error as ProjectionError {
-                output.deadLetters.append(DeadLetter(event: event, error: error.description))
             } catch {
-                output.deadLetters.append(DeadLetter(event: event, error: "\(error)"))
+                output.deadLetters.append(DeadLetter(event: event, error: error.description))
             }
         }
         return output

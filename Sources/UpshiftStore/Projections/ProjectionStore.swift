@@ -36,20 +36,7 @@ public struct ProjectionStore: Sendable {
     // MARK: Registry
 
     public func generations() async throws -> [ProjectionGeneration] {
-        let rows = try await client.query(
-            """
-            SELECT name, generation, version, state, last_tx::text, last_pos, max_recorded_at, events, updated_at
-            FROM projections ORDER BY name, generation
-            """, logger: logger)
-        var result: [ProjectionGeneration] = []
-        for try await row in rows.decode((String, Int, Int, String, String, Int64, Date?, Int64, Date).self) {
-            result.append(
-                ProjectionGeneration(
-                    name: row.0, generation: row.1, version: row.2, state: ProjectionGeneration.State(rawValue: row.3) ?? .retired,
-                    checkpoint: FeedPosition(transaction: UInt64(row.4) ?? 0, position: row.5), maxRecordedAt: row.6,
-                    events: row.7, updatedAt: row.8))
-        }
-        return result
+        try await client.withConnection { connection in try await Self.generations(on: connection, logger: logger) }
     }
 
     /// The active generation of each projection (what reports read).
@@ -194,11 +181,16 @@ public struct ProjectionStore: Sendable {
         try await connection.query("SELECT pg_advisory_xact_lock(hashtext('upshift:projections'))", logger: logger)
     }
 
-    private static func generations(on connection: PostgresConnection, logger: Logger) async throws -> [ProjectionGeneration] {
+    /// Registry rows, all of them or those of one projection generation.
+    static func generations(
+        on connection: PostgresConnection, only: (name: String, generation: Int)? = nil, logger: Logger
+    ) async throws -> [ProjectionGeneration] {
         let rows = try await connection.query(
             """
             SELECT name, generation, version, state, last_tx::text, last_pos, max_recorded_at, events, updated_at
-            FROM projections ORDER BY name, generation
+            FROM projections
+            WHERE \(only == nil) OR (name = \(only?.name ?? "") AND generation = \(only?.generation ?? 0))
+            ORDER BY name, generation
             """, logger: logger)
         var result: [ProjectionGeneration] = []
         for try await row in rows.decode((String, Int, Int, String, String, Int64, Date?, Int64, Date).self) {
@@ -216,12 +208,9 @@ public struct ProjectionStore: Sendable {
         _ definition: any ProjectionDefinition, state: ProjectionGeneration.State, existing: [ProjectionGeneration],
         on connection: PostgresConnection, logger: Logger
     ) async throws -> ProjectionGeneration {
-        // Generation numbers are never reused, even after a retired one was dropped.
-        let rows = try await connection.query(
-            "SELECT coalesce(max(generation), 0) FROM projections WHERE name = \(definition.name)", logger: logger)
-        var highest = existing.map(\.generation).max() ?? 0
-        for try await value in rows.decode(Int.self) { highest = max(highest, value) }
-        let generation = highest + 1
+        // One past the highest registered (read under the registry lock); leftovers of a dropped
+        // generation with that number are cleared first.
+        let generation = (existing.map(\.generation).max() ?? 0) + 1
         for table in definition.tables {
             try await connection.query(
                 "DROP TABLE IF EXISTS \(unescaped: ProjectionTables.name(table, generation: generation))", logger: logger)
@@ -254,48 +243,14 @@ public struct ProjectionLeader: Sendable {
 
     /// The generation's registry row as stored now (nil once it was dropped).
     public func current() async throws -> ProjectionGeneration? {
-        let rows = try await connection.query(
-            """
-            SELECT name, generation, version, state, last_tx::text, last_pos, max_recorded_at, events, updated_at
-            FROM projections WHERE name = \(definition.name) AND generation = \(generation)
-            """, logger: logger)
-        for try await row in rows.decode((String, Int, Int, String, String, Int64, Date?, Int64, Date).self) {
-            return ProjectionGeneration(
-                name: row.0, generation: row.1, version: row.2, state: ProjectionGeneration.State(rawValue: row.3) ?? .retired,
-                checkpoint: FeedPosition(transaction: UInt64(row.4) ?? 0, position: row.5), maxRecordedAt: row.6,
-                events: row.7, updatedAt: row.8)
-        }
-        return nil
+        try await ProjectionStore.generations(
+            on: connection, only: (definition.name, generation), logger: logger
+        ).first
     }
 
-    /// The next at most `limit` events of the gap-free feed after `position` (DESIGN.md 5.2), with the
-    /// `data` fields projections read.
+    /// The next at most `limit` events of the gap-free feed after `position`, on the leader's connection.
     public func read(after position: FeedPosition, limit: Int) async throws -> [ProjectionEvent] {
-        let rows = try await connection.query(
-            """
-            SELECT tx_id::text, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
-                   app_version, data->>'osVersion', data->>'locale', data->>'promptKind', data->>'targetVersion',
-                   data->>'dismissAction', CASE WHEN install_id IS NULL THEN data::text END
-            FROM event_log
-            WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
-              AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY event_log.tx_id, event_log.position
-            LIMIT \(limit)
-            """, logger: logger)
-        var events: [ProjectionEvent] = []
-        events.reserveCapacity(limit)
-        for try await row in rows.decode(
-            (String, Int64, UUID, Date, Date, String, String, UUID?, String?, String?, String?, String?, String?,
-             String?, String?, String?).self)
-        {
-            events.append(
-                ProjectionEvent(
-                    feedPosition: FeedPosition(transaction: UInt64(row.0) ?? 0, position: row.1), id: row.2,
-                    occurredAt: row.3, recordedAt: row.4, appId: row.5, type: row.6, installId: row.7, platform: row.8,
-                    appVersion: row.9, osVersion: row.10, locale: row.11, promptKind: row.12, targetVersion: row.13,
-                    dismissAction: row.14, catalogData: row.15))
-        }
-        return events
+        try await FeedReader.read(on: connection, after: position, limit: limit, logger: logger)
     }
 
     /// Runs `operation` on the leader's connection, closing the connection when it takes longer than
