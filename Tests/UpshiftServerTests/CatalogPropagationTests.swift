@@ -93,19 +93,23 @@ import UpshiftTestSupport
                 if !caughtUp { try await Task.sleep(for: .milliseconds(100)) }
             }
             #expect(caughtUp, "the snapshot did not catch up after the database returned")
-            // Nothing is lost silently: each observation is stored (if its flush outlived the cut) or counted.
+            // Nothing is lost silently: each observation is stored (if its flush outlived the cut) or counted
+            // as dropped. A flush whose commit reached PostgreSQL just as the proxy cut the answer is both:
+            // the writer cannot tell, so it counts the loss it cannot rule out.
             var accounted = 0
+            var stored = 0
             let settle = ContinuousClock.now.advanced(by: .seconds(10))
             while accounted < 5, ContinuousClock.now < settle {
                 let metrics = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
                 let dropped = metrics.split(separator: "\n")
                     .first { $0.hasPrefix("upshift_check_observations_dropped_total ") }
                     .flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
-                let stored = try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'")
+                stored = try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'")
                 accounted = dropped + stored
                 if accounted < 5 { try await Task.sleep(for: .milliseconds(100)) }
             }
-            #expect(accounted == 5)
+            #expect(accounted >= 5)
+            #expect(stored <= 5)
         }
         await proxy.stop()
     }
