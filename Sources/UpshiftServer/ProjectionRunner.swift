@@ -15,8 +15,8 @@ public struct ProjectionSettings: Sendable {
     public var pollInterval: Duration = .milliseconds(500)
     /// How often a standby tries to take over the lock of a projection another instance runs.
     public var standbyInterval: Duration = .seconds(1)
-    /// A read or a batch taking longer has its connection closed (and is retried): a connection whose
-    /// server went away can otherwise leave it waiting for ever.
+    /// A statement of a runner (a read, or a whole batch) taking longer has its connection closed, and
+    /// the runner starts over from the stored checkpoint. (A closed connection fails it at once.)
     public var batchTimeout: Duration = .seconds(120)
     /// Tests only: runs inside each batch's transaction after its writes, before the commit; what it
     /// throws rolls the batch back. Given the projection's name.
@@ -111,7 +111,7 @@ public final class ProjectionRunner: Service, Sendable {
         var failures = 0
         while !Task.isCancelled {
             do {
-                let outcome = try await store.lead(definition, generation: generation) { leader in
+                let outcome = try await store.lead(definition, generation: generation, limit: settings.batchTimeout) { leader in
                     try await self.drive(leader)
                 }
                 switch outcome {
@@ -151,7 +151,7 @@ public final class ProjectionRunner: Service, Sendable {
         let building = try await store.beginRebuild(definition)
         progress(building)
         while true {
-            let outcome = try await store.lead(definition, generation: building.generation) { leader in
+            let outcome = try await store.lead(definition, generation: building.generation, limit: settings.batchTimeout) { leader in
                 try await self.drive(leader, untilActive: true, progress: progress)
             }
             if outcome != nil { break }
@@ -186,9 +186,7 @@ public final class ProjectionRunner: Service, Sendable {
             guard current.state != .retired else { return .retired }
             let seen = signal.count
             let checkpoint = current.checkpoint
-            let events = try await leader.guarded(settings.batchTimeout) {
-                try await leader.read(after: checkpoint, limit: settings.batchSize)
-            }
+            let events = try await leader.read(after: checkpoint, limit: settings.batchSize)
             if events.isEmpty {
                 if current.state == .building {
                     try await store.activate(leader.definition, generation: leader.generation)
@@ -207,9 +205,7 @@ public final class ProjectionRunner: Service, Sendable {
             let batch = Array(events.prefix(leader.definition.batchLength(events)))
             do {
                 let from = current
-                let result = try await leader.guarded(settings.batchTimeout) {
-                    try await leader.apply(batch, from: from, beforeCommit: beforeCommit)
-                }
+                let result = try await leader.apply(batch, from: from, beforeCommit: beforeCommit)
                 current = result.checkpoint
                 progress?(current)
                 applied.increment(by: Int64(batch.count))

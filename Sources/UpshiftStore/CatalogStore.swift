@@ -178,8 +178,7 @@ public struct CatalogStore: Sendable {
         let stream = "app:\(app.id)"
         let urls = try CatalogCoding.json(app.updateURL)
         let stores = try CatalogCoding.json(app.storeId)
-        try await unwrappingTransactionErrors {
-          try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let head = try await connection.query(
                 "INSERT INTO streams (stream_id, version) VALUES (\(stream), 1) ON CONFLICT DO NOTHING RETURNING version",
                 logger: logger)
@@ -192,7 +191,6 @@ public struct CatalogStore: Sendable {
                 VALUES (\(app.id), \(app.name), \(app.defaultLocale), \(urls)::jsonb, \(stores)::jsonb, \(now))
                 """, logger: logger)
             try await record(event, appId: app.id, streamVersion: 1, now: now, on: connection)
-          }
         }
         return app
     }
@@ -313,16 +311,14 @@ public struct CatalogStore: Sendable {
         appId: String, now: Date,
         _ body: @escaping @Sendable (PostgresConnection, Int) async throws -> T
     ) async throws -> T {
-        try await unwrappingTransactionErrors {
-            try await client.withTransaction(logger: logger) { connection in
-                let head = try await connection.query(
-                    "UPDATE streams SET version = version + 1 WHERE stream_id = \("app:\(appId)") RETURNING version",
-                    logger: logger)
-                var version: Int?
-                for try await value in head.decode(Int.self) { version = value }
-                guard let version else { throw CatalogError.appNotFound(appId) }
-                return try await body(connection, version)
-            }
+        try await client.transaction(logger: logger) { connection in
+            let head = try await connection.query(
+                "UPDATE streams SET version = version + 1 WHERE stream_id = \("app:\(appId)") RETURNING version",
+                logger: logger)
+            var version: Int?
+            for try await value in head.decode(Int.self) { version = value }
+            guard let version else { throw CatalogError.appNotFound(appId) }
+            return try await body(connection, version)
         }
     }
 
@@ -337,15 +333,5 @@ public struct CatalogStore: Sendable {
                     \(try CatalogCoding.json(event))::jsonb)
             """, logger: logger)
         try await connection.query("SELECT pg_notify(\(Self.notifyChannel), \(appId))", logger: logger)
-    }
-
-    /// `withTransaction` wraps what the body threw; callers want the catalog error itself.
-    private func unwrappingTransactionErrors<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as PostgresTransactionError {
-            if let inner = error.closureError { throw inner }
-            throw error
-        }
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// The connection pool of one PostgreSQL database, and what the server asks of it as a whole.
 public final class Database: Sendable {
@@ -32,27 +33,133 @@ public final class Database: Sendable {
     /// Whether `error` means the database could not be reached (rather than refused a statement).
     public static func isConnectionError(_ error: any Error) -> Bool {
         if let error = error as? PSQLError { return error.code == .connectionError || error.code == .serverClosedConnection || error.code == .clientClosedConnection }
-        return error is DeadlineExceeded
+        return error is DeadlineExceeded || error is ConnectionLost
     }
 }
 
-/// Thrown by ``withDeadline(_:_:)`` when the operation took longer than allowed.
+/// Thrown by ``withDeadline(_:abandonWhen:_:)`` when the operation took longer than allowed.
 public struct DeadlineExceeded: Error {
     public init() {}
 }
 
-/// Runs `operation`, cancelling it and throwing ``DeadlineExceeded`` when it takes longer than `limit`.
-public func withDeadline<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T)
-    async throws -> T
-{
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return nil
+/// Thrown when the connection an operation ran on closed under it (the server ended the session, or
+/// the network dropped it); whether its last statement committed is unknown.
+public struct ConnectionLost: Error, CustomStringConvertible {
+    public init() {}
+    public var description: String { "the database connection closed during the operation" }
+}
+
+/// Runs `operation` and returns what it returns, unless it takes longer than `limit` (throws
+/// ``DeadlineExceeded``) or `abandonWhen` turns true first (polled every 100 ms; throws
+/// ``ConnectionLost``). Either way the operation is cancelled and no longer waited for: PostgresNIO
+/// 1.33 never completes a statement sent on a connection that already closed, so a caller that
+/// waited for it would wait for ever. Cancelling the caller cancels the operation.
+public func withDeadline<T: Sendable>(
+    _ limit: Duration?, abandonWhen lost: (@Sendable () -> Bool)? = nil,
+    _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let outcome = FirstOutcome<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            outcome.start(continuation)
+            let watchdog = Task {
+                let deadline = limit.map { ContinuousClock.now.advanced(by: $0) }
+                while deadline.map({ ContinuousClock.now < $0 }) ?? true {
+                    if lost?() == true {
+                        outcome.settle(.failure(ConnectionLost()))
+                        return
+                    }
+                    let pause = Duration.milliseconds(lost == nil ? 60_000 : 100)
+                    try await Task.sleep(for: deadline.map { min(pause, $0 - ContinuousClock.now) } ?? pause)
+                }
+                outcome.settle(.failure(DeadlineExceeded()))
+            }
+            outcome.run(
+                Task {
+                    defer { watchdog.cancel() }
+                    do { outcome.settle(.success(try await operation())) } catch { outcome.settle(.failure(error)) }
+                })
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else { throw DeadlineExceeded() }
-        return value
+    } onCancel: {
+        outcome.cancel()
+    }
+}
+
+extension PostgresClient {
+    /// `withConnection`, except that `body` fails with ``ConnectionLost`` as soon as the connection
+    /// closes under it (the server ended the session or the network dropped it) instead of waiting
+    /// for ever for a statement PostgresNIO sent after the close.
+    public func withLiveConnection<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withConnection { connection in
+            guard !connection.isClosed else { throw ConnectionLost() }
+            return try await withDeadline(nil, abandonWhen: { connection.isClosed }) { try await body(connection) }
+        }
+    }
+
+    /// One transaction on a live connection (``withLiveConnection(_:)``); what `body` throws is
+    /// rethrown as itself.
+    public func transaction<T: Sendable>(
+        logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withLiveConnection { connection in try await connection.transaction(logger: logger, body) }
+    }
+}
+
+extension PostgresConnection {
+    /// `withTransaction`, rethrowing what `body` threw as itself rather than wrapped in a
+    /// `PostgresTransactionError` (callers want their own errors back).
+    public func transaction<T: Sendable>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as PostgresTransactionError {
+            if let inner = error.closureError { throw inner }
+            throw error
+        }
+    }
+}
+
+/// Whichever of an operation and its watchdog ends first resumes the caller; the other is ignored.
+private final class FirstOutcome<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var work: Task<Void, Never>?
+        var cancelled = false
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    /// The task running the operation; cancelled at once when the caller already was.
+    func run(_ work: Task<Void, Never>) {
+        let cancel = state.withLock { state in
+            state.work = work
+            return state.cancelled
+        }
+        if cancel { work.cancel() }
+    }
+
+    func cancel() {
+        state.withLock { state in
+            state.cancelled = true
+            return state.work
+        }?.cancel()
+    }
+
+    func settle(_ result: Result<T, any Error>) {
+        let failed = if case .failure = result { true } else { false }
+        let settled = state.withLock { state -> (CheckedContinuation<T, any Error>, Task<Void, Never>?)? in
+            guard let continuation = state.continuation.take() else { return nil }
+            if failed { state.cancelled = true }
+            return (continuation, state.work)
+        }
+        guard let (continuation, work) = settled else { return }
+        if failed { work?.cancel() }
+        continuation.resume(with: result)
     }
 }

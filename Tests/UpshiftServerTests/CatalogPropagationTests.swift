@@ -55,8 +55,6 @@ import UpshiftTestSupport
         let proxy = try await TCPProxy.start(targetHost: harness.database.host, targetPort: harness.database.port)
         var configuration = harness.configuration()
         configuration.database.port = proxy.port
-        // No projection runner: a runner whose connection is cut mid-batch stalls (see ARCHITECTURE §12).
-        configuration.roles = [.http]
         let check = "/v1/apps/expenses/check?platform=ios&version=1.0&os=17.0"
         try await harness.run(configuration) { server in
             #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release).status == 201)

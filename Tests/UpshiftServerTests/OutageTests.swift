@@ -10,8 +10,6 @@ import UpshiftTestSupport
         let proxy = try await TCPProxy.start(targetHost: harness.database.host, targetPort: harness.database.port)
         var configuration = harness.configuration()
         configuration.database.port = proxy.port
-        // No projection runner: a runner whose connection is cut mid-batch stalls (see ARCHITECTURE §12).
-        configuration.roles = [.http]
         configuration.keyCacheSeconds = 600  // the key was looked up before the outage
         let now = harness.clock.now()
 
@@ -39,6 +37,8 @@ import UpshiftTestSupport
                 if !recovered { try await Task.sleep(for: .milliseconds(200)) }
             }
             #expect(recovered, "posts did not succeed again after the database came back")
+            // The projection runners, whose sessions the cut ended, reconnect and apply every stored event.
+            try await harness.waitForProjections(timeout: .seconds(30))
         }
         await proxy.stop()
         // The first and the recovering post are stored; the 503'd ones were not acknowledged.

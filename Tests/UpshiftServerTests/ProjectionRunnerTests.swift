@@ -11,18 +11,10 @@ import UpshiftTestSupport
 /// among several, rebuilds equal to incremental processing, late commits and poison events.
 @Suite struct ProjectionRunnerTests {
     @Test func interruptedBatchesLeaveTheTablesOfACleanRebuild() async throws {
-        let harness = try await Harness.make()
-        let events = sampleFleet(now: harness.clock.now())
-        try await post(events, harness: harness, roles: [.http])
-
-        var configuration = harness.configuration()
-        configuration.roles = [.projections]
-        configuration.projections.batchSize = 97
-        configuration.projections.batchTimeout = .seconds(5)
-        configuration.projections.standbyInterval = .milliseconds(100)
+        let (harness, events) = try await loggedFleet()
         let calls = Mutex(0)
         let failures = Mutex(0)
-        configuration.projections.beforeCommit = { _ in
+        let configuration = harness.smallBatchRunner { _ in
             let call = calls.withLock { $0 += 1; return $0 }
             if [4, 11, 20, 30].contains(call) {
                 failures.withLock { $0 += 1 }
@@ -37,6 +29,33 @@ import UpshiftTestSupport
         try await harness.run(configuration) { (_: Server) async throws in try await harness.waitForProjections() }
         #expect(failures.withLock { $0 } == 4)
 
+        try await harness.expectAdoptionMatchesTheLog()
+        try await harness.expectRebuildEqualsActiveTables()
+    }
+
+    @Test func aConnectionCutBeforeCommitLosesNothingAndCountsNothingTwice() async throws {
+        let (harness, _) = try await loggedFleet()
+        let calls = Mutex(0)
+        let cuts = Mutex(0)
+        let configuration = harness.smallBatchRunner { name in
+            let call = calls.withLock { $0 += 1; return $0 }
+            guard [3, 9, 17].contains(call) else { return }
+            // The server ends the runner's session (as a restart or a failover would) after the
+            // batch's writes, before its commit.
+            let terminated = try await harness.terminateLeader(of: name)
+            if terminated { cuts.withLock { $0 += 1 } }
+        }
+        let later = sampleFleet(now: harness.clock.now().addingTimeInterval(86_400), installs: 60)
+        try await harness.run(configuration) { (_: Server) async throws in
+            try await harness.waitForProjections(timeout: .seconds(60))
+            // Sessions ended while the runners wait for events: the next read notices and reconnects.
+            for projection in Projections.all {
+                #expect(try await harness.terminateLeader(of: projection.name), "\(projection.name) had a leader")
+            }
+            try await post(later, harness: harness, roles: [.http])
+            try await harness.waitForProjections(timeout: .seconds(60))
+        }
+        #expect(cuts.withLock { $0 } == 3)
         try await harness.expectAdoptionMatchesTheLog()
         try await harness.expectRebuildEqualsActiveTables()
     }
@@ -206,6 +225,27 @@ func sampleFleet(now: Date, installs: Int = 240) -> [[String: String]] {
     return events.enumerated().filter { $0.offset % 10 != 3 }.map(\.element) + late
 }
 
+/// A harness whose log holds `sampleFleet`, posted with the projection runner off.
+private func loggedFleet() async throws -> (Harness, [[String: String]]) {
+    let harness = try await Harness.make()
+    let events = sampleFleet(now: harness.clock.now())
+    try await post(events, harness: harness, roles: [.http])
+    return (harness, events)
+}
+
+extension Harness {
+    /// A server that only runs projections, in small batches, calling `beforeCommit` in each.
+    func smallBatchRunner(beforeCommit: @escaping @Sendable (String) async throws -> Void) -> AppConfiguration {
+        var configuration = configuration()
+        configuration.roles = [.projections]
+        configuration.projections.batchSize = 97
+        configuration.projections.batchTimeout = .seconds(10)
+        configuration.projections.standbyInterval = .milliseconds(100)
+        configuration.projections.beforeCommit = beforeCommit
+        return configuration
+    }
+}
+
 private func post(_ events: [[String: String]], harness: Harness, roles: Set<ServerRole>) async throws {
     var configuration = harness.configuration()
     configuration.roles = roles
@@ -218,6 +258,20 @@ private func post(_ events: [[String: String]], harness: Harness, roles: Set<Ser
 }
 
 extension Harness {
+    /// Terminates the backend that holds the runner lock of `projection`'s active or building
+    /// generation. True when one was terminated.
+    func terminateLeader(of projection: String) async throws -> Bool {
+        try await count(
+            """
+            SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid))::int8
+            FROM projections p JOIN pg_locks l ON l.locktype = 'advisory' AND l.database = (
+                    SELECT oid FROM pg_database WHERE datname = current_database())
+                AND ((l.classid::int8 << 32) | l.objid::int8)
+                    = hashtextextended('upshift:projection:' || p.name || ':' || p.generation, 0)
+            WHERE p.name = \(projection) AND p.state <> 'retired'
+            """) > 0
+    }
+
     /// Events applied, summed over the active generations.
     func appliedEvents() async throws -> Int {
         try await count("SELECT coalesce(sum(events), 0)::int8 FROM projections WHERE state = 'active'")

@@ -36,7 +36,7 @@ public struct ProjectionStore: Sendable {
     // MARK: Registry
 
     public func generations() async throws -> [ProjectionGeneration] {
-        try await client.withConnection { connection in try await Self.generations(on: connection, logger: logger) }
+        try await client.withLiveConnection { [logger] connection in try await Self.generations(on: connection, logger: logger) }
     }
 
     /// The active generation of each projection (what reports read).
@@ -50,7 +50,7 @@ public struct ProjectionStore: Sendable {
     /// Gives every projection an active generation (the first start creates its tables), and starts
     /// a rebuild for each whose active generation has an older version than the code's.
     public func prepare(_ definitions: [any ProjectionDefinition]) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
             let existing = try await Self.generations(on: connection, logger: logger)
             for definition in definitions {
@@ -71,7 +71,7 @@ public struct ProjectionStore: Sendable {
 
     /// A new building generation of `definition` (or the one already building), rebuilt from the start.
     public func beginRebuild(_ definition: any ProjectionDefinition) async throws -> ProjectionGeneration {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
             let mine = try await Self.generations(on: connection, logger: logger).filter { $0.name == definition.name }
             if let building = mine.first(where: { $0.state == .building }) { return building }
@@ -81,7 +81,7 @@ public struct ProjectionStore: Sendable {
 
     /// Switches `generation` in as the active one, then drops the tables of the one it replaces.
     public func activate(_ definition: any ProjectionDefinition, generation: Int) async throws {
-        let retired: [Int] = try await client.withTransaction(logger: logger) { connection in
+        let retired: [Int] = try await client.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
             let rows = try await connection.query(
                 """
@@ -103,7 +103,7 @@ public struct ProjectionStore: Sendable {
 
     /// Drops a generation's tables and forgets it.
     public func drop(_ definition: any ProjectionDefinition, generation: Int) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { [logger] connection in
             try await connection.query(
                 "DELETE FROM projections WHERE name = \(definition.name) AND generation = \(generation)", logger: logger)
             try await connection.query(
@@ -151,25 +151,23 @@ public struct ProjectionStore: Sendable {
 
     /// Runs `body` as the only runner of `generation` of `definition` across all instances, holding a
     /// session advisory lock on one connection for as long as `body` runs. Returns nil at once when
-    /// another runner holds it (this one stands by).
+    /// another runner holds it (this one stands by). Each statement of the leader must finish within
+    /// `limit`, and fails as soon as its connection closes.
     public func lead<T: Sendable>(
-        _ definition: any ProjectionDefinition, generation: Int,
+        _ definition: any ProjectionDefinition, generation: Int, limit: Duration,
         _ body: @Sendable (ProjectionLeader) async throws -> T
     ) async throws -> T? {
         let key = "upshift:projection:\(definition.name):\(generation)"
         return try await client.withConnection { connection in
-            let rows = try await connection.query(
-                "SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
-            var acquired = false
-            for try await value in rows.decode(Bool.self) { acquired = value }
-            guard acquired else { return nil }
-            let leader = ProjectionLeader(connection: connection, definition: definition, generation: generation, logger: logger)
+            let leader = ProjectionLeader(
+                connection: connection, definition: definition, generation: generation, limit: limit, logger: logger)
+            guard try await leader.lock(key) else { return nil }
             do {
                 let result = try await body(leader)
-                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+                await leader.unlock(key)
                 return result
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+                await leader.unlock(key)
                 throw error
             }
         }
@@ -239,33 +237,58 @@ public struct ProjectionLeader: Sendable {
     let connection: PostgresConnection
     public let definition: any ProjectionDefinition
     public let generation: Int
+    let limit: Duration
     let logger: Logger
 
     /// The generation's registry row as stored now (nil once it was dropped).
     public func current() async throws -> ProjectionGeneration? {
-        try await ProjectionStore.generations(
-            on: connection, only: (definition.name, generation), logger: logger
-        ).first
+        let (definition, generation, logger) = (definition, generation, logger)
+        return try await bounded { connection in
+            try await ProjectionStore.generations(on: connection, only: (definition.name, generation), logger: logger).first
+        }
     }
 
     /// The next at most `limit` events of the gap-free feed after `position`, on the leader's connection.
     public func read(after position: FeedPosition, limit: Int) async throws -> [ProjectionEvent] {
-        try await FeedReader.read(on: connection, after: position, limit: limit, logger: logger)
+        let logger = self.logger
+        return try await bounded { connection in
+            try await FeedReader.read(on: connection, after: position, limit: limit, logger: logger)
+        }
     }
 
-    /// Runs `operation` on the leader's connection, closing the connection when it takes longer than
-    /// `limit`. A connection whose server went away mid-transaction can leave a query waiting forever;
-    /// closing it fails what is pending, so the runner lets go of the lock and starts over.
-    public func guarded<T: Sendable>(_ limit: Duration, _ operation: @Sendable () async throws -> T) async throws -> T {
-        let connection = self.connection
+    func lock(_ key: String) async throws -> Bool {
         let logger = self.logger
-        let watchdog = Task {
-            try await Task.sleep(for: limit)
-            logger.warning("projection batch exceeded its time limit; closing its connection", metadata: ["limit": "\(limit)"])
-            try? await connection.close()
+        return try await bounded { connection in
+            let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
+            for try await acquired in rows.decode(Bool.self) { return acquired }
+            return false
         }
-        defer { watchdog.cancel() }
-        return try await operation()
+    }
+
+    /// Lets go of the lock; nothing to do when the connection closed (the session, and its lock, ended).
+    func unlock(_ key: String) async {
+        let logger = self.logger
+        _ = try? await bounded { connection in
+            try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+        }
+    }
+
+    /// Runs `operation` on the leader's connection within the leader's time limit. A connection that
+    /// closed fails the operation at once (``ConnectionLost``); one that outlasts the limit is closed
+    /// (``DeadlineExceeded``). Either way the runner lets go and starts over from the stored checkpoint,
+    /// which tells it whether the last batch committed.
+    private func bounded<T: Sendable>(_ operation: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = self.connection
+        guard !connection.isClosed else { throw ConnectionLost() }
+        do {
+            return try await withDeadline(limit, abandonWhen: { connection.isClosed }) { try await operation(connection) }
+        } catch let error as DeadlineExceeded {
+            logger.warning(
+                "projection statement exceeded its time limit; closing its connection",
+                metadata: ["projection": "\(definition.name)", "limit": "\(limit)"])
+            try? await connection.close()
+            throw error
+        }
     }
 
     /// The result of a batch.
@@ -292,8 +315,8 @@ public struct ProjectionLeader: Sendable {
         let definition = self.definition
         let generation = self.generation
         let logger = self.logger
-        do {
-            return try await connection.withTransaction(logger: logger) { connection in
+        return try await bounded { connection in
+            try await connection.transaction(logger: logger) { connection in
                 let rows = try await connection.query(
                     """
                     UPDATE projections
@@ -333,9 +356,6 @@ public struct ProjectionLeader: Sendable {
                 checkpoint.events += Int64(events.count)
                 return Applied(checkpoint: checkpoint, deadLetters: dead.count)
             }
-        } catch let error as PostgresTransactionError {
-            if let inner = error.closureError { throw inner }
-            throw error
         }
     }
 }
