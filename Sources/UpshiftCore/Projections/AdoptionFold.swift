@@ -81,11 +81,12 @@ public enum AdoptionFold {
     ) -> Output {
         var output = Output()
         var maxRecorded = maxRecordedAt
+        var versions = VersionCache()
         for event in events {
             if maxRecorded.map({ event.recordedAt > $0 }) ?? true { maxRecorded = event.recordedAt }
-            let facts: (install: UUID, platform: String, version: Version)
+            let facts: (install: UUID, platform: String, version: ParsedVersion)
             do {
-                guard let found = try event.installFacts() else { continue }
+                guard let found = try event.installFacts(&versions) else { continue }
                 facts = found
             } catch {
                 output.deadLetters.append(DeadLetter(event: event, error: error.description))

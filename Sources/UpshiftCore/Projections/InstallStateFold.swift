@@ -54,10 +54,11 @@ public enum InstallStateFold {
         var states: [InstallKey: InstallStateRow] = [:]
         var versions: [InstallVersionKey: InstallVersionRow] = [:]
         var output = Output()
+        var parsed = VersionCache()
         for event in events {
-            let facts: (install: UUID, platform: String, version: Version)
+            let facts: (install: UUID, platform: String, version: ParsedVersion)
             do {
-                guard let found = try event.installFacts() else { continue }
+                guard let found = try event.installFacts(&parsed) else { continue }
                 facts = found
             } catch {
                 output.deadLetters.append(DeadLetter(event: event, error: error.description))

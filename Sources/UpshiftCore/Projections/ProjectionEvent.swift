@@ -66,16 +66,39 @@ public struct ProjectionEvent: Sendable, Equatable {
     /// The install's event as a projection may count it: an install id, a platform and a valid version.
     /// Catalog events (no install) yield nil; a client event without them is an error the projection
     /// cannot apply (it goes to the dead letters).
-    func installFacts() throws(ProjectionError) -> (install: UUID, platform: String, version: Version)? {
+    func installFacts(_ versions: inout VersionCache) throws(ProjectionError)
+        -> (install: UUID, platform: String, version: ParsedVersion)?
+    {
         guard let install = installId else {
             if CatalogEvent.Kind(rawValue: type) != nil { return nil }
             throw ProjectionError("event has no installId")
         }
         guard let platform, !platform.isEmpty else { throw ProjectionError("event has no platform") }
-        guard let text = appVersion, let version = Version(text) else {
+        guard let text = appVersion, let version = versions.parse(text) else {
             throw ProjectionError("appVersion \(appVersion.map { "'\($0)'" } ?? "is missing") is not a version")
         }
         return (install, platform, version)
+    }
+}
+
+/// A version with the spellings projections store: the report spelling and the sort key.
+public struct ParsedVersion: Sendable, Equatable {
+    public var value: Version
+    public var normalized: String
+    public var sortKey: String
+}
+
+/// Parses each distinct version string once: a batch has thousands of events and a handful of versions.
+public struct VersionCache: Sendable {
+    private var known: [String: ParsedVersion?] = [:]
+
+    public init() {}
+
+    public mutating func parse(_ text: String) -> ParsedVersion? {
+        if let cached = known[text] { return cached }
+        let parsed = Version(text).map { ParsedVersion(value: $0, normalized: $0.normalized, sortKey: $0.sortKey) }
+        known[text] = .some(parsed)
+        return parsed
     }
 }
 

@@ -30,6 +30,7 @@ public enum PromptFunnelFold {
 
     public static func fold(_ events: [ProjectionEvent]) -> Output {
         var output = Output()
+        var versions = VersionCache()
         for event in events {
             guard let type = EventType(rawValue: event.type) else { continue }
             switch type {
@@ -37,8 +38,8 @@ public enum PromptFunnelFold {
             default: continue
             }
             do throws(ProjectionError) {
-                guard let facts = try event.installFacts() else { continue }
-                guard let text = event.targetVersion, let target = Version(text) else {
+                guard let facts = try event.installFacts(&versions) else { continue }
+                guard let text = event.targetVersion, let target = versions.parse(text) else {
                     throw ProjectionError("targetVersion \(event.targetVersion.map { "'\($0)'" } ?? "is missing") is not a version")
                 }
                 let kind: PromptKind

@@ -111,6 +111,7 @@ public enum ReleaseCohortFold {
         var output = Output()
         var byApp: [String: [TrackedRelease]] = [:]
         for release in releases.values { byApp[release.key.appId, default: []].append(release) }
+        var versions = VersionCache()
         for event in events {
             if isBarrier(event) {
                 do {
@@ -124,9 +125,9 @@ public enum ReleaseCohortFold {
                 break  // the batch ends here (`batchLength`)
             }
             guard let tracked = byApp[event.appId] else { continue }
-            let facts: (install: UUID, platform: String, version: Version)
+            let facts: (install: UUID, platform: String, version: ParsedVersion)
             do {
-                guard let found = try event.installFacts() else { continue }
+                guard let found = try event.installFacts(&versions) else { continue }
                 facts = found
             } catch {
                 output.deadLetters.append(DeadLetter(event: event, error: error.description))
@@ -138,7 +139,7 @@ public enum ReleaseCohortFold {
                 // Ties in occurredAt go to the later event in the feed: this one.
                 if let current = output.candidates[key], current.lastBeforeAt > event.occurredAt { continue }
                 output.candidates[key] = CohortCandidate(
-                    lastBeforeAt: event.occurredAt, below: facts.version < release.version)
+                    lastBeforeAt: event.occurredAt, below: facts.version.value < release.version)
             }
         }
         return output
