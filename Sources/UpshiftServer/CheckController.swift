@@ -31,10 +31,10 @@ struct CheckController: Sendable {
         self.trustedProxies = trustedProxies
         self.observationBuffer = settings.observationBuffer
         self.logger = logger
-        observed = metrics.makeCounter(name: "upshift_check_observations_total", help: "checked events queued")
-        dropped = metrics.makeCounter(
-            name: "upshift_check_observations_dropped_total", help: "checked events dropped (buffer full or database down)")
-        limited = metrics.makeCounter(name: "upshift_check_rate_limited_total", help: "checks answered 429")
+        observed = metrics.counter("check_observations", help: "checked events queued")
+        dropped = metrics.counter(
+            "check_observations_dropped", help: "checked events dropped (buffer full or database down)")
+        limited = metrics.counter("check_rate_limited", help: "checks answered 429")
     }
 
     func addRoutes(to router: Router<UpshiftRequestContext>) {

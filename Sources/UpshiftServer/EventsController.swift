@@ -25,8 +25,8 @@ struct EventsController: Sendable {
         self.clock = clock
         var counters: [IngestResponse.Status: Prometheus.Counter] = [:]
         for status in [IngestResponse.Status.accepted, .duplicate, .rejected] {
-            counters[status] = metrics.makeCounter(
-                name: "upshift_events_total", labels: [("status", status.rawValue)], help: "Posted events by result")
+            counters[status] = metrics.counter(
+                "events", labels: [("status", status.rawValue)], help: "Posted events by result")
         }
         self.counters = counters
     }

@@ -65,9 +65,9 @@ final class IngestionWriter: Service, Sendable {
         self.settings = settings
         self.logger = logger
         self.wake = wake
-        self.flushed = metrics.makeCounter(name: "upshift_ingest_flushes_total", help: "Group commits of events")
-        self.flushFailures = metrics.makeCounter(
-            name: "upshift_ingest_flush_failures_total", help: "Group commits that failed (database unavailable)")
+        self.flushed = metrics.counter("ingest_flushes", help: "Group commits of events")
+        self.flushFailures = metrics.counter(
+            "ingest_flush_failures", help: "Group commits that failed (database unavailable)")
     }
 
     /// Appends `events` (distinct ids) and returns the ids that were new, once they are committed.

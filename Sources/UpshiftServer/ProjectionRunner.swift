@@ -53,9 +53,9 @@ public final class ProjectionRunner: Service, Sendable {
         self.settings = settings
         self.signal = signal
         self.logger = logger
-        applied = metrics.makeCounter(name: "upshift_projection_events_total", help: "Events applied by projection runners")
-        deadLettered = metrics.makeCounter(
-            name: "upshift_projection_dead_letters_total", help: "Events projections could not apply")
+        applied = metrics.counter("projection_events", help: "Events applied by projection runners")
+        deadLettered = metrics.counter(
+            "projection_dead_letters", help: "Events projections could not apply")
     }
 
     /// A runner outside `upshift serve` (the CLI's rebuild): no wake-ups, metrics of its own.

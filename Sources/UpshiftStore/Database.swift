@@ -38,8 +38,9 @@ public final class Database: Sendable {
 }
 
 /// Thrown by ``withDeadline(_:abandonWhen:_:)`` when the operation took longer than allowed.
-public struct DeadlineExceeded: Error {
+public struct DeadlineExceeded: Error, CustomStringConvertible {
     public init() {}
+    public var description: String { "the operation took longer than its time limit" }
 }
 
 /// Thrown when the connection an operation ran on closed under it (the server ended the session, or

@@ -1,0 +1,10 @@
+import Prometheus
+
+extension PrometheusCollectorRegistry {
+    /// The counter `upshift_<name>_total` (created once; the same name returns the same counter).
+    func counter(_ name: String, labels: [(String, String)] = [], help: String) -> Counter {
+        makeCounter(
+            descriptor: MetricNameDescriptor(namespace: "upshift", metricName: name, unitName: "total", helpText: help),
+            labels: labels)
+    }
+}
