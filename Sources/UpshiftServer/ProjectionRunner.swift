@@ -67,7 +67,7 @@ public final class ProjectionRunner: Service, Sendable {
 
     public func run() async throws {
         // Shutdown cancels the workers: a batch in flight rolls back and is read again next time.
-        try await cancelWhenGracefulShutdown { await self.supervise() }
+        await cancelWhenGracefulShutdown { await self.supervise() }
     }
 
     private func supervise() async {

@@ -14,7 +14,7 @@ final class ServerProcess: @unchecked Sendable {
     init(database: DatabaseSettings, port: Int, extraEnvironment: [String: String] = [:]) throws {
         self.port = port
         output = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-serve-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.executableURL = try TestEnvironment.binary()
         process.arguments = ["serve"]
         var environment = ProcessInfo.processInfo.environment

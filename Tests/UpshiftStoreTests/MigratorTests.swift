@@ -9,7 +9,7 @@ import UpshiftTestSupport
     func emptyDatabase() async throws -> DatabaseSettings {
         let server = try TestEnvironment.databaseSettings()
         let name = "ut_\(ProcessInfo.processInfo.processIdentifier)_m\(UInt32.random(in: 0...UInt32.max))"
-        try await withPostgres(server.with(database: "postgres"), maximumConnections: 1) { client in
+        _ = try await withPostgres(server.with(database: "postgres"), maximumConnections: 1) { client in
             try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         }
         return server.with(database: name)

@@ -132,7 +132,7 @@ public actor TestDatabases {
             try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         }
         let migrations = try Migration.load(from: TestEnvironment.migrationsDirectory)
-        try await withPostgres(server.with(database: name), maximumConnections: 1) { client in
+        _ = try await withPostgres(server.with(database: name), maximumConnections: 1) { client in
             try await Migrator(client: client, logger: TestEnvironment.logger).migrate(migrations)
         }
         return name

@@ -260,8 +260,9 @@ public struct ProjectionLeader: Sendable {
         let logger = self.logger
         return try await bounded { connection in
             let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
-            for try await acquired in rows.decode(Bool.self) { return acquired }
-            return false
+            var acquired = false
+            for try await value in rows.decode(Bool.self) { acquired = value }
+            return acquired
         }
     }
 
