@@ -46,12 +46,6 @@ local pool_size = 1024
 -- them with thread:get().
 mode = "fixed"
 pace_ms = nil
-requests_sent = 0
-statuses = {}        -- status code -> count
-samples = ""         -- the first few non-2xx answers
-sample_count = 0
-answers_2xx = 0
-answers_non_2xx = 0
 
 local random = math.random
 local floor = math.floor
@@ -108,8 +102,7 @@ function done(summary, latency, requests)
     totals.requests_sent = totals.requests_sent - 1
     local answered = totals.answers_2xx + totals.answers_non_2xx
     local seconds = summary.duration / 1e6
-    local out = {}
-    local function line(key, value) table.insert(out, format("upshift-bench: %s=%s", key, tostring(value))) end
+    local out, line = summary_lines()
     line("mode", threads[1]:get("mode"))
     line("pace_ms", threads[1]:get("pace_ms") or "none")
     line("duration_s", format("%.3f", seconds))
@@ -118,9 +111,7 @@ function done(summary, latency, requests)
     line("responses_2xx", totals.answers_2xx)
     line("responses_non_2xx", totals.answers_non_2xx)
     line("requests_in_flight", totals.requests_sent - answered)
-    line("socket_errors", format("connect:%d,read:%d,write:%d,timeout:%d",
-        summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
-    line("requests_per_s", format("%.1f", totals.answers_2xx / seconds))
+    rate_lines(line, summary, totals, seconds)
     line("bytes_per_response", format("%.0f", summary.requests > 0 and summary.bytes / summary.requests or 0))
     latency_lines(line, latency, statuses_all)
     io.write(table.concat(out, "\n"), "\n", sample_text)

@@ -5,6 +5,15 @@
 local threads = {}
 local urandom = nil
 
+-- Per-thread answer counters (globals, so that done() can read them with thread:get()); count_answer()
+-- keeps them.
+requests_sent = 0
+statuses = {}        -- status code -> count
+samples = ""         -- the first few non-2xx answers
+sample_count = 0
+answers_2xx = 0
+answers_non_2xx = 0
+
 -- A random integer in [0, 65535] from /dev/urandom (the main state seeds nothing).
 local function random16()
     if urandom == nil then urandom = assert(io.open("/dev/urandom", "rb")) end
@@ -64,9 +73,23 @@ function gather(totals, each)
     return statuses_all, sample_text
 end
 
--- Writes, through line(name, value), the latency percentiles and the answers by status.
+-- The summary done() prints: returns the list of lines and line(name, value), which adds one.
+function summary_lines()
+    local out = {}
+    return out, function(key, value) table.insert(out, string.format("upshift-bench: %s=%s", key, tostring(value))) end
+end
+
+-- Writes, through line(name, value), wrk's socket errors and the 2xx answers per second.
+function rate_lines(line, summary, totals, seconds)
+    line("socket_errors", string.format("connect:%d,read:%d,write:%d,timeout:%d",
+        summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
+    line("requests_per_s", string.format("%.1f", totals.answers_2xx / seconds))
+end
+
+-- Writes, through line(name, value), the latency percentiles (p50, p95, p99, max) and the answers by status.
 function latency_lines(line, latency, statuses_all)
     line("latency_p50_ms", string.format("%.2f", latency:percentile(50) / 1000))
+    line("latency_p95_ms", string.format("%.2f", latency:percentile(95) / 1000))
     line("latency_p99_ms", string.format("%.2f", latency:percentile(99) / 1000))
     line("latency_max_ms", string.format("%.2f", latency.max / 1000))
     local codes = {}

@@ -21,17 +21,11 @@ threads = dofile(here .. "common.lua")
 per_request = 100
 unanswered_file = nil
 event_format = nil
-requests_sent = 0
-statuses = {}        -- status code -> count
-samples = ""         -- the first few non-2xx answers
-sample_count = 0
 pending = {}         -- request name -> true, until a 2xx answer names it
 acked_requests = 0
 events_accepted = 0
 events_duplicate = 0
 events_rejected = 0
-answers_2xx = 0
-answers_non_2xx = 0
 answers_unmatched = 0
 
 function init(args)
@@ -105,8 +99,7 @@ function done(summary, latency, requests)
     -- init() ran in the threads' states, not in this one: read its settings from a thread.
     local per = tonumber(threads[1]:get("per_request")) or 0
     local unanswered_path = threads[1]:get("unanswered_file")
-    local out = {}
-    local function line(key, value) table.insert(out, format("upshift-bench: %s=%s", key, tostring(value))) end
+    local out, line = summary_lines()
     line("events_per_request", per)
     line("duration_s", format("%.3f", seconds))
     line("requests_sent", totals.requests_sent)
@@ -118,9 +111,7 @@ function done(summary, latency, requests)
     line("events_accepted", totals.events_accepted)
     line("events_duplicate", totals.events_duplicate)
     line("events_rejected", totals.events_rejected)
-    line("socket_errors", format("connect:%d,read:%d,write:%d,timeout:%d",
-        summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
-    line("requests_per_s", format("%.1f", totals.answers_2xx / seconds))
+    rate_lines(line, summary, totals, seconds)
     line("events_per_s", format("%.1f", totals.events_accepted / seconds))
     latency_lines(line, latency, statuses_all)
     io.write(table.concat(out, "\n"), "\n", sample_text)

@@ -38,12 +38,6 @@ end
 -- Per-thread state (globals, so that done() can read them with thread:get()).
 per_request = 20
 interval_ms = 20
-requests_sent = 0
-statuses = {}
-samples = ""
-sample_count = 0
-answers_2xx = 0
-answers_non_2xx = 0
 events_accepted = 0
 events_duplicate = 0
 events_rejected = 0
@@ -151,8 +145,7 @@ function done(summary, latency, requests)
     totals.requests_sent = totals.requests_sent - 1
     local per = tonumber(threads[1]:get("per_request")) or 0
     local seconds = summary.duration / 1e6
-    local out = {}
-    local function line(key, value) table.insert(out, format("upshift-bench: %s=%s", key, tostring(value))) end
+    local out, line = summary_lines()
     line("events_per_request", per)
     line("duration_s", format("%.3f", seconds))
     line("requests_sent", totals.requests_sent)
@@ -164,11 +157,8 @@ function done(summary, latency, requests)
     line("events_duplicate", totals.events_duplicate)
     line("events_rejected", totals.events_rejected)
     line("late_slots", totals.late_slots)
-    line("socket_errors", format("connect:%d,read:%d,write:%d,timeout:%d",
-        summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
-    line("requests_per_s", format("%.1f", totals.answers_2xx / seconds))
+    rate_lines(line, summary, totals, seconds)
     line("events_per_s", format("%.1f", totals.events_accepted / seconds))
     latency_lines(line, latency, statuses_all)
-    line("latency_p95_ms", format("%.2f", latency:percentile(95) / 1000))
     io.write(table.concat(out, "\n"), "\n", sample_text)
 end

@@ -8,13 +8,6 @@
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 threads = dofile(here .. "common.lua")
 
-requests_sent = 0
-statuses = {}
-samples = ""
-sample_count = 0
-answers_2xx = 0
-answers_non_2xx = 0
-
 local format = string.format
 local prepared = nil
 
@@ -39,16 +32,12 @@ function done(summary, latency, requests)
     local totals = { requests_sent = 0, answers_2xx = 0, answers_non_2xx = 0 }
     local statuses_all, sample_text = gather(totals)
     local seconds = summary.duration / 1e6
-    local out = {}
-    local function line(key, value) table.insert(out, format("upshift-bench: %s=%s", key, tostring(value))) end
+    local out, line = summary_lines()
     line("duration_s", format("%.3f", seconds))
     line("responses_2xx", totals.answers_2xx)
     line("responses_non_2xx", totals.answers_non_2xx)
-    line("socket_errors", format("connect:%d,read:%d,write:%d,timeout:%d",
-        summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout))
-    line("requests_per_s", format("%.1f", totals.answers_2xx / seconds))
+    rate_lines(line, summary, totals, seconds)
     line("bytes_per_response", format("%.0f", summary.requests > 0 and summary.bytes / summary.requests or 0))
     latency_lines(line, latency, statuses_all)
-    line("latency_p95_ms", format("%.2f", latency:percentile(95) / 1000))
     io.write(table.concat(out, "\n"), "\n", sample_text)
 end
