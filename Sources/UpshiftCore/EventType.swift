@@ -15,11 +15,11 @@ public enum EventType: String, Sendable, CaseIterable, Codable {
 }
 
 /// The kind of update prompt an app showed.
-public enum PromptKind: String, Sendable, Codable {
+public enum PromptKind: String, Sendable, Codable, CaseIterable {
     case soft, force
 }
 
 /// How the user closed a soft prompt.
-public enum DismissAction: String, Sendable, Codable {
+public enum DismissAction: String, Sendable, Codable, CaseIterable {
     case later, skip
 }

@@ -18,6 +18,11 @@ public struct ProjectionSettings: Sendable {
     /// A statement of a runner (a read, or a whole batch) taking longer has its connection closed, and
     /// the runner starts over from the stored checkpoint. (A closed connection fails it at once.)
     public var batchTimeout: Duration = .seconds(120)
+    /// A generation at the start of the log (a first start, a rebuild) catches up set-based in one
+    /// transaction (`Backfill`) when the feed holds at least this many events; nil: always in batches.
+    public var backfillThreshold: Int? = 50_000
+    /// How long that one transaction may take before its connection is closed and it starts over.
+    public var backfillTimeout: Duration = .seconds(3_600)
     /// Tests only: runs inside each batch's transaction after its writes, before the commit; what it
     /// throws rolls the batch back. Given the projection's name.
     public var beforeCommit: (@Sendable (String) async throws -> Void)?
@@ -182,6 +187,23 @@ public final class ProjectionRunner: Service, Sendable {
         let beforeCommit = commitHook(for: name)
         guard var current = try await leader.current() else { return .retired }
         logger.info("projection runner active", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
+        if current.checkpoint == .start, let threshold = settings.backfillThreshold,
+            try await store.feedLength() >= threshold
+        {
+            let started = ContinuousClock.now
+            if let result = try await leader.backfill(from: current, limit: settings.backfillTimeout) {
+                current = result.checkpoint
+                progress?(current)
+                applied.increment(by: current.events)
+                if result.deadLetters > 0 { deadLettered.increment(by: Int64(result.deadLetters)) }
+                logger.notice(
+                    "projection backfilled",
+                    metadata: [
+                        "projection": "\(name)", "generation": "\(leader.generation)", "events": "\(current.events)",
+                        "deadLetters": "\(result.deadLetters)", "duration": "\(ContinuousClock.now - started)",
+                    ])
+            }
+        }
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }
             let seen = signal.count

@@ -32,17 +32,26 @@ public struct FeedReader: Sendable {
         // The ORDER BY names the table's columns: the output column `tx_id::text` would sort as text.
         let rows = try await connection.query(
             """
-            SELECT tx_id::text, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
-                   app_version, data->>'osVersion', data->>'locale', data->>'promptKind', data->>'targetVersion',
-                   data->>'dismissAction', CASE WHEN install_id IS NULL THEN data::text END
-            FROM event_log
+            SELECT \(unescaped: columns) FROM event_log
             WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
               AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
             ORDER BY event_log.tx_id, event_log.position
             LIMIT \(limit)
             """, logger: logger)
+        return try await decode(rows, reserving: limit)
+    }
+
+    /// What a projection reads of an event (`ProjectionEvent`), in the order `decode` takes it.
+    static let columns = """
+        tx_id::text, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
+        app_version, data->>'osVersion', data->>'locale', data->>'promptKind', data->>'targetVersion',
+        data->>'dismissAction', CASE WHEN install_id IS NULL THEN data::text END
+        """
+
+    /// Events from rows that select `columns`.
+    static func decode(_ rows: PostgresRowSequence, reserving capacity: Int = 0) async throws -> [ProjectionEvent] {
         var events: [ProjectionEvent] = []
-        events.reserveCapacity(limit)
+        events.reserveCapacity(capacity)
         for try await row in rows.decode(
             (String, Int64, UUID, Date, Date, String, String, UUID?, String?, String?, String?, String?, String?,
              String?, String?, String?).self)

@@ -45,6 +45,12 @@ struct ProjectionsCommand: AsyncParsableCommand {
 
         @Argument(help: "The projection: \(Projections.all.map(\.name).joined(separator: ", ")).") var name: String
         @Option(help: "Events per batch.") var batchSize = 10_000
+        @Flag(
+            help: """
+                Apply the log in batches from the start. By default a log of 50,000 events or more is first \
+                applied set-based, in one transaction, which shows no progress until it ends.
+                """)
+        var inBatches = false
 
         func run() async throws {
             guard let definition = Projections.named(name) else {
@@ -52,13 +58,17 @@ struct ProjectionsCommand: AsyncParsableCommand {
             }
             guard let folder = Migration.locateDirectory() else { throw ValidationError(MigrationError.directoryNotFound.description) }
             let migrations = try Migration.load(from: folder)
-            let batchSize = batchSize
+            let (batchSize, inBatches) = (batchSize, inBatches)
             let result = try await withDatabase { client, logger in
                 try await Migrator(client: client, logger: logger).migrate(migrations)
                 let store = ProjectionStore(client: client, logger: logger)
                 let total = try await store.feedLength()
                 var settings = ProjectionSettings()
                 settings.batchSize = batchSize
+                if inBatches { settings.backfillThreshold = nil }
+                if let threshold = settings.backfillThreshold, total >= threshold {
+                    FileHandle.standardError.write(Data("applying the log set-based in one transaction (--in-batches to follow progress)\n".utf8))
+                }
                 let bar = ProgressBar(total: total)
                 let generation = try await ProjectionRunner(store: store, settings: settings, logger: logger)
                     .rebuild(definition) { bar.update($0) }

@@ -74,6 +74,12 @@ import UpshiftTestSupport
             }
             #expect(postProblems == 0, "\(postProblems) posts were not answered as expected")
             try await compareCSV(fleet: fleet, server: server, readKey: harness.readKey)
+            // A set-based rebuild of every projection gives the same tables, so the same reports.
+            Self.progress("rebuilding set-based")
+            try await harness.expectRebuildEqualsActiveTables()
+            if let last = fleet.timeline.last(where: { if case .checkpoint = $0.1 { true } else { false } }) {
+                try await compareEveryReport(fleet: fleet, at: last.0, server: server, readKey: harness.readKey)
+            }
             Self.progress("done")
         }
     }

@@ -118,4 +118,74 @@ public struct AdoptionProjection: ProjectionDefinition {
                 logger: batch.logger)
         }
     }
+
+    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+        let versions = try await VersionSpellings.load(
+            ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
+        // The fold skips an event whose day had closed when it was read: its day is before the horizon
+        // of the largest recorded_at read so far, itself included. So the events of day d count up to
+        // the first event in the feed recorded on day d + 32 or later, and not from there on.
+        // (The first position of a day is the least [tx, position] pair: one pass, one group per day.)
+        let firstRecorded = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT (e.recorded_at AT TIME ZONE 'UTC')::date::text, min(ARRAY[e.tx_id::text::int8, e.position]),
+                           min(e.occurred_at)
+                    FROM event_log e WHERE \(backfill.included) GROUP BY 1
+                    """), logger: backfill.logger)
+        var firsts: [(day: UTCDay, position: FeedPosition)] = []
+        var earliest: UTCDay?
+        for try await (day, first, occurred) in firstRecorded.decode((String, [Int64], Date).self) {
+            guard let day = UTCDay(day), first.count == 2 else { continue }
+            firsts.append((day, FeedPosition(transaction: UInt64(first[0]), position: first[1])))
+            earliest = min(earliest ?? UTCDay(occurred), UTCDay(occurred))
+        }
+        var closing: (days: [String], transactions: [String], positions: [Int64]) = ([], [], [])
+        if let earliest, let latest = firsts.map(\.day).max() {
+            // From the latest recorded day down: the first position of any day at or after it.
+            var from: [UTCDay: FeedPosition] = [:]
+            var first: FeedPosition?
+            for (day, position) in firsts.sorted(by: { $0.day > $1.day }) {
+                first = min(first ?? position, position)
+                from[day] = first
+            }
+            var next: FeedPosition?
+            var day = latest.adding(days: -(AdoptionFold.openDays + 1))
+            while day >= earliest {
+                next = from[day.adding(days: AdoptionFold.openDays + 1)] ?? next
+                if let next {
+                    closing.days.append(day.description)
+                    closing.transactions.append(String(next.transaction))
+                    closing.positions.append(next.position)
+                }
+                day = day.adding(days: -1)
+            }
+        }
+        let horizon = AdoptionFold.horizon(maxRecordedAt: backfill.maxRecordedAt)!
+        // Each install's last counted event of each day; the days of the open window stay as working state.
+        try await backfill.run(
+            """
+            WITH \(VersionSpellings.cte),
+            closing(day, tx, pos) AS (SELECT d::date, t::xid8, p FROM unnest($4::text[], $5::text[], $6::int8[]) AS c(d, t, p)),
+            last AS MATERIALIZED (
+                SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
+                       e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
+                       v.normalized, v.sort_key, e.occurred_at
+                FROM event_log e JOIN versions v ON v.raw = e.app_version
+                LEFT JOIN closing c ON c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
+                WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
+                  AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
+                ORDER BY e.install_id, day, e.app_id, e.platform, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+            ),
+            open AS (
+                INSERT INTO \(backfill.table("install_days")) (app_id, platform, install_id, day, version, version_key, last_at)
+                SELECT app_id, platform, install_id, day, normalized, sort_key, occurred_at FROM last
+                WHERE day >= '\(horizon.description)'::date
+            )
+            INSERT INTO \(backfill.table("adoption_daily")) (app_id, platform, day, version, version_key, installs)
+            SELECT app_id, platform, day, normalized, min(sort_key), count(*) FROM last
+            GROUP BY day, normalized, app_id, platform
+            """, versions: versions, extra: [closing.days, closing.transactions, closing.positions], on: connection)
+        try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
+    }
 }

@@ -85,4 +85,39 @@ public struct InstallStateProjection: ProjectionDefinition {
                 """, logger: batch.logger)
         }
     }
+
+    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+        let versions = try await VersionSpellings.load(
+            ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
+        let counted = """
+            FROM event_log e JOIN versions v ON v.raw = e.app_version
+            WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
+            """
+        // The latest event of each install (ties: the later in the feed), and the earliest time. Sorts and
+        // groups lead with the install: a leading key that rarely differs (the app) makes every
+        // comparison fall through to the next key, three times slower.
+        try await backfill.run(
+            """
+            WITH \(VersionSpellings.cte)
+            INSERT INTO \(backfill.table("install_state"))
+                (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+            SELECT DISTINCT ON (e.install_id, e.app_id)
+                   e.app_id, e.install_id, e.platform, min(e.occurred_at) OVER install, e.occurred_at, v.normalized,
+                   v.sort_key, NULLIF(e.data->>'osVersion', ''), NULLIF(e.data->>'locale', '')
+            \(counted)
+            WINDOW install AS (
+                PARTITION BY e.install_id, e.app_id ORDER BY e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+            ORDER BY e.install_id, e.app_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+            """, versions: versions, on: connection)
+        try await backfill.run(
+            """
+            WITH \(VersionSpellings.cte)
+            INSERT INTO \(backfill.table("install_versions")) (app_id, platform, install_id, version, version_key, first_at)
+            SELECT e.app_id, e.platform, e.install_id, v.normalized, min(v.sort_key), min(e.occurred_at)
+            \(counted)
+            GROUP BY e.install_id, e.app_id, e.platform, v.normalized
+            """, versions: versions, on: connection)
+        try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
+    }
 }

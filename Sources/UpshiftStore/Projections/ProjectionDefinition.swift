@@ -19,6 +19,10 @@ public protocol ProjectionDefinition: Sendable {
     func batchLength(_ events: [ProjectionEvent]) -> Int
     /// Applies `events` in the open transaction of `connection`.
     func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection) async throws
+    /// Applies every event up to `backfill.through` at once, set-based, in the open transaction of
+    /// `connection`, to the generation's empty tables: the same rows and dead letters as `apply` over
+    /// the same events in any batches.
+    func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws
 }
 
 extension ProjectionDefinition {

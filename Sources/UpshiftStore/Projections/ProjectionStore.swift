@@ -175,6 +175,28 @@ public struct ProjectionStore: Sendable {
 
     // MARK: Helpers
 
+    /// Stores events a projection could not apply, and logs each.
+    static func storeDeadLetters(
+        _ dead: [DeadLetter], projection: String, generation: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        guard !dead.isEmpty else { return }
+        try await connection.query(
+            """
+            INSERT INTO projection_dead_letters (name, generation, tx_id, position, event_id, occurred_at, type, error)
+            SELECT \(projection), \(generation), tx::xid8, pos, id, occurred_at, type, error
+            FROM unnest(\(dead.map { String($0.event.feedPosition.transaction) })::text[],
+                        \(dead.map(\.event.feedPosition.position))::int8[], \(dead.map(\.event.id))::uuid[],
+                        \(dead.map(\.event.occurredAt))::timestamptz[], \(dead.map(\.event.type))::text[],
+                        \(dead.map(\.error))::text[]) AS d(tx, pos, id, occurred_at, type, error)
+            ON CONFLICT DO NOTHING
+            """, logger: logger)
+        for letter in dead {
+            logger.warning(
+                "event dead-lettered",
+                metadata: ["projection": "\(projection)", "event.id": "\(letter.event.id)", "error": "\(letter.error)"])
+        }
+    }
+
     private static func lockRegistry(_ connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("SELECT pg_advisory_xact_lock(hashtext('upshift:projections'))", logger: logger)
     }
@@ -278,8 +300,11 @@ public struct ProjectionLeader: Sendable {
     /// closed fails the operation at once (``ConnectionLost``); one that outlasts the limit is closed
     /// (``DeadlineExceeded``). Either way the runner lets go and starts over from the stored checkpoint,
     /// which tells it whether the last batch committed.
-    private func bounded<T: Sendable>(_ operation: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    private func bounded<T: Sendable>(
+        limit: Duration? = nil, _ operation: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         let connection = self.connection
+        let limit = limit ?? self.limit
         guard !connection.isClosed else { throw ConnectionLost() }
         do {
             return try await withDeadline(limit, abandonWhen: { connection.isClosed }) { try await operation(connection) }
@@ -318,44 +343,90 @@ public struct ProjectionLeader: Sendable {
         let logger = self.logger
         return try await bounded { connection in
             try await connection.transaction(logger: logger) { connection in
-                let rows = try await connection.query(
-                    """
-                    UPDATE projections
-                    SET last_tx = \(String(last.feedPosition.transaction))::text::xid8, last_pos = \(last.feedPosition.position),
-                        max_recorded_at = \(newMaxRecorded), events = events + \(events.count), updated_at = now()
-                    WHERE name = \(definition.name) AND generation = \(generation) AND state <> 'retired'
-                      AND last_tx = \(String(from.checkpoint.transaction))::text::xid8 AND last_pos = \(from.checkpoint.position)
-                    RETURNING 1
-                    """, logger: logger)
-                var moved = true
-                for try await _ in rows.decode(Int.self) { moved = false }
-                if moved { throw CheckpointMoved() }
+                try await Self.advance(
+                    definition.name, generation: generation, from: from, to: last.feedPosition,
+                    maxRecordedAt: newMaxRecorded, events: events.count, on: connection, logger: logger)
                 var batch = ProjectionBatch(generation: generation, maxRecordedAt: from.maxRecordedAt, logger: logger)
                 try await definition.apply(events, in: &batch, on: connection)
                 let dead = batch.deadLetters
-                if !dead.isEmpty {
-                    try await connection.query(
-                        """
-                        INSERT INTO projection_dead_letters (name, generation, tx_id, position, event_id, occurred_at, type, error)
-                        SELECT \(definition.name), \(generation), tx::xid8, pos, id, occurred_at, type, error
-                        FROM unnest(\(dead.map { String($0.event.feedPosition.transaction) })::text[],
-                                    \(dead.map(\.event.feedPosition.position))::int8[], \(dead.map(\.event.id))::uuid[],
-                                    \(dead.map(\.event.occurredAt))::timestamptz[], \(dead.map(\.event.type))::text[],
-                                    \(dead.map(\.error))::text[]) AS d(tx, pos, id, occurred_at, type, error)
-                        ON CONFLICT DO NOTHING
-                        """, logger: logger)
-                    for letter in dead {
-                        logger.warning(
-                            "event dead-lettered",
-                            metadata: ["projection": "\(definition.name)", "event.id": "\(letter.event.id)", "error": "\(letter.error)"])
-                    }
-                }
+                try await ProjectionStore.storeDeadLetters(
+                    dead, projection: definition.name, generation: generation, on: connection, logger: logger)
                 try await beforeCommit?()
                 var checkpoint = from
                 checkpoint.checkpoint = last.feedPosition
                 checkpoint.maxRecordedAt = newMaxRecorded
                 checkpoint.events += Int64(events.count)
                 return Applied(checkpoint: checkpoint, deadLetters: dead.count)
+            }
+        }
+    }
+
+    /// Moves the checkpoint from where `from` left it: a compare-and-set that throws ``CheckpointMoved``
+    /// (and so rolls the transaction back) when another runner moved it first.
+    private static func advance(
+        _ name: String, generation: Int, from: ProjectionGeneration, to last: FeedPosition, maxRecordedAt: Date?,
+        events: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let rows = try await connection.query(
+            """
+            UPDATE projections
+            SET last_tx = \(String(last.transaction))::text::xid8, last_pos = \(last.position),
+                max_recorded_at = \(maxRecordedAt), events = events + \(events), updated_at = clock_timestamp()
+            WHERE name = \(name) AND generation = \(generation) AND state <> 'retired'
+              AND last_tx = \(String(from.checkpoint.transaction))::text::xid8 AND last_pos = \(from.checkpoint.position)
+            RETURNING 1
+            """, logger: logger)
+        var moved = true
+        for try await _ in rows.decode(Int.self) { moved = false }
+        if moved { throw CheckpointMoved() }
+    }
+
+    /// Catches a generation whose checkpoint is at the start of the log up with the whole feed in one
+    /// transaction, set-based (``Backfill``), within `limit`. Nil when the feed is empty.
+    ///
+    /// The transaction writes only once the projection's sorts are done, and holds back the other
+    /// feeds (DESIGN.md 5.2) only from then until its commit.
+    public func backfill(from: ProjectionGeneration, limit: Duration) async throws -> Applied? {
+        precondition(from.checkpoint == .start, "a backfill starts from the start of the log")
+        let (definition, generation, logger) = (definition, generation, logger)
+        return try await bounded(limit: limit) { connection in
+            try await connection.transaction(logger: logger) { connection in
+                try await connection.query("SET LOCAL work_mem = '128MB'", logger: logger)
+                var through: FeedPosition?
+                for try await (tx, position) in try await connection.query(
+                    """
+                    SELECT tx_id::text, position FROM event_log WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
+                    ORDER BY tx_id DESC, position DESC LIMIT 1
+                    """, logger: logger
+                ).decode((String, Int64).self) {
+                    through = FeedPosition(transaction: UInt64(tx) ?? 0, position: position)
+                }
+                guard let through else { return nil }
+                var count = 0
+                var maxRecordedAt = Date.distantPast
+                for try await (events, recorded) in try await connection.query(
+                    """
+                    SELECT count(*)::int8, max(recorded_at) FROM event_log
+                    WHERE (tx_id, position) <= (\(String(through.transaction))::text::xid8, \(through.position))
+                    """, logger: logger
+                ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
+                var backfill = Backfill(
+                    projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
+                    logger: logger)
+                try await definition.backfill(&backfill, on: connection)
+                // Statistics now: the first reports must not be planned as if the tables were empty.
+                for table in definition.tables {
+                    try await connection.query(
+                        "ANALYZE \(unescaped: ProjectionTables.name(table, generation: generation))", logger: logger)
+                }
+                try await Self.advance(
+                    definition.name, generation: generation, from: from, to: through, maxRecordedAt: maxRecordedAt,
+                    events: count, on: connection, logger: logger)
+                var checkpoint = from
+                checkpoint.checkpoint = through
+                checkpoint.maxRecordedAt = maxRecordedAt
+                checkpoint.events += Int64(count)
+                return Applied(checkpoint: checkpoint, deadLetters: backfill.deadLetters)
             }
         }
     }

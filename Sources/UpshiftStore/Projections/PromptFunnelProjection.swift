@@ -66,4 +66,52 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 blocked = p.blocked OR excluded.blocked
             """, logger: batch.logger)
     }
+
+    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+        func list(_ values: [String]) -> String { values.map { "'\($0)'" }.joined(separator: ", ") }
+        let (shown, dismissed, started, blocked) = (
+            EventType.promptShown.rawValue, EventType.promptDismissed.rawValue, EventType.updateStarted.rawValue,
+            EventType.blocked.rawValue
+        )
+        let types = "e.type IN (\(list([shown, dismissed, started, blocked])))"
+        let kinds = list(PromptKind.allCases.map(\.rawValue))
+        let actions = list(DismissAction.allCases.map(\.rawValue))
+        let versions = try await VersionSpellings.load(
+            ["e.app_version", "e.data->>'targetVersion'"], where: types, backfill: backfill, on: connection)
+        // The fold's checks in its order: the install facts, the target version, the kind, the dismiss action.
+        let error = """
+            coalesce(\(Backfill.installFactsError), CASE
+                WHEN t.raw IS NULL THEN 'targetVersion ' || \(Backfill.quoted("e.data->>'targetVersion'")) || ' is not a version'
+                WHEN e.type <> '\(blocked)' AND coalesce(e.data->>'promptKind', '') NOT IN (\(kinds))
+                    THEN 'promptKind ' || \(Backfill.quoted("e.data->>'promptKind'")) || ' is not soft or force'
+                WHEN e.type = '\(dismissed)' AND coalesce(e.data->>'dismissAction', '') NOT IN (\(actions))
+                    THEN 'dismissAction ' || \(Backfill.quoted("e.data->>'dismissAction'")) || ' is not later or skip'
+            END)
+            """
+        let source = """
+            FROM event_log e LEFT JOIN versions v ON v.raw = e.app_version
+            LEFT JOIN versions t ON t.raw = e.data->>'targetVersion'
+            """
+        try await backfill.run(
+            """
+            WITH \(VersionSpellings.cte),
+            marks AS (
+                SELECT e.app_id, e.platform, t.normalized AS target, t.sort_key AS target_key,
+                       CASE WHEN e.type = '\(blocked)' THEN '\(PromptKind.force.rawValue)' ELSE e.data->>'promptKind' END AS kind,
+                       e.install_id, e.occurred_at, e.type, e.data->>'dismissAction' AS action
+                \(source)
+                WHERE \(backfill.included) AND \(types) AND (\(error)) IS NULL
+            )
+            INSERT INTO \(backfill.table("prompt_installs"))
+                (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
+                 dismissed_skip, update_started, blocked)
+            SELECT app_id, platform, target, min(target_key), kind, install_id,
+                   min(occurred_at) FILTER (WHERE type = '\(shown)'),
+                   bool_or(type = '\(dismissed)' AND action = '\(DismissAction.later.rawValue)'),
+                   bool_or(type = '\(dismissed)' AND action = '\(DismissAction.skip.rawValue)'),
+                   bool_or(type = '\(started)'), bool_or(type = '\(blocked)')
+            FROM marks GROUP BY install_id, target, kind, app_id, platform
+            """, versions: versions, on: connection)
+        try await backfill.deadLetter(error: error, from: source, where: types, versions: versions, on: connection)
+    }
 }

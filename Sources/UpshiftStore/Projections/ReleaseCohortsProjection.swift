@@ -100,4 +100,74 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                 WHERE excluded.last_before_at >= r.last_before_at
             """, logger: batch.logger)
     }
+
+    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+        // The releases as the fold reads them from the catalog events, and the first release of each
+        // app: the fold reads an app's events (and dead-letters those it cannot read) only after it.
+        let barriers = try await FeedReader.decode(
+            connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT \(FeedReader.columns) FROM event_log e
+                        WHERE \(backfill.included) AND e.install_id IS NULL
+                          AND e.type IN ('\(CatalogEvent.Kind.releaseAdded.rawValue)', '\(CatalogEvent.Kind.releaseUpdated.rawValue)')
+                        ORDER BY e.tx_id, e.position
+                        """), logger: backfill.logger))
+        var releases: [TrackedRelease.Key: TrackedRelease] = [:]
+        var trackedFrom: [String: FeedPosition] = [:]
+        var unreadable: [DeadLetter] = []
+        for event in barriers {
+            do {
+                let release = try ReleaseCohortFold.release(in: event)
+                if releases[release.key]?.releasedAt.microseconds != release.releasedAt.microseconds {
+                    releases[release.key] = release
+                }
+                if trackedFrom[event.appId] == nil { trackedFrom[event.appId] = event.feedPosition }
+            } catch {
+                unreadable.append(DeadLetter(event: event, error: error.description))
+            }
+        }
+        try await ProjectionStore.storeDeadLetters(
+            unreadable, projection: name, generation: backfill.generation, on: connection, logger: backfill.logger)
+        backfill.deadLetters += unreadable.count
+        guard !releases.isEmpty else { return }
+
+        let versions = try await VersionSpellings.load(
+            ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
+        let tracked = Array(releases.values)
+        try await connection.query(
+            """
+            INSERT INTO \(unescaped: backfill.table("release_cohorts")) (app_id, platform, version, version_key, released_at)
+            SELECT * FROM unnest(\(tracked.map(\.key.appId))::text[], \(tracked.map(\.key.platform))::text[],
+                                 \(tracked.map(\.key.version))::text[], \(tracked.map(\.version.sortKey))::text[],
+                                 \(tracked.map(\.releasedAt.forPostgres))::timestamptz[])
+            """, logger: backfill.logger)
+        // Each install's last event in the week before each release (ties: the later in the feed). One
+        // statement per release reads only the partitions of its week.
+        for release in tracked {
+            try await backfill.run(
+                """
+                WITH \(VersionSpellings.cte)
+                INSERT INTO \(backfill.table("release_installs"))
+                    (app_id, platform, version, install_id, last_before_at, below)
+                SELECT DISTINCT ON (e.install_id) e.app_id, e.platform, $4, e.install_id, e.occurred_at, v.sort_key < $5
+                FROM event_log e JOIN versions v ON v.raw = e.app_version
+                WHERE \(backfill.included) AND e.app_id = $6 AND e.platform = $7 AND e.install_id IS NOT NULL
+                  AND e.occurred_at >= $8 AND e.occurred_at < $9
+                ORDER BY e.install_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                """, versions: versions,
+                extra: [
+                    release.key.version, release.version.sortKey, release.key.appId, release.key.platform,
+                    release.windowStart.forPostgres, release.releasedAt.forPostgres,
+                ], on: connection)
+        }
+        let apps = trackedFrom.keys.sorted()
+        try await backfill.deadLetterInstallFacts(
+            where: """
+                (e.tx_id, e.position) > (SELECT t.tx::xid8, t.pos FROM unnest($4::text[], $5::text[], $6::int8[]) AS t(app, tx, pos)
+                                         WHERE t.app = e.app_id)
+                """, versions: versions,
+            extra: [apps, apps.map { String(trackedFrom[$0]!.transaction) }, apps.map { trackedFrom[$0]!.position }],
+            on: connection)
+    }
 }

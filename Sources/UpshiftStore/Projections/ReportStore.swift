@@ -71,17 +71,25 @@ public struct ReportStore: Sendable {
         var releasedAt: Date?
         for try await date in found.decode(Date.self) { releasedAt = date }
         guard let releasedAt else { return nil }
-        // T per cohort install: its first time on a version ≥ the release, at or after the release.
+        // T per cohort install: its first time on a version ≥ the release, at or after the release. A
+        // join, not a lookup per install, so that PostgreSQL can hash it: at 1 M installs a cohort has
+        // hundreds of thousands.
         let rows = try await client.query(
             """
-            WITH t AS MATERIALIZED (
-                SELECT (extract(epoch FROM (
-                    SELECT min(iv.first_at) FROM \(unescaped: table("install_versions", of: "install_state", in: active)) iv
-                    WHERE iv.app_id = ri.app_id AND iv.platform = ri.platform AND iv.install_id = ri.install_id
-                      AND iv.version_key >= \(version.sortKey) AND iv.first_at >= \(releasedAt.forPostgres)
-                ) - \(releasedAt.forPostgres)) * 1000)::int8 AS ms
-                FROM \(unescaped: table("release_installs", of: "release_cohorts", in: active)) ri
-                WHERE ri.app_id = \(app) AND ri.platform = \(platform) AND ri.version = \(name) AND ri.below
+            WITH members AS MATERIALIZED (
+                SELECT install_id FROM \(unescaped: table("release_installs", of: "release_cohorts", in: active))
+                WHERE app_id = \(app) AND platform = \(platform) AND version = \(name) AND below
+            ),
+            updated AS (
+                SELECT install_id, min(first_at) AS first_at
+                FROM \(unescaped: table("install_versions", of: "install_state", in: active))
+                WHERE app_id = \(app) AND platform = \(platform) AND version_key >= \(version.sortKey)
+                  AND first_at >= \(releasedAt.forPostgres)
+                GROUP BY install_id
+            ),
+            t AS MATERIALIZED (
+                SELECT (extract(epoch FROM (u.first_at - \(releasedAt.forPostgres))) * 1000)::int8 AS ms
+                FROM members m LEFT JOIN updated u USING (install_id)
             ),
             cohort AS (SELECT count(*)::int8 AS c FROM t),
             ranked AS (SELECT ms, row_number() OVER (ORDER BY ms) AS rn FROM t WHERE ms IS NOT NULL)
@@ -108,23 +116,29 @@ public struct ReportStore: Sendable {
     /// Prompt funnels of an app and platform, for one target version or all.
     public func funnels(app: String, platform: String, target: Version?) async throws -> [PromptFunnelReport.Funnel] {
         let active = try await tables("prompt_funnel", "install_state")
+        // Conversion by a join of the prompted installs with their versions, not a lookup per install.
         let rows = try await client.query(
             """
+            WITH p AS MATERIALIZED (
+                SELECT * FROM \(unescaped: table("prompt_installs", of: "prompt_funnel", in: active))
+                WHERE app_id = \(app) AND platform = \(platform)
+                  AND (\(target?.normalized)::text IS NULL OR target_version = \(target?.normalized))
+            ),
+            converted AS (
+                SELECT DISTINCT p.target_version, p.kind, p.install_id
+                FROM p JOIN \(unescaped: table("install_versions", of: "install_state", in: active)) iv
+                  ON iv.app_id = p.app_id AND iv.platform = p.platform AND iv.install_id = p.install_id
+                WHERE iv.version_key >= p.target_key AND iv.first_at >= p.first_shown_at
+                  AND iv.first_at <= p.first_shown_at + interval '\(unescaped: String(PromptFunnelReport.conversionDays)) days'
+            )
             SELECT p.target_version, p.kind,
                    count(*) FILTER (WHERE p.first_shown_at IS NOT NULL)::int8,
                    count(*) FILTER (WHERE p.dismissed_later)::int8,
                    count(*) FILTER (WHERE p.dismissed_skip)::int8,
                    count(*) FILTER (WHERE p.update_started)::int8,
                    count(*) FILTER (WHERE p.blocked)::int8,
-                   count(*) FILTER (WHERE p.first_shown_at IS NOT NULL AND EXISTS (
-                       SELECT 1 FROM \(unescaped: table("install_versions", of: "install_state", in: active)) iv
-                       WHERE iv.app_id = p.app_id AND iv.platform = p.platform AND iv.install_id = p.install_id
-                         AND iv.version_key >= p.target_key AND iv.first_at >= p.first_shown_at
-                         AND iv.first_at <= p.first_shown_at + interval '\(unescaped: String(PromptFunnelReport.conversionDays)) days'
-                   ))::int8
-            FROM \(unescaped: table("prompt_installs", of: "prompt_funnel", in: active)) p
-            WHERE p.app_id = \(app) AND p.platform = \(platform)
-              AND (\(target?.normalized)::text IS NULL OR p.target_version = \(target?.normalized))
+                   count(c.install_id)::int8
+            FROM p LEFT JOIN converted c USING (target_version, kind, install_id)
             GROUP BY p.target_version, p.target_key, p.kind
             ORDER BY p.target_key, p.kind
             """, logger: logger)
