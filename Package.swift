@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .executable(name: "upshift", targets: ["upshift"]),
         .library(name: "UpshiftCore", targets: ["UpshiftCore"]),
+        .library(name: "UpshiftClient", targets: ["UpshiftClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -32,6 +33,12 @@ let package = Package(
         .target(
             name: "UpshiftCore",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        // The SDK for apps: Core and Foundation only, so an app resolves none of the server's packages.
+        .target(
+            name: "UpshiftClient",
+            dependencies: ["UpshiftCore"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -88,6 +95,7 @@ let package = Package(
         .testTarget(
             name: "UpshiftServerTests",
             dependencies: [
+                "UpshiftClient",
                 "UpshiftCore",
                 "UpshiftStore",
                 "UpshiftServer",

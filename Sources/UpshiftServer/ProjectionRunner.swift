@@ -19,7 +19,8 @@ public struct ProjectionSettings: Sendable {
     /// the runner starts over from the stored checkpoint. (A closed connection fails it at once.)
     public var batchTimeout: Duration = .seconds(120)
     /// A generation at the start of the log (a first start, a rebuild) catches up set-based in one
-    /// transaction (`Backfill`) when the feed holds at least this many events; nil: always in batches.
+    /// transaction (`Backfill`) when the feed holds at least this many events, once fewer than this
+    /// many lie beyond the snapshot horizon (it waits for open transactions); nil: always in batches.
     public var backfillThreshold: Int? = 50_000
     /// How long that one transaction may take before its connection is closed and it starts over.
     public var backfillTimeout: Duration = .seconds(3_600)
@@ -187,22 +188,28 @@ public final class ProjectionRunner: Service, Sendable {
         let beforeCommit = commitHook(for: name)
         guard var current = try await leader.current() else { return .retired }
         logger.info("projection runner active", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
-        if current.checkpoint == .start, let threshold = settings.backfillThreshold,
-            try await store.feedLength() >= threshold
+        // A long log from the start: set-based, once most of it is below the snapshot horizon.
+        while current.checkpoint == .start, let threshold = settings.backfillThreshold.map({ max($0, 1) }),
+            try await store.feedLength() >= threshold, !Task.isCancelled
         {
             let started = ContinuousClock.now
-            if let result = try await leader.backfill(from: current, limit: settings.backfillTimeout) {
-                current = result.checkpoint
-                progress?(current)
-                applied.increment(by: current.events)
-                if result.deadLetters > 0 { deadLettered.increment(by: Int64(result.deadLetters)) }
-                logger.notice(
-                    "projection backfilled",
-                    metadata: [
-                        "projection": "\(name)", "generation": "\(leader.generation)", "events": "\(current.events)",
-                        "deadLetters": "\(result.deadLetters)", "duration": "\(ContinuousClock.now - started)",
-                    ])
+            guard let result = try await leader.backfill(from: current, leaving: threshold, limit: settings.backfillTimeout)
+            else {
+                try await Task.sleep(for: settings.pollInterval)
+                guard let reloaded = try await leader.current() else { return .retired }
+                current = reloaded
+                continue
             }
+            current = result.checkpoint
+            progress?(current)
+            applied.increment(by: current.events)
+            if result.deadLetters > 0 { deadLettered.increment(by: Int64(result.deadLetters)) }
+            logger.notice(
+                "projection backfilled",
+                metadata: [
+                    "projection": "\(name)", "generation": "\(leader.generation)", "events": "\(current.events)",
+                    "deadLetters": "\(result.deadLetters)", "duration": "\(ContinuousClock.now - started)",
+                ])
         }
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }

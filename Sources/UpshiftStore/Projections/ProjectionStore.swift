@@ -382,26 +382,38 @@ public struct ProjectionLeader: Sendable {
     }
 
     /// Catches a generation whose checkpoint is at the start of the log up with the whole feed in one
-    /// transaction, set-based (``Backfill``), within `limit`. Nil when the feed is empty.
+    /// transaction, set-based (``Backfill``), within `limit`. Nil, with nothing done, when the feed is
+    /// empty or when `leaving` events or more lie beyond the snapshot horizon (a transaction that is
+    /// still open holds them back: better to wait for it than to leave them to batches).
     ///
     /// The transaction writes only once the projection's sorts are done, and holds back the other
     /// feeds (DESIGN.md 5.2) only from then until its commit.
-    public func backfill(from: ProjectionGeneration, limit: Duration) async throws -> Applied? {
+    public func backfill(from: ProjectionGeneration, leaving: Int, limit: Duration) async throws -> Applied? {
         precondition(from.checkpoint == .start, "a backfill starts from the start of the log")
         let (definition, generation, logger) = (definition, generation, logger)
         return try await bounded(limit: limit) { connection in
             try await connection.transaction(logger: logger) { connection in
                 try await connection.query("SET LOCAL work_mem = '128MB'", logger: logger)
+                // The bound: the last event below the snapshot horizon. (The ORDER BY names the table's
+                // columns: the output column `tx_id::text` would sort as text.)
                 var through: FeedPosition?
                 for try await (tx, position) in try await connection.query(
                     """
                     SELECT tx_id::text, position FROM event_log WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
-                    ORDER BY tx_id DESC, position DESC LIMIT 1
+                    ORDER BY event_log.tx_id DESC, event_log.position DESC LIMIT 1
                     """, logger: logger
                 ).decode((String, Int64).self) {
                     through = FeedPosition(transaction: UInt64(tx) ?? 0, position: position)
                 }
                 guard let through else { return nil }
+                let beyond = try await connection.query(
+                    """
+                    SELECT count(*)::int8 FROM (
+                        SELECT 1 FROM event_log
+                        WHERE (tx_id, position) > (\(String(through.transaction))::text::xid8, \(through.position))
+                        LIMIT \(leaving)) x
+                    """, logger: logger)
+                for try await count in beyond.decode(Int.self) where count >= leaving { return nil }
                 var count = 0
                 var maxRecordedAt = Date.distantPast
                 for try await (events, recorded) in try await connection.query(

@@ -1,0 +1,119 @@
+import Foundation
+import UpshiftCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// How an app talks to Upshift. Only `appId`, `platform`, `ingestKey`, `baseURL` and `storageDirectory`
+/// are required; the app's version, build, OS version and locale come from the bundle and the system
+/// where they are available, and can be set explicitly (tests, and platforms without a bundle).
+public struct UpshiftConfiguration: Sendable {
+    public var appId: String
+    /// `ios`, `android`, … as the app's releases are registered.
+    public var platform: String
+    /// An ingest key of the app: public, it may only post events.
+    public var ingestKey: String
+    /// The server, e.g. `https://upshift.example.com`.
+    public var baseURL: URL
+    /// Where the SDK keeps its state and its event queue (created when missing).
+    public var storageDirectory: URL
+
+    public var appVersion: String
+    public var build: Int?
+    public var osVersion: String?
+    public var locale: String?
+    public var channel: Channel = .live
+
+    /// How long `check()` waits for the server before it answers from what it stored.
+    public var checkTimeout: Duration = .seconds(3)
+    /// How often queued events are sent (also on `flush()` and when the app goes to the background).
+    public var flushInterval: Duration = .seconds(30)
+    /// Events per request (the server takes at most 500).
+    public var batchSize = 100
+    /// Events kept on disk at most; beyond it the oldest are dropped, and counted.
+    public var queueCapacity = 1_000
+    public var retry = RetryPolicy()
+
+    /// The clock of decisions, reminders and event times; tests pass one they control.
+    public var clock: any WallClock = SystemClock()
+    /// How requests travel; tests pass one that fails or stalls on purpose.
+    public var transport: any UpshiftTransport = URLSessionTransport()
+    /// Where the SDK says what it dropped or retries (standard error by default).
+    public var log: @Sendable (String) -> Void = { message in
+        FileHandle.standardError.write(Data("Upshift: \(message)\n".utf8))
+    }
+
+    public init(
+        appId: String, platform: String, ingestKey: String, baseURL: URL, storageDirectory: URL,
+        appVersion: String? = nil, build: Int? = nil, osVersion: String? = nil, locale: String? = nil
+    ) {
+        self.appId = appId
+        self.platform = platform
+        self.ingestKey = ingestKey
+        self.baseURL = baseURL
+        self.storageDirectory = storageDirectory
+        let info = Bundle.main.infoDictionary ?? [:]
+        self.appVersion = appVersion ?? (info["CFBundleShortVersionString"] as? String) ?? "0.0.0"
+        self.build = build ?? (info["CFBundleVersion"] as? String).flatMap { Int($0) }
+        let os = ProcessInfo.processInfo.operatingSystemVersion
+        self.osVersion = osVersion ?? "\(os.majorVersion).\(os.minorVersion).\(os.patchVersion)"
+        self.locale = locale ?? Locale.current.identifier
+    }
+}
+
+/// Exponential backoff with jitter for events that could not be sent (network errors, `429`, `5xx`).
+public struct RetryPolicy: Sendable {
+    /// The first delay; each failure doubles it, up to `maximumDelay`.
+    public var initialDelay: Duration = .seconds(2)
+    public var maximumDelay: Duration = .seconds(300)
+
+    public init(initialDelay: Duration = .seconds(2), maximumDelay: Duration = .seconds(300)) {
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// The delay after `failures` failures in a row: the doubled delay scaled by a random factor in
+    /// [0.5, 1], so that a fleet that failed together does not retry together. A `Retry-After` the
+    /// server sent wins when it is longer.
+    func delay(after failures: Int, retryAfter: Duration?, random: Double) -> Duration {
+        let doubled = initialDelay * (1 << min(max(failures - 1, 0), 20))
+        let capped = min(doubled, maximumDelay)
+        let jittered = capped * (0.5 + 0.5 * random)
+        guard let retryAfter else { return jittered }
+        return max(jittered, retryAfter)
+    }
+}
+
+/// The system clock.
+public struct SystemClock: WallClock {
+    public init() {}
+    public func now() -> Date { Date() }
+}
+
+/// Sends one HTTP request. The SDK's only way out; tests wrap it.
+public protocol UpshiftTransport: Sendable {
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
+}
+
+/// `URLSession`, without its HTTP cache (the SDK decides when to ask again).
+public struct URLSessionTransport: UpshiftTransport, @unchecked Sendable {
+    let session: URLSession
+
+    public init(session: URLSession? = nil) {
+        if let session {
+            self.session = session
+        } else {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.urlCache = nil
+            configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
+            self.session = URLSession(configuration: configuration)
+        }
+    }
+
+    public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let (data, response) = try await session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        return (data, http)
+    }
+}

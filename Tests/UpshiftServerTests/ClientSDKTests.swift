@@ -1,0 +1,350 @@
+import Foundation
+import PostgresNIO
+import Testing
+import UpshiftClient
+import UpshiftCore
+import UpshiftTestSupport
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The Swift SDK (`UpshiftClient`) against a live server built by the composition root: real HTTP,
+/// real PostgreSQL. A test transport sits in front of URLSession to stall, fail or lose answers.
+@Suite struct ClientSDKTests {
+    @Test func checkAsksWhenDueAndForceAlwaysAsks() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            try await Self.release("2.0", on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("soft") }
+            let transport = TestTransport()
+            let sdk = Upshift(configuration: Self.configuration(server, harness, version: "1.0", transport: transport))
+            let first = await sdk.check()
+            #expect(first.action == .soft && first.origin == .server && first.latestVersion == "2.0")
+            let checkAfter = try #require(first.server?.checkAfterSeconds)
+            #expect(await sdk.check().origin == .stored)
+            harness.clock.advance(by: TimeInterval(checkAfter - 1))
+            #expect(await sdk.check().origin == .stored)
+            #expect(transport.checks == 1, "no request before it is due")
+            harness.clock.advance(by: 1)
+            #expect(await sdk.check().origin == .server)
+            #expect(await sdk.check(force: true).origin == .server)
+            #expect(transport.checks == 3)
+            #expect(transport.lastCheck?.value(forHTTPHeaderField: "Cache-Control") == "no-cache")
+        }
+    }
+
+    @Test func aStalledServerGetsTheStoredAnswerForThisVersionOnly() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            try await Self.release("2.0", on: server, harness: harness)
+            try await Self.policy(["minimumVersion": .string("1.5")], on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("force") }
+            let directory = Self.directory()
+            let transport = TestTransport()
+            var configuration = Self.configuration(server, harness, version: "1.0", transport: transport, directory: directory)
+            let first = await Upshift(configuration: configuration).check()
+            #expect(first.action == .force && first.origin == .server, "\(first)")
+
+            // Another launch of the same version, with a server that never answers.
+            configuration.checkTimeout = .milliseconds(300)
+            let sdk = Upshift(configuration: configuration)
+            transport.mode = .stall
+            let started = ContinuousClock.now
+            let stalled = await sdk.check(force: true)
+            #expect(ContinuousClock.now - started < .seconds(2), "answered within the timeout")
+            #expect(stalled.origin == .stored && stalled.action == .force)
+
+            // After an update, the stored force belongs to the old version: a stalled check answers none.
+            configuration.appVersion = "2.0"
+            let updated = Upshift(configuration: configuration)
+            await updated.launch()
+            let answer = await updated.check()
+            #expect(answer.origin == .none && answer.action == .none)
+            await updated.stop()
+        }
+    }
+
+    @Test func laterAndSkipHoldBackSoftPromptsButNeverAForce() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            try await Self.release("2.0", on: server, harness: harness)
+            try await Self.policy(["remindIntervalSeconds": .number(3_600)], on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["remindAfterSeconds"] == .number(3_600) }
+            let sdk = Upshift(configuration: Self.configuration(server, harness, version: "1.0"))
+            let soft = await sdk.check()
+            #expect(soft.action == .soft)
+
+            await sdk.remindLater(soft)
+            let reminded = await sdk.check(force: true)
+            #expect(reminded.action == .none && reminded.suppressedBy == .remindLater)
+            harness.clock.advance(by: 3_600)
+            #expect(await sdk.check(force: true).action == .soft, "the reminder is over")
+
+            await sdk.skip(soft)
+            let skipped = await sdk.check(force: true)
+            #expect(skipped.action == .none && skipped.suppressedBy == .skipped)
+
+            try await Self.policy(["minimumVersion": .string("2.0")], revision: 1, on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("force") }
+            let forced = await sdk.check(force: true)
+            #expect(forced.action == .force && forced.suppressedBy == nil, "a force ignores later and skip")
+
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 0)
+            let actions = try await harness.strings(
+                "SELECT data->>'dismissAction' FROM event_log WHERE type = 'prompt_dismissed' ORDER BY occurred_at, position")
+            #expect(actions == ["later", "skip"])
+        }
+    }
+
+    @Test func queuedEventsSurviveACrashAndAreStoredOnce() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let directory = Self.directory()
+            let down = TestTransport()
+            down.mode = .down
+            let before = Upshift(configuration: Self.configuration(server, harness, version: "1.0", transport: down, directory: directory))
+            await before.record(.launched)
+            await before.record(.promptShown(kind: .soft, targetVersion: "2.0"))
+            await before.record(.updateStarted(kind: .soft, targetVersion: "2.0"))
+            await before.flush()
+            #expect(await before.pendingEvents == 3, "a failed send keeps the events")
+            // The process dies here: nothing else is written.
+
+            let after = Upshift(configuration: Self.configuration(server, harness, version: "1.0", directory: directory))
+            #expect(await after.pendingEvents == 3)
+            let (installBefore, installAfter) = (await before.installId, await after.installId)
+            #expect(installAfter == installBefore)
+            await after.flush()
+            #expect(await after.pendingEvents == 0)
+            let installs = try await harness.strings(
+                "SELECT DISTINCT install_id::text FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'")
+            #expect(installs == [installAfter.uuidString.lowercased()])
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'") == 3)
+        }
+    }
+
+    @Test func a503WhoseBatchWasStoredIsResentWithTheSameIdsAndCountedOnce() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let transport = TestTransport()
+            transport.mode = .storeThen503  // the server commits, the app sees 503
+            let sdk = Upshift(configuration: Self.configuration(server, harness, version: "1.0", transport: transport))
+            await sdk.record(.launched)
+            await sdk.record(.blocked(targetVersion: "2.0"))
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 2)
+            transport.mode = .pass
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 0)
+            #expect(transport.eventPosts == 2)
+            #expect(transport.lastEventReply?.contains("\"duplicates\":2") == true, "\(transport.lastEventReply ?? "")")
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'") == 2)
+        }
+    }
+
+    @Test func eventsTheServerRejectsAreDroppedWithALog() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let log = LogLines()
+            var configuration = Self.configuration(server, harness, version: "1.0")
+            configuration.log = { log.append($0) }
+            let sdk = Upshift(configuration: configuration)
+            await sdk.record(.promptShown(kind: .soft, targetVersion: "latest"))
+            await sdk.record(.launched)
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 0)
+            #expect(log.lines.contains { $0.contains("rejected") && $0.contains("dropped") }, "\(log.lines)")
+            #expect(try await harness.strings("SELECT type FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'") == ["launched"])
+        }
+    }
+
+    @Test func aNewVersionRecordsUpdatedAndShowsWhatsNewOnce() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            try await Self.release("1.1", notes: ["Faster sync"], on: server, harness: harness)
+            try await Self.release("1.2", notes: ["Dark mode"], on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["latestVersion"] == .string("1.2") }
+            let directory = Self.directory()
+            let old = Upshift(configuration: Self.configuration(server, harness, version: "1.0", directory: directory))
+            #expect(await old.launch() == nil)
+            await old.stop()
+
+            let new = Upshift(configuration: Self.configuration(server, harness, version: "1.2", directory: directory))
+            #expect(await new.launch() == "1.0")
+            _ = await new.check()
+            #expect(await new.whatsNew?.map(\.version) == ["1.2", "1.1"])
+            #expect(await new.whatsNew?.first?.notes == ["Dark mode"])
+            await new.whatsNewShown()
+            #expect(await new.whatsNew == nil)
+            await new.flush()
+            await new.stop()
+            let stored = try await harness.strings(
+                """
+                SELECT type || ' ' || coalesce(data->>'fromVersion', '') FROM event_log
+                WHERE install_id IS NOT NULL AND type <> 'checked' ORDER BY position
+                """)
+            #expect(stored == ["updated 1.0", "whats_new_shown "])
+
+            // The next launch of the same version is not an update.
+            let again = Upshift(configuration: Self.configuration(server, harness, version: "1.2", directory: directory))
+            #expect(await again.launch() == nil)
+            await again.stop()
+        }
+    }
+
+    @Test func migrationStepsRunInOrderOnceEachAcrossSkippedVersions() async throws {
+        let directory = Self.directory()
+        let ran = LogLines()
+        let failOnce = LogLines()
+        func steps() -> [MigrationStep] {
+            ["1.4", "1.1", "1.3", "1.2"].compactMap { version in
+                MigrationStep(version: version) {
+                    if version == "1.2", failOnce.lines.isEmpty {
+                        failOnce.append("failed")
+                        throw InjectedFailure()
+                    }
+                    ran.append(version)
+                }
+            }
+        }
+        func launch(_ version: String) async {
+            var configuration = UpshiftConfiguration(
+                appId: "expenses", platform: "ios", ingestKey: "unused", baseURL: URL(string: "http://127.0.0.1:9")!,
+                storageDirectory: directory, appVersion: version)
+            configuration.log = { _ in }
+            let sdk = Upshift(configuration: configuration)
+            await sdk.launch(migrations: steps())
+            await sdk.stop()
+        }
+        await launch("1.0")  // a fresh install: nothing to migrate
+        #expect(ran.lines.isEmpty)
+        await launch("1.3")  // 1.1 runs, 1.2 fails: the sequence stops there
+        #expect(ran.lines == ["1.1"])
+        await launch("1.3")  // 1.2 again, then 1.3; 1.4 is not out for this app version
+        #expect(ran.lines == ["1.1", "1.2", "1.3"])
+        await launch("1.3")
+        await launch("1.4")
+        #expect(ran.lines == ["1.1", "1.2", "1.3", "1.4"])
+    }
+
+    // MARK: Helpers
+
+    static let start = Timestamp.parse("2026-06-01T12:00:00Z")!
+
+    static func directory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("upshift-sdk-\(UUID().uuidString)")
+    }
+
+    static func configuration(
+        _ server: Server, _ harness: Harness, version: String, transport: TestTransport = TestTransport(),
+        directory: URL = directory()
+    ) -> UpshiftConfiguration {
+        var configuration = UpshiftConfiguration(
+            appId: harness.appId, platform: "ios", ingestKey: harness.ingestKey,
+            baseURL: URL(string: "http://127.0.0.1:\(server.port)")!, storageDirectory: directory,
+            appVersion: version, osVersion: "17.4", locale: "en")
+        configuration.clock = harness.clock
+        configuration.transport = transport
+        configuration.log = { _ in }
+        return configuration
+    }
+
+    static func release(_ version: String, notes: [String] = [], on server: Server, harness: Harness) async throws {
+        let body: JSONValue = .object([
+            "platform": .string("ios"), "version": .string(version), "releasedAt": .string("2026-05-01T00:00:00Z"),
+            "notes": .object(["en": .array(notes.map(JSONValue.string))]),
+        ])
+        let reply = try await server.send(.POST, "/v1/apps/\(harness.appId)/releases", key: harness.adminKey, json: body)
+        #expect(reply.status == 201, "\(String(decoding: reply.body, as: UTF8.self))")
+    }
+
+    /// Waits until the check endpoint answers `version` as `condition` wants: catalog writes reach its
+    /// snapshot by NOTIFY, a moment after the write's response.
+    static func waitUntil(
+        _ server: Server, _ harness: Harness, version: String, _ condition: @Sendable (JSONValue) -> Bool
+    ) async throws {
+        let path = "/v1/apps/\(harness.appId)/check?platform=ios&version=\(version)"
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if condition(try await server.request(.GET, path).value()) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the check of \(version) did not change within 5 s")
+    }
+
+    static func policy(_ fields: [String: JSONValue], revision: Int = 0, on server: Server, harness: Harness) async throws {
+        var body = fields
+        body["enabled"] = .bool(true)
+        let reply = try await server.send(
+            .PUT, "/v1/apps/\(harness.appId)/policies/ios", key: harness.adminKey, json: .object(body),
+            headers: [("If-Match", "\"\(revision)\"")])
+        #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+    }
+}
+
+extension Harness {
+    func strings(_ query: PostgresQuery) async throws -> [String] {
+        try await sql { client in
+            var result: [String] = []
+            for try await value in try await client.query(query).decode(String.self) { result.append(value) }
+            return result
+        }
+    }
+}
+
+/// Lines collected from several tasks.
+final class LogLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    var lines: [String] { lock.withLock { stored } }
+    func append(_ line: String) { lock.withLock { stored.append(line) } }
+}
+
+/// URLSession, with faults on demand: stall (never answers), down (network error), or store-then-503
+/// (the server gets the batch and commits it, the app sees a 503).
+final class TestTransport: UpshiftTransport, @unchecked Sendable {
+    enum Mode { case pass, stall, down, storeThen503 }
+
+    private let inner = URLSessionTransport()
+    private let lock = NSLock()
+    private var state: (mode: Mode, checks: Int, eventPosts: Int, lastCheck: URLRequest?, lastEventReply: String?) =
+        (.pass, 0, 0, nil, nil)
+
+    var mode: Mode {
+        get { lock.withLock { state.mode } }
+        set { lock.withLock { state.mode = newValue } }
+    }
+    var checks: Int { lock.withLock { state.checks } }
+    var eventPosts: Int { lock.withLock { state.eventPosts } }
+    var lastCheck: URLRequest? { lock.withLock { state.lastCheck } }
+    var lastEventReply: String? { lock.withLock { state.lastEventReply } }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let isCheck = request.url?.path.hasSuffix("/check") == true
+        let mode = lock.withLock {
+            if isCheck {
+                state.checks += 1
+                state.lastCheck = request
+            } else {
+                state.eventPosts += 1
+            }
+            return state.mode
+        }
+        switch mode {
+        case .stall:
+            try await Task.sleep(for: .seconds(60))
+            throw URLError(.timedOut)
+        case .down:
+            throw URLError(.cannotConnectToHost)
+        case .pass, .storeThen503:
+            let (data, response) = try await inner.send(request)
+            if !isCheck { lock.withLock { state.lastEventReply = String(decoding: data, as: UTF8.self) } }
+            guard mode == .storeThen503, !isCheck else { return (data, response) }
+            let unavailable = HTTPURLResponse(
+                url: request.url!, statusCode: 503, httpVersion: "HTTP/1.1", headerFields: ["Retry-After": "1"])!
+            return (Data(), unavailable)
+        }
+    }
+}
