@@ -36,7 +36,7 @@ public struct UpshiftConfiguration: Sendable {
     public var retry = RetryPolicy()
 
     /// The clock of decisions, reminders and event times; tests pass one they control.
-    public var clock: any WallClock = SystemClock()
+    public var clock: any WallClock = DeviceClock()
     /// How requests travel; tests pass one that fails or stalls on purpose.
     public var transport: any UpshiftTransport = URLSessionTransport()
     /// Where the SDK says what it dropped or retries (standard error by default).
@@ -85,8 +85,8 @@ public struct RetryPolicy: Sendable {
     }
 }
 
-/// The system clock.
-public struct SystemClock: WallClock {
+/// The device's clock.
+public struct DeviceClock: WallClock {
     public init() {}
     public func now() -> Date { Date() }
 }

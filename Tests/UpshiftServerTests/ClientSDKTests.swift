@@ -144,6 +144,56 @@ import UpshiftTestSupport
         }
     }
 
+    @Test func theSenderWaitsForRetryAfterThenSendsOnItsOwn() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let transport = TestTransport()
+            transport.mode = .tooMany  // 429 with Retry-After: 120
+            var configuration = Self.configuration(server, harness, version: "1.0", transport: transport)
+            configuration.flushInterval = .milliseconds(50)
+            configuration.retry = RetryPolicy(initialDelay: .seconds(1), maximumDelay: .seconds(10))
+            let sdk = Upshift(configuration: configuration)
+            await sdk.launch()  // starts the periodic sender
+            await sdk.record(.launched)
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 1 && transport.eventPosts == 1)
+            transport.mode = .pass
+            // Past the backoff of its own (at most 1 s here), still short of Retry-After.
+            harness.clock.advance(by: 2)
+            try await Task.sleep(for: .milliseconds(400))  // eight intervals
+            #expect(transport.eventPosts == 1, "nothing is sent before Retry-After (by the SDK's clock)")
+            harness.clock.advance(by: 118)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while await sdk.pendingEvents > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(await sdk.pendingEvents == 0, "sent by the periodic sender once due")
+            #expect(transport.eventPosts == 2)
+            await sdk.stop()
+        }
+    }
+
+    @Test func aFullQueueDropsTheOldestAndCountsThem() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let directory = Self.directory()
+            let down = TestTransport()
+            down.mode = .down
+            var configuration = Self.configuration(server, harness, version: "1.0", transport: down, directory: directory)
+            configuration.queueCapacity = 3
+            let offline = Upshift(configuration: configuration)
+            for target in ["2.1", "2.2", "2.3", "2.4", "2.5"] { await offline.record(.blocked(targetVersion: target)) }
+            #expect(await offline.pendingEvents == 3)
+            #expect(await offline.droppedEvents == 2)
+
+            configuration.transport = TestTransport()
+            let online = Upshift(configuration: configuration)
+            #expect(await online.droppedEvents == 2, "the count is kept with the state")
+            await online.flush()
+            let targets = try await harness.strings(
+                "SELECT data->>'targetVersion' FROM event_log WHERE type = 'blocked' ORDER BY position")
+            #expect(targets == ["2.3", "2.4", "2.5"], "the newest are kept")
+        }
+    }
+
     @Test func eventsTheServerRejectsAreDroppedWithALog() async throws {
         let harness = try await Harness.make(now: Self.start)
         try await harness.run { (server: Server) async throws in
@@ -302,10 +352,10 @@ final class LogLines: @unchecked Sendable {
     func append(_ line: String) { lock.withLock { stored.append(line) } }
 }
 
-/// URLSession, with faults on demand: stall (never answers), down (network error), or store-then-503
-/// (the server gets the batch and commits it, the app sees a 503).
+/// URLSession, with faults on demand: stall (never answers), down (network error), store-then-503
+/// (the server gets the batch and commits it, the app sees a 503), or too many (429, Retry-After 120 s).
 final class TestTransport: UpshiftTransport, @unchecked Sendable {
-    enum Mode { case pass, stall, down, storeThen503 }
+    enum Mode { case pass, stall, down, storeThen503, tooMany }
 
     private let inner = URLSessionTransport()
     private let lock = NSLock()
@@ -338,6 +388,10 @@ final class TestTransport: UpshiftTransport, @unchecked Sendable {
             throw URLError(.timedOut)
         case .down:
             throw URLError(.cannotConnectToHost)
+        case .tooMany:
+            let response = HTTPURLResponse(
+                url: request.url!, statusCode: 429, httpVersion: "HTTP/1.1", headerFields: ["Retry-After": "120"])!
+            return (Data(), response)
         case .pass, .storeThen503:
             let (data, response) = try await inner.send(request)
             if !isCheck { lock.withLock { state.lastEventReply = String(decoding: data, as: UTF8.self) } }
