@@ -67,6 +67,7 @@ let package = Package(
         .executableTarget(
             name: "upshift",
             dependencies: [
+                "UpshiftClient",
                 "UpshiftCore",
                 "UpshiftStore",
                 "UpshiftServer",

@@ -8,7 +8,7 @@ struct Upshift: AsyncParsableCommand {
         abstract: "Upshift: update checks, upgrade events and adoption reports for apps.",
         subcommands: [
             Serve.self, Migrate.self, Apps.self, Keys.self, Releases.self, PolicyCommand.self, ProjectionsCommand.self,
-            BenchStatic.self,
+            Simulate.self, Demo.self, BenchStatic.self,
         ]
     )
 }

@@ -1,35 +1,15 @@
 import Foundation
+import UpshiftCore
 
 // A deterministic simulated fleet for the report ground-truth test: installs, their events, when each
 // event reaches the server, and the release catalog as the team edits it. Everything here is written
-// independently of the server (its own PRNG, version order, RFC 3339 writer and report arithmetic),
+// independently of the server (its own version order, RFC 3339 writer and report arithmetic; the PRNG is Core's),
 // so that the expected reports cannot inherit a bug from the code under test.
 
 // MARK: - Randomness
 
-/// SplitMix64: tiny, fast and the same sequence on every platform and Swift version.
-struct SplitMix64: Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    mutating func unit() -> Double { Double(next() >> 11) / Double(UInt64(1) << 53) }
-
-    mutating func chance(_ probability: Double) -> Bool { unit() < probability }
-
-    mutating func int(_ range: ClosedRange<Int>) -> Int {
-        range.lowerBound + Int(next() % UInt64(range.upperBound - range.lowerBound + 1))
-    }
-
+/// The fleet's draws on top of Core's `SplitMix64`.
+extension SplitMix64 {
     mutating func ms(_ range: ClosedRange<Int64>) -> Int64 {
         range.lowerBound + Int64(next() % UInt64(range.upperBound - range.lowerBound + 1))
     }

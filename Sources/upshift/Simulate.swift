@@ -1,0 +1,89 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+import UpshiftServer
+import UpshiftStore
+
+struct Simulate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Drive a simulated fleet through the Swift SDK against Upshift started in-process, then compare every report with the fleet's own ground truth.",
+        discussion: """
+            Needs DATABASE_URL (or POSTGRES_*). Creates its own app, releases, policy and keys; the period ends now. \
+            Exits non-zero, listing the differences, when a report differs from the ground truth.
+            """)
+
+    @Option(help: "Installs in the fleet.") var installs = 2_000
+    @Option(help: "Simulated days, ending now.") var days = 45
+    @Option(help: "Seed of the random generator: the same seed drives the same fleet.") var seed: UInt64 = 1
+    @Option(help: "The app to create (default: sim-<seed>-<random>).") var app: String?
+    @Flag(help: "No progress line.") var quiet = false
+
+    func run() async throws {
+        guard installs > 0, installs <= 1_000_000 else { throw ValidationError("--installs must be 1…1,000,000") }
+        guard days >= 3, days <= 365 else { throw ValidationError("--days must be 3…365") }
+        let app = app ?? "sim-\(seed)-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+        guard AppID.isValid(app) else { throw ValidationError("--app must match ^[a-z0-9][a-z0-9-]{0,62}$") }
+        let options = FleetSimulation.Options(
+            installs: installs, days: days, seed: seed, appId: app, end: Date(), progress: !quiet)
+        try await runSimulation(options)
+    }
+}
+
+struct Demo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Load the app `demo`: releases, a policy and 60 simulated days ending now (once; later runs do nothing).")
+
+    @Option(help: "Installs in the demo fleet.") var installs = 500
+
+    func run() async throws {
+        let (exists, events) = try await withDatabase { client, logger in
+            let exists = try await CatalogStore(client: client, logger: logger).app(id: "demo") != nil
+            var events = 0
+            for try await count in try await client.query(
+                "SELECT count(*)::int8 FROM event_log WHERE app_id = 'demo' AND install_id IS NOT NULL", logger: logger
+            ).decode(Int.self) { events = count }
+            return (exists, events)
+        }
+        if events > 0 {
+            print("demo: the app demo already has its data; nothing to do")
+            return
+        }
+        var options = FleetSimulation.Options(installs: installs, days: 60, seed: 2026, appId: "demo", end: Date(), progress: true)
+        options.createApp = !exists
+        let result = try await runSimulation(options)
+        print("demo: loaded 60 days of app demo. Keys for it (shown once):")
+        print("  read:  \(result.readKey)")
+        print("  admin: \(result.adminKey)")
+    }
+}
+
+/// Runs a simulation and prints its verdict; throws when a report differs from the ground truth.
+@discardableResult
+func runSimulation(_ options: FleetSimulation.Options) async throws -> FleetSimulation.Result {
+    var base: AppConfiguration
+    do {
+        base = try AppConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
+    } catch {
+        throw ValidationError("\(error)")
+    }
+    guard let migrations = Migration.locateDirectory() else { throw ValidationError(MigrationError.directoryNotFound.description) }
+    base.migrationsDirectory = migrations
+    var logger = Logger(label: "upshift-simulate")
+    logger.logLevel = .warning
+    let started = ContinuousClock.now
+    let simulation = FleetSimulation(options: options, configuration: base, logger: logger)
+    let result = try await simulation.run()
+    let elapsed = ContinuousClock.now - started
+    print(
+        "simulate: app \(options.appId), \(options.installs) installs, \(options.days) days, seed \(options.seed): "
+            + "\(ProgressBar.grouped(result.stored)) events stored (checks included) in \(elapsed.formatted(.units(allowed: [.minutes, .seconds])))")
+    print("simulate: ground truth: \(result.summary)")
+    guard result.differences.isEmpty else {
+        for line in result.differences.prefix(50) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        throw CommandFailure(description: "\(result.differences.count) differences between the reports and the ground truth")
+    }
+    print("simulate: every report equals the ground truth (adoption by day, time-to-update per release, prompt funnels)")
+    return result
+}

@@ -1,0 +1,292 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import UpshiftClient
+import UpshiftCore
+import UpshiftServer
+import UpshiftStore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `upshift simulate` and `upshift demo`: a fleet of installs driven through the Swift SDK against the
+/// Upshift application started in-process on loopback, on a clock the simulation moves. Every request
+/// passes a recording transport, which is the simulation's ground truth: the events the server accepted,
+/// and the checks it answered (each stored as a `checked` event).
+struct FleetSimulation {
+    struct Options: Sendable {
+        var installs: Int
+        var days: Int
+        var seed: UInt64
+        var appId: String
+        /// The end of the simulated period (its last day ends here).
+        var end: Date
+        var progress: Bool
+        /// False when the app exists already (an empty `demo` made by `scripts/run`).
+        var createApp = true
+    }
+
+    let options: Options
+    let configuration: AppConfiguration
+    let clock: SimulatedClock
+    let logger: Logger
+
+    init(options: Options, configuration base: AppConfiguration, logger: Logger) {
+        var options = options
+        // Whole seconds: events travel with millisecond timestamps, checks are stored at the server's
+        // clock; the same instant must read the same on both paths.
+        options.end = Date(timeIntervalSince1970: options.end.timeIntervalSince1970.rounded(.down))
+        self.options = options
+        self.logger = logger
+        let start = options.end.addingTimeInterval(-Double(options.days) * 86_400)
+        clock = SimulatedClock(start.addingTimeInterval(-30 * 86_400))
+        var configuration = base
+        configuration.clock = clock
+        configuration.host = "127.0.0.1"
+        configuration.port = FreePort.find()
+        configuration.check.ratePerClient = 0  // one loopback address speaks for the whole fleet
+        configuration.logLevel = .error
+        self.configuration = configuration
+    }
+
+    var start: Date { options.end.addingTimeInterval(-Double(options.days) * 86_400) }
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(configuration.port)")! }
+
+    struct Result: Sendable {
+        /// Rows the server stored for the fleet: events and answered checks.
+        var stored: Int
+        /// Time-to-update of the releases of the period, by the ground truth.
+        var summary: String
+        /// Where a report differs from the ground truth, one line each.
+        var differences: [String]
+        /// The keys the simulation made for its app.
+        var readKey: String
+        var adminKey: String
+    }
+
+    /// Runs the fleet; returns the ground truth and the server's reports, compared.
+    func run() async throws -> Result {
+        try await checkTheLogLeavesThePeriodOpen()
+        let app = try await buildApplication(configuration, logger: logger)
+        let server = Task { try await app.runService(gracefulShutdownSignals: []) }
+        defer { server.cancel() }
+        let http = HTTP(baseURL: baseURL)
+        try await http.waitUntilReady()
+
+        let keys = try await createApp()
+        let recorder = RecordingTransport(clock: clock)
+        var random = SplitMix64(seed: options.seed)
+        let plan = ReleasePlan(start: start, days: options.days)
+        for release in plan.releases where release.at < start {
+            clock.set(release.at)
+            try await http.admin(.POST, "/v1/apps/\(options.appId)/releases", key: keys.admin, body: release.body)
+        }
+        clock.set(start)
+        try await http.admin(
+            .PUT, "/v1/apps/\(options.appId)/policies/ios", key: keys.admin,
+            body: plan.policy(minimum: false), ifMatch: 0)
+
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-simulate-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var fleet = (0..<options.installs).map { index in
+            SimulatedInstall(index: index, random: &random, releases: plan.releases, start: start)
+        }
+        let progress = ProgressLine(enabled: options.progress, days: options.days)
+        for day in 0..<options.days {
+            let dayStart = start.addingTimeInterval(Double(day) * 86_400)
+            // The team's actions of the day, at 09:00.
+            clock.set(dayStart.addingTimeInterval(9 * 3_600))
+            for release in plan.releases where release.day == day {
+                clock.set(release.at)
+                try await http.admin(.POST, "/v1/apps/\(options.appId)/releases", key: keys.admin, body: release.body)
+            }
+            if day == plan.minimumRaiseDay {
+                try await http.admin(
+                    .PUT, "/v1/apps/\(options.appId)/policies/ios", key: keys.admin,
+                    body: plan.policy(minimum: true), ifMatch: 1)
+            }
+            // Launches in time order across the fleet, those of each 30 minutes at once (one per install),
+            // on the clock of the slot's first launch. A user who started an update opens the new version
+            // minutes later. Each launch has its own random sequence, so the order of work does not matter.
+            var pending: [(at: Date, install: Int)] = []
+            for index in fleet.indices where random.chance(fleet[index].launchProbability) {
+                pending.append((dayStart.addingTimeInterval(Double(random.int(8 * 3_600...23 * 3_600))), index))
+            }
+            var launchNumber = 0
+            while !pending.isEmpty {
+                pending.sort { ($0.at, $0.install) < ($1.at, $1.install) }
+                let slotStart = pending[0].at
+                let slotEnd = slotStart.addingTimeInterval(1_800)
+                var slot: [(at: Date, install: Int)] = []
+                var taken = Set<Int>()
+                pending.removeAll { launch in
+                    guard launch.at < slotEnd, taken.insert(launch.install).inserted else { return false }
+                    slot.append(launch)
+                    return true
+                }
+                clock.set(slotStart)
+                let available = plan.releases.filter { $0.at <= slotStart }
+                let results = await withTaskGroup(of: (Int, SimulatedInstall, Bool).self) { group in
+                    for launch in slot {
+                        launchNumber += 1
+                        var install = fleet[launch.install]
+                        let online = !install.offline || day % install.deliveryEveryDays == 0
+                        var random = SplitMix64(seed: options.seed &* 1_000_003 &+ UInt64(day) &* 7_919 &+ UInt64(launchNumber))
+                        let base = sdkConfiguration(for: install, folder: folder, key: keys.ingest, transport: recorder)
+                        group.addTask {
+                            let startedUpdate = await install.launch(
+                                configuration: { version in
+                                    var configuration = base
+                                    configuration.appVersion = version
+                                    return configuration
+                                }, releases: available, online: online, random: &random)
+                            return (launch.install, install, startedUpdate)
+                        }
+                    }
+                    var results: [(Int, SimulatedInstall, Bool)] = []
+                    for await result in group { results.append(result) }
+                    return results
+                }
+                for (index, install, startedUpdate) in results {
+                    fleet[index] = install
+                    if startedUpdate {
+                        let delay = Double(300 + (index * 37 + day * 101) % 1_500)  // 5 to 30 minutes
+                        pending.append((slotEnd.addingTimeInterval(delay), index))
+                    }
+                }
+            }
+            progress.update(day: day + 1, events: recorder.acceptedCount)
+        }
+        // Everything still queued reaches the server at the end of the period.
+        clock.set(options.end)
+        for install in fleet where install.launched {
+            let sdk = UpshiftClient.Upshift(
+                configuration: sdkConfiguration(for: install, folder: folder, key: keys.ingest, transport: recorder))
+            await sdk.flush()
+        }
+        progress.finish(events: recorder.acceptedCount)
+
+        try await waitForStoredEvents(expected: recorder.storedCount)
+        let truth = GroundTruth(facts: recorder.facts, releases: plan.releases, start: start, end: options.end)
+        let differences = try await truth.compare(with: http, app: options.appId, key: keys.read)
+        return Result(
+            stored: recorder.storedCount, summary: truth.summary(), differences: differences, readKey: keys.read,
+            adminKey: keys.admin)
+    }
+
+    private func sdkConfiguration(
+        for install: SimulatedInstall, folder: URL, key: String, transport: RecordingTransport
+    ) -> UpshiftConfiguration {
+        var configuration = UpshiftConfiguration(
+            appId: options.appId, platform: "ios", ingestKey: key, baseURL: baseURL,
+            storageDirectory: folder.appendingPathComponent("install-\(install.index)"), appVersion: install.version,
+            osVersion: install.osVersion, locale: install.locale)
+        configuration.clock = clock
+        configuration.transport = transport
+        configuration.checkTimeout = .seconds(60)  // a check the server answered late is still one it stored
+        configuration.log = { _ in }
+        return configuration
+    }
+
+    /// The adoption projection closes a day once the feed holds an event recorded 32 days after it
+    /// (DESIGN.md section 6: events are accepted up to 30 days late). The horizon is the whole log's, so
+    /// a log that already holds events recorded up to now would close the first days of a longer period
+    /// before the simulation reaches them: refuse, saying so, rather than report differences.
+    private func checkTheLogLeavesThePeriodOpen() async throws {
+        let (settings, start) = (configuration.database, start)
+        let latest: Date? = try await withSimulationDatabase(settings) { client in
+            var latest: Date?
+            for try await value in try await client.query("SELECT max(recorded_at) FROM event_log").decode(Date?.self) {
+                latest = value
+            }
+            return latest
+        }
+        guard let latest, UTCDay(start) < UTCDay(latest).adding(days: -AdoptionFold.openDays) else { return }
+        let days = max(0, Int(options.end.timeIntervalSince(latest.addingTimeInterval(-Double(AdoptionFold.openDays) * 86_400)) / 86_400) - 1)
+        throw HTTP.Failure(
+            description: """
+                this database's event log already holds events recorded up to \(Timestamp.format(latest)); the adoption \
+                projection has closed every day before \(UTCDay(latest).adding(days: -AdoptionFold.openDays)), so the first \
+                days of a \(options.days)-day period ending now would not be counted. Use a fresh database, or --days \(days) or fewer.
+                """)
+    }
+
+    private func createApp() async throws -> (ingest: String, read: String, admin: String) {
+        let settings = configuration.database
+        let (app, now, end, create) = (options.appId, clock.now(), options.end, options.createApp)
+        let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        return try await withSimulationDatabase(settings) { client in
+            let logger = Logger(label: "upshift-simulate")
+            if create {
+                _ = try await CatalogStore(client: client, logger: logger).createApp(
+                    AppInfo(id: app, name: "Simulated fleet", updateURL: ["ios": "https://apps.apple.com/app/id1"]),
+                    actor: "simulate", reason: "upshift simulate", now: now)
+            }
+            let keys = KeyStore(client: client, logger: logger)
+            // Partitions for the whole period (the server creates them around its clock's start only).
+            let log = EventLog(client: client, logger: logger)
+            for date in stride(from: now.timeIntervalSince1970, through: end.timeIntervalSince1970 + 86_400, by: 20 * 86_400) {
+                _ = try await log.ensurePartitions(now: Date(timeIntervalSince1970: date))
+            }
+            let ingest = try await keys.create(name: "\(app)-simulate-ingest-\(suffix)", scope: .ingest, appId: app, now: now).1
+            let read = try await keys.create(name: "\(app)-simulate-read-\(suffix)", scope: .read, appId: app, now: now).1
+            let admin = try await keys.create(name: "\(app)-simulate-admin-\(suffix)", scope: .admin, appId: app, now: now).1
+            return (ingest, read, admin)
+        }
+    }
+}
+
+/// Runs `body` with a client of the simulation's database.
+func withSimulationDatabase<T: Sendable>(
+    _ settings: DatabaseSettings, _ body: @escaping @Sendable (PostgresClient) async throws -> T
+) async throws -> T {
+    let client = PostgresClient(
+        configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: Logger(label: "upshift-simulate", factory: { _ in SwiftLogNoOpLogHandler() }))
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            await client.run()
+            return nil
+        }
+        defer { group.cancelAll() }
+        return try await body(client)
+    }
+}
+
+/// The simulation's clock: set by the simulation only, read by the server and the SDK.
+final class SimulatedClock: WallClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Date
+
+    init(_ start: Date) { current = start }
+
+    func now() -> Date { lock.withLock { current } }
+
+    /// Moves forward only: the server's `recorded_at` and decisions must not go back.
+    func set(_ date: Date) { lock.withLock { current = max(current, date) } }
+}
+
+/// A port the kernel has just handed out and let go.
+enum FreePort {
+    static func find() -> Int {
+        #if canImport(Glibc)
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

@@ -1,0 +1,261 @@
+import Foundation
+import PostgresNIO
+import UpshiftCore
+import UpshiftServer
+import UpshiftStore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The reports DESIGN.md section 6 defines, computed from what the simulation saw stored, and compared
+/// with what the server answers. Returns the differences, one line each (empty: equal).
+struct GroundTruth {
+    let facts: [Fact]
+    let releases: [PlannedRelease]
+    let start: Date
+    let end: Date
+
+    func compare(with http: HTTP, app: String, key: String) async throws -> [String] {
+        var differences: [String] = []
+        differences += try await compareAdoption(http, app: app, key: key)
+        for release in releases where release.at >= start {
+            differences += try await compareRelease(release, http, app: app, key: key)
+        }
+        differences += try await compareFunnels(http, app: app, key: key)
+        return differences
+    }
+
+    static func normalized(_ version: String) -> String { Version(version)?.normalized ?? version }
+
+    static func day(_ date: Date) -> String { Timestamp.day(date) }
+
+    // MARK: Adoption
+
+    private func compareAdoption(_ http: HTTP, app: String, key: String) async throws -> [String] {
+        // Each install's last event of each day (ties: the later stored).
+        var last: [String: Fact] = [:]
+        for fact in facts {
+            let id = fact.install + " " + Self.day(fact.at)
+            if let current = last[id], (current.at, current.order) > (fact.at, fact.order) { continue }
+            last[id] = fact
+        }
+        var expected: [String: [String: Int]] = [:]
+        for fact in last.values { expected[Self.day(fact.at), default: [:]][Self.normalized(fact.version), default: 0] += 1 }
+        let from = Self.day(start)
+        let to = Self.day(end.addingTimeInterval(-1))
+        let report = try await http.get("/v1/apps/\(app)/reports/adoption?platform=ios&from=\(from)&to=\(to)", key: key)
+        var differences: [String] = []
+        var answered: [String: [String: Int]] = [:]
+        for day in report["days"]?.arrayValue ?? [] {
+            guard let name = day["day"]?.stringValue else { continue }
+            var versions: [String: Int] = [:]
+            for cell in day["versions"]?.arrayValue ?? [] {
+                if let version = cell["version"]?.stringValue, let installs = cell["installs"]?.intValue, installs > 0 {
+                    versions[version] = installs
+                }
+            }
+            if !versions.isEmpty { answered[name] = versions }
+        }
+        for day in Set(expected.keys).union(answered.keys).sorted() where expected[day] != answered[day] {
+            differences.append("adoption \(day): expected \(expected[day] ?? [:]), the server says \(answered[day] ?? [:])")
+        }
+        return differences
+    }
+
+    // MARK: Time to update
+
+    /// Share of each release's cohort updated by day 1, 7 and 30, for the releases of the period.
+    func summary() -> String {
+        releases.filter { $0.at >= start }.map { release in
+            let (cohort, times) = timesToUpdate(release)
+            func share(_ days: Double) -> String {
+                cohort == 0 ? "–" : "\(Int((Double(times.filter { $0 <= days * 86_400 }.count) / Double(cohort) * 100).rounded()))%"
+            }
+            return "\(release.version): cohort \(cohort), updated by day 1 \(share(1)), day 7 \(share(7)), day 30 \(share(30))"
+        }.joined(separator: "; ")
+    }
+
+    /// The release's cohort size and the times to update (seconds) of those that updated, sorted.
+    private func timesToUpdate(_ release: PlannedRelease) -> (cohort: Int, times: [Double]) {
+        let version = Version(release.version)!
+        let windowStart = release.at.addingTimeInterval(-7 * 86_400)
+        var lastBefore: [String: Fact] = [:]
+        var firstAtOrAbove: [String: Date] = [:]
+        for fact in facts {
+            guard let seen = Version(fact.version) else { continue }
+            if fact.at >= windowStart, fact.at < release.at {
+                if let current = lastBefore[fact.install], (current.at, current.order) > (fact.at, fact.order) { continue }
+                lastBefore[fact.install] = fact
+            }
+            if fact.at >= release.at, seen >= version {
+                firstAtOrAbove[fact.install] = min(firstAtOrAbove[fact.install] ?? fact.at, fact.at)
+            }
+        }
+        let cohort = lastBefore.values.filter { Version($0.version)! < version }.map(\.install)
+        return (cohort.count, cohort.compactMap { firstAtOrAbove[$0].map { $0.timeIntervalSince(release.at) } }.sorted())
+    }
+
+    private func compareRelease(_ release: PlannedRelease, _ http: HTTP, app: String, key: String) async throws -> [String] {
+        let (cohortSize, times) = timesToUpdate(release)
+        let cohort = [Int](repeating: 0, count: cohortSize)
+        func quantile(_ percent: Int) -> Double? {
+            let rank = (percent * cohort.count + 99) / 100
+            return rank >= 1 && times.count >= rank ? times[rank - 1] : nil
+        }
+        func share(_ days: Double) -> Double? {
+            cohort.isEmpty ? nil : Double(times.filter { $0 <= days * 86_400 }.count) / Double(cohort.count)
+        }
+        let report = try await http.get("/v1/apps/\(app)/reports/releases/\(release.version)?platform=ios", key: key)
+        let label = "release \(release.version)"
+        var differences: [String] = []
+        func check(_ field: String, _ expected: Double?, _ answered: Double?) {
+            let equal = expected == nil ? answered == nil : answered.map { abs($0 - expected!) < 1e-9 } ?? false
+            if !equal { differences.append("\(label) \(field): expected \(expected.map { "\($0)" } ?? "null"), the server says \(answered.map { "\($0)" } ?? "null")") }
+        }
+        check("cohort", Double(cohort.count), report["cohort"]?.doubleValue)
+        check("updated", Double(times.count), report["updated"]?.doubleValue)
+        check("medianSeconds", quantile(50), report["medianSeconds"]?.doubleValue)
+        check("p90Seconds", quantile(90), report["p90Seconds"]?.doubleValue)
+        for (name, days) in [("day1", 1.0), ("day7", 7.0), ("day30", 30.0)] {
+            check("updatedShare.\(name)", share(days), report["updatedShare"]?[name]?.doubleValue)
+        }
+        return differences
+    }
+
+    // MARK: Prompt funnel
+
+    private func compareFunnels(_ http: HTTP, app: String, key: String) async throws -> [String] {
+        struct Key: Hashable, Comparable {
+            var target: String
+            var kind: String
+            static func < (a: Key, b: Key) -> Bool { (a.target, a.kind) < (b.target, b.kind) }
+        }
+        struct Marks {
+            var shown: [String: Date] = [:]
+            var later = Set<String>(), skip = Set<String>(), started = Set<String>(), blocked = Set<String>()
+        }
+        var funnels: [Key: Marks] = [:]
+        // When each install was first seen on each version (what conversion reads).
+        var firstSeen: [String: [String: Date]] = [:]
+        for fact in facts {
+            let version = Self.normalized(fact.version)
+            firstSeen[fact.install, default: [:]][version] = min(firstSeen[fact.install]?[version] ?? fact.at, fact.at)
+            guard let target = fact.target, let kind = fact.kind else { continue }
+            let key = Key(target: Self.normalized(target), kind: kind)
+            switch fact.type {
+            case "prompt_shown":
+                funnels[key, default: Marks()].shown[fact.install] = min(funnels[key]?.shown[fact.install] ?? fact.at, fact.at)
+            case "prompt_dismissed":
+                if fact.action == "later" { funnels[key, default: Marks()].later.insert(fact.install) }
+                if fact.action == "skip" { funnels[key, default: Marks()].skip.insert(fact.install) }
+            case "update_started": funnels[key, default: Marks()].started.insert(fact.install)
+            case "blocked": funnels[key, default: Marks()].blocked.insert(fact.install)
+            default: break
+            }
+        }
+        let report = try await http.get("/v1/apps/\(app)/reports/prompts?platform=ios", key: key)
+        var answered: [Key: [Int]] = [:]
+        for funnel in report["funnels"]?.arrayValue ?? [] {
+            guard let target = funnel["targetVersion"]?.stringValue, let kind = funnel["promptKind"]?.stringValue else { continue }
+            answered[Key(target: target, kind: kind)] = ["shown", "dismissedLater", "dismissedSkip", "updateStarted", "blocked", "converted"]
+                .map { funnel[$0]?.intValue ?? -1 }
+        }
+        var expected: [Key: [Int]] = [:]
+        for (key, marks) in funnels {
+            let target = Version(key.target)!
+            let converted = marks.shown.filter { install, shown in
+                (firstSeen[install] ?? [:]).contains { version, first in
+                    Version(version).map { $0 >= target } == true && first >= shown && first <= shown.addingTimeInterval(7 * 86_400)
+                }
+            }.count
+            expected[key] = [marks.shown.count, marks.later.count, marks.skip.count, marks.started.count, marks.blocked.count, converted]
+        }
+        let fields = "shown, later, skip, started, blocked, converted"
+        return Set(expected.keys).union(answered.keys).sorted().compactMap { key in
+            expected[key] == answered[key]
+                ? nil
+                : "prompts \(key.target) \(key.kind) (\(fields)): expected \(expected[key] ?? []), the server says \(answered[key] ?? [])"
+        }
+    }
+}
+
+/// The few HTTP calls the simulation makes besides the SDK's: admin writes, reports, readiness.
+struct HTTP: Sendable {
+    let baseURL: URL
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    func request(_ method: String, _ path: String, key: String?, body: JSONValue? = nil, ifMatch: Int? = nil)
+        async throws -> (Int, Data)
+    {
+        var request = URLRequest(url: URL(string: path, relativeTo: baseURL)!.absoluteURL)
+        request.httpMethod = method
+        if let key { request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization") }
+        if let ifMatch { request.setValue("\"\(ifMatch)\"", forHTTPHeaderField: "If-Match") }
+        if let body {
+            request.httpBody = try JSONEncoder().encode(body)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+    }
+
+    enum Method: String { case POST, PUT }
+
+    func admin(_ method: Method, _ path: String, key: String, body: JSONValue, ifMatch: Int? = nil) async throws {
+        let (status, data) = try await request(method.rawValue, path, key: key, body: body, ifMatch: ifMatch)
+        guard (200..<300).contains(status) else {
+            throw Failure(description: "\(method.rawValue) \(path): HTTP \(status) \(String(decoding: data, as: UTF8.self))")
+        }
+    }
+
+    func get(_ path: String, key: String) async throws -> JSONValue {
+        let (status, data) = try await request("GET", path, key: key)
+        guard status == 200 else { throw Failure(description: "GET \(path): HTTP \(status) \(String(decoding: data, as: UTF8.self))") }
+        return try JSONValue.parse(data)
+    }
+
+    func waitUntilReady() async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let (status, _) = try? await request("GET", "/health/ready", key: nil), status == 200 { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw Failure(description: "the in-process server did not become ready within 60 s")
+    }
+}
+
+extension FleetSimulation {
+    /// Waits until the log holds `expected` rows of the app (check observations are written in the
+    /// background) and every projection has applied every event.
+    func waitForStoredEvents(expected: Int) async throws {
+        let (settings, app) = (configuration.database, options.appId)
+        let deadline = ContinuousClock.now + .seconds(300)
+        try await withSimulationDatabase(settings) { client in
+            while ContinuousClock.now < deadline {
+                var stored = 0
+                var behind = 1
+                for try await (count, lagging) in try await client.query(
+                    """
+                    SELECT (SELECT count(*) FROM event_log WHERE app_id = \(app) AND install_id IS NOT NULL)::int8,
+                           (SELECT count(*) FROM projections p WHERE p.state = 'active' AND EXISTS (
+                                SELECT 1 FROM event_log e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos)))::int8
+                    """
+                ).decode((Int, Int).self) { (stored, behind) = (count, lagging) }
+                if stored >= expected, behind == 0 { return }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            throw HTTP.Failure(description: "the server did not store and project \(expected) events within 300 s")
+        }
+    }
+}
+
+extension JSONValue {
+    var arrayValue: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
+    var stringValue: String? { if case .string(let value) = self { value } else { nil } }
+    var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
+    var intValue: Int? { doubleValue.map { Int($0) } }
+}

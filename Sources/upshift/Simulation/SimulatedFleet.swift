@@ -1,0 +1,243 @@
+import Foundation
+import UpshiftClient
+import UpshiftCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A release of the simulated app, and when the team publishes it.
+struct PlannedRelease: Sendable {
+    var version: String
+    var at: Date
+    /// Day of the period it is published on (negative: before the period).
+    var day: Int
+    var minimumOSVersion: String
+    var notes: [String]
+
+    var body: JSONValue {
+        .object([
+            "platform": .string("ios"), "version": .string(version), "releasedAt": .string(Timestamp.format(at)),
+            "minimumOSVersion": .string(minimumOSVersion), "notes": .object(["en": .array(notes.map(JSONValue.string))]),
+        ])
+    }
+}
+
+/// The release schedule and the policy change of a run: three releases before the period, three during
+/// it (the last one needs a newer OS), and a minimum raised halfway.
+struct ReleasePlan: Sendable {
+    var releases: [PlannedRelease] = []
+    var minimumRaiseDay: Int
+    var minimumVersion = "1.0"
+
+    init(start: Date, days: Int) {
+        func at(_ day: Int, hour: Int = 10) -> Date { start.addingTimeInterval(Double(day) * 86_400 + Double(hour) * 3_600) }
+        let third = max(days / 3, 1)
+        let schedule: [(String, Int, String)] = [
+            ("0.8", -120, "15.0"), ("0.9", -60, "15.0"), ("1.0", -20, "15.0"),
+            ("1.1", min(2, days - 1), "15.0"), ("1.2", min(third + 2, days - 1), "15.0"),
+            ("2.0", min(2 * third + 2, days - 1), "16.0"),
+        ]
+        var seen = Set<Int>()
+        for (version, day, os) in schedule {
+            // One release a day at most (short runs squeeze the schedule).
+            var day = day
+            while day >= 0, seen.contains(day) { day += 1 }
+            guard day < days else { continue }
+            seen.insert(day)
+            releases.append(
+                PlannedRelease(version: version, at: at(day), day: day, minimumOSVersion: os, notes: ["What is new in \(version)"]))
+        }
+        minimumRaiseDay = days / 2
+    }
+
+    /// The policy: reminders after 2 days, checks every 6 hours; halfway, a minimum.
+    func policy(minimum: Bool) -> JSONValue {
+        var fields: [String: JSONValue] = [
+            "enabled": .bool(true), "remindIntervalSeconds": .number(2 * 86_400), "checkIntervalSeconds": .number(6 * 3_600),
+        ]
+        if minimum { fields["minimumVersion"] = .string(minimumVersion) }
+        return .object(fields)
+    }
+}
+
+/// One install of the fleet: its device, its habits, and the version it runs.
+struct SimulatedInstall: Sendable {
+    let index: Int
+    var version: String
+    let osVersion: String
+    let locale: String
+    /// Chance of opening the app on a given day.
+    let launchProbability: Double
+    /// Chance a day that the store updates the app on its own, once a newer release runs on the device.
+    let updateHazard: Double
+    /// Offline installs deliver their events every few days only.
+    let offline: Bool
+    let deliveryEveryDays: Int
+    /// An update the user started (or the store made): the next launch runs it.
+    var pendingUpdate: String?
+    var launched = false
+
+    init(index: Int, random: inout SplitMix64, releases: [PlannedRelease], start: Date) {
+        self.index = index
+        let roll = random.unit()
+        version = roll < 0.15 ? "0.8" : roll < 0.40 ? "0.9" : "1.0"
+        // Some devices are stuck on an OS the last release does not support.
+        osVersion = random.chance(0.08) ? "15.8" : "17.\(random.int(0...5))"
+        locale = ["en", "de", "fr", "en-GB"][random.int(0...3)]
+        launchProbability = 0.3 + 0.65 * random.unit()
+        let kind = random.unit()
+        updateHazard = kind < 0.25 ? 0 : kind < 0.65 ? 0.1 : 0.5  // never, slow, fast
+        offline = random.chance(0.05)
+        deliveryEveryDays = random.int(3...5)
+    }
+
+    /// One launch of the app: the SDK starts, checks, and the user answers the prompt. True when the
+    /// user started an update from a prompt (the app opens again on the new version soon after).
+    mutating func launch(
+        configuration: (String) -> UpshiftConfiguration, releases: [PlannedRelease], online: Bool,
+        random: inout SplitMix64
+    ) async -> Bool {
+        if let target = pendingUpdate {
+            version = target
+            pendingUpdate = nil
+        }
+        let sdk = UpshiftClient.Upshift(configuration: configuration(version))
+        await sdk.launch()
+        launched = true
+        let decision = await sdk.check()
+        var startedUpdate = false
+        if let target = decision.latestVersion {
+            switch decision.action {
+            case .force:
+                await sdk.record(.promptShown(kind: .force, targetVersion: target))
+                if random.chance(0.7) {
+                    await sdk.record(.updateStarted(kind: .force, targetVersion: target))
+                    pendingUpdate = target
+                    startedUpdate = true
+                } else {
+                    await sdk.record(.blocked(targetVersion: target))
+                }
+            case .soft:
+                await sdk.record(.promptShown(kind: .soft, targetVersion: target))
+                let answer = random.unit()
+                if answer < 0.3 {
+                    await sdk.record(.updateStarted(kind: .soft, targetVersion: target))
+                    pendingUpdate = target
+                    startedUpdate = true
+                } else if answer < 0.85 || decision.server?.allowSkip == false {
+                    await sdk.remindLater(decision)
+                } else {
+                    await sdk.skip(decision)
+                }
+            case .none:
+                break
+            }
+        }
+        // The store's own updates: to the newest release this device can run.
+        if pendingUpdate == nil, let os = Version(osVersion), let current = Version(version) {
+            let newest = releases.filter { Version($0.version)! > current && Version($0.minimumOSVersion)! <= os }
+                .max { Version($0.version)! < Version($1.version)! }
+            if let newest, random.chance(updateHazard) { pendingUpdate = newest.version }
+        }
+        if await sdk.whatsNew != nil { await sdk.whatsNewShown() }
+        if online { await sdk.flush() }
+        await sdk.stop()
+        return startedUpdate
+    }
+}
+
+/// A stored event as the simulation saw it go through: what the reports count.
+struct Fact: Sendable {
+    var install: String
+    var at: Date
+    var version: String
+    var type: String
+    var target: String?
+    var kind: String?
+    var action: String?
+    /// The order the server stored it in (ties in `at` go to the later).
+    var order: Int
+}
+
+/// URLSession (one for the whole fleet), recording what the server accepted (events) and answered (checks, each stored by the
+/// server as a `checked` event at the time of the check).
+final class RecordingTransport: UpshiftTransport, @unchecked Sendable {
+    private let inner = URLSessionTransport()
+    private let clock: SimulatedClock
+    private let lock = NSLock()
+    private var recorded: [Fact] = []
+    private var recordedIds = Set<String>()
+    private var accepted = 0
+
+    init(clock: SimulatedClock) { self.clock = clock }
+
+    var facts: [Fact] { lock.withLock { recorded } }
+    /// Events the server took from the SDK.
+    var acceptedCount: Int { lock.withLock { accepted } }
+    /// Rows the server stores for this fleet: accepted events and answered checks.
+    var storedCount: Int { lock.withLock { recorded.count } }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let (data, response) = try await inner.send(request)
+        guard response.statusCode == 200, let url = request.url else { return (data, response) }
+        if url.path.hasSuffix("/check") {
+            let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            func item(_ name: String) -> String? { query.first { $0.name == name }?.value }
+            if let install = item("install"), let version = item("version") {
+                let at = clock.now()
+                lock.withLock {
+                    recorded.append(Fact(install: install, at: at, version: version, type: "checked", order: recorded.count))
+                }
+            }
+        } else if let body = request.httpBody,
+            let sent = (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["events"] as? [[String: Any]],
+            let reply = try? JSONDecoder().decode(IngestResponse.self, from: data)
+        {
+            lock.withLock {
+                // A duplicate whose first copy was stored by a request that looked failed to the SDK
+                // (and so was resent) is recorded on its first answer here.
+                for result in reply.results where result.status != .rejected && result.index < sent.count {
+                    let event = sent[result.index]
+                    guard let id = event["id"] as? String, recordedIds.insert(id).inserted,
+                        let install = event["installId"] as? String, let version = event["appVersion"] as? String,
+                        let type = event["type"] as? String, let at = (event["occurredAt"] as? String).flatMap(Timestamp.parse)
+                    else { continue }
+                    accepted += 1
+                    recorded.append(
+                        Fact(
+                            install: install, at: at, version: version, type: type, target: event["targetVersion"] as? String,
+                            kind: type == "blocked" ? "force" : event["promptKind"] as? String,
+                            action: event["dismissAction"] as? String, order: recorded.count))
+                }
+            }
+        }
+        return (data, response)
+    }
+}
+
+/// `day 12/45  61,204 events  1,530 events/s` on standard error, redrawn on a terminal.
+struct ProgressLine: Sendable {
+    let enabled: Bool
+    let days: Int
+    let started = ContinuousClock.now
+    let terminal = isatty(STDERR_FILENO) != 0
+
+    func update(day: Int, events: Int) {
+        guard enabled else { return }
+        let line = "day \(day)/\(days)  \(ProgressBar.grouped(events)) events  \(ProgressBar.grouped(rate(events))) events/s"
+        FileHandle.standardError.write(Data((terminal ? "\r" + line : line + "\n").utf8))
+    }
+
+    func finish(events: Int) {
+        guard enabled else { return }
+        update(day: days, events: events)
+        if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    func rate(_ events: Int) -> Int {
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return seconds > 0 ? Int(Double(events) / seconds) : 0
+    }
+}
