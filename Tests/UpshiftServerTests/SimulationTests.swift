@@ -9,6 +9,7 @@ import UpshiftTestSupport
     @Test func twoThousandInstallsOverFortyFiveDaysMatchEveryReport() async throws {
         let database = try await TestDatabases.shared.fresh()
         let (status, output) = try await Self.simulate(["--installs", "2000", "--days", "45", "--seed", "7"], database: database)
+        print(output)  // the verdict and the shares updated by day 1, 7 and 30, in the test log
         #expect(status == 0, "\(output)")
         #expect(output.contains("every report equals the ground truth"), "\(output)")
         // The fleet behaves like one: the releases of the period reach plausible shares (the bands).

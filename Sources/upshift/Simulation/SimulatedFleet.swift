@@ -87,7 +87,7 @@ struct SimulatedInstall: Sendable {
         locale = ["en", "de", "fr", "en-GB"][random.int(0...3)]
         launchProbability = 0.3 + 0.65 * random.unit()
         let kind = random.unit()
-        updateHazard = kind < 0.25 ? 0 : kind < 0.65 ? 0.1 : 0.5  // never, slow, fast
+        updateHazard = kind < 0.3 ? 0 : kind < 0.65 ? 0.1 : 0.5  // never (unless forced), slow, fast
         offline = random.chance(0.05)
         deliveryEveryDays = random.int(3...5)
     }
@@ -121,7 +121,8 @@ struct SimulatedInstall: Sendable {
             case .soft:
                 await sdk.record(.promptShown(kind: .soft, targetVersion: target))
                 let answer = random.unit()
-                if answer < 0.3 {
+                // The long tail never updates from a soft prompt (only a force moves it).
+                if answer < 0.3, updateHazard > 0 {
                     await sdk.record(.updateStarted(kind: .soft, targetVersion: target))
                     pendingUpdate = target
                     startedUpdate = true
