@@ -122,7 +122,7 @@ struct SimulatedInstall: Sendable {
                 await sdk.record(.promptShown(kind: .soft, targetVersion: target))
                 let answer = random.unit()
                 // The long tail never updates from a soft prompt (only a force moves it).
-                if answer < 0.3, updateHazard > 0 {
+                if answer < 0.4, updateHazard > 0 {
                     await sdk.record(.updateStarted(kind: .soft, targetVersion: target))
                     pendingUpdate = target
                     startedUpdate = true
