@@ -72,5 +72,18 @@ extension JSONValue {
         return nil
     }
 
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    public var doubleValue: Double? {
+        if case .number(let value) = self { return value }
+        return nil
+    }
+
+    /// A number as an `Int` (reports' counts).
+    public var intValue: Int? { doubleValue.map { Int($0) } }
+
     public var isNull: Bool { self == .null }
 }

@@ -8,14 +8,21 @@ import UpshiftStore
 
 /// Runs `body` with a PostgreSQL client for the database of `DATABASE_URL` (or `POSTGRES_*`).
 func withDatabase<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
-    var logger = Logger(label: "upshift")
-    logger.logLevel = .error
     let settings: DatabaseSettings
     do {
         settings = try DatabaseSettings.fromEnvironment(ProcessInfo.processInfo.environment)
     } catch {
         throw ValidationError("\(error)")
     }
+    return try await withDatabase(settings, body)
+}
+
+/// Runs `body` with a PostgreSQL client (two connections) for `settings`.
+func withDatabase<T: Sendable>(
+    _ settings: DatabaseSettings, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
+) async throws -> T {
+    var logger = Logger(label: "upshift")
+    logger.logLevel = .error
     let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask {

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 import UpshiftClient
 import UpshiftCore
 import UpshiftServer
@@ -70,8 +71,22 @@ struct FleetSimulation {
     func run() async throws -> Result {
         try await checkTheLogLeavesThePeriodOpen()
         let app = try await buildApplication(configuration, logger: logger)
-        let server = Task { try await app.runService(gracefulShutdownSignals: []) }
-        defer { server.cancel() }
+        // Stopped gracefully at the end (cancelling it would log the open connections as errors).
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let server = Task { try await group.run() }
+        do {
+            let result = try await drive()
+            await group.triggerGracefulShutdown()
+            try await server.value
+            return result
+        } catch {
+            server.cancel()
+            throw error
+        }
+    }
+
+    /// The fleet against the running server.
+    private func drive() async throws -> Result {
         let http = HTTP(baseURL: baseURL)
         try await http.waitUntilReady()
 
@@ -196,7 +211,7 @@ struct FleetSimulation {
     /// before the simulation reaches them: refuse, saying so, rather than report differences.
     private func checkTheLogLeavesThePeriodOpen() async throws {
         let (settings, start) = (configuration.database, start)
-        let latest: Date? = try await withSimulationDatabase(settings) { client in
+        let latest: Date? = try await withDatabase(settings) { client, _ in
             var latest: Date?
             for try await value in try await client.query("SELECT max(recorded_at) FROM event_log").decode(Date?.self) {
                 latest = value
@@ -217,8 +232,7 @@ struct FleetSimulation {
         let settings = configuration.database
         let (app, now, end, create) = (options.appId, clock.now(), options.end, options.createApp)
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return try await withSimulationDatabase(settings) { client in
-            let logger = Logger(label: "upshift-simulate")
+        return try await withDatabase(settings) { client, logger in
             if create {
                 _ = try await CatalogStore(client: client, logger: logger).createApp(
                     AppInfo(id: app, name: "Simulated fleet", updateURL: ["ios": "https://apps.apple.com/app/id1"]),
@@ -235,22 +249,6 @@ struct FleetSimulation {
             let admin = try await keys.create(name: "\(app)-simulate-admin-\(suffix)", scope: .admin, appId: app, now: now).1
             return (ingest, read, admin)
         }
-    }
-}
-
-/// Runs `body` with a client of the simulation's database.
-func withSimulationDatabase<T: Sendable>(
-    _ settings: DatabaseSettings, _ body: @escaping @Sendable (PostgresClient) async throws -> T
-) async throws -> T {
-    let client = PostgresClient(
-        configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: Logger(label: "upshift-simulate", factory: { _ in SwiftLogNoOpLogHandler() }))
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask {
-            await client.run()
-            return nil
-        }
-        defer { group.cancelAll() }
-        return try await body(client)
     }
 }
 

@@ -97,14 +97,13 @@ struct GroundTruth {
     }
 
     private func compareRelease(_ release: PlannedRelease, _ http: HTTP, app: String, key: String) async throws -> [String] {
-        let (cohortSize, times) = timesToUpdate(release)
-        let cohort = [Int](repeating: 0, count: cohortSize)
+        let (cohort, times) = timesToUpdate(release)
         func quantile(_ percent: Int) -> Double? {
-            let rank = (percent * cohort.count + 99) / 100
+            let rank = (percent * cohort + 99) / 100
             return rank >= 1 && times.count >= rank ? times[rank - 1] : nil
         }
         func share(_ days: Double) -> Double? {
-            cohort.isEmpty ? nil : Double(times.filter { $0 <= days * 86_400 }.count) / Double(cohort.count)
+            cohort == 0 ? nil : Double(times.filter { $0 <= days * 86_400 }.count) / Double(cohort)
         }
         let report = try await http.get("/v1/apps/\(app)/reports/releases/\(release.version)?platform=ios", key: key)
         let label = "release \(release.version)"
@@ -113,7 +112,7 @@ struct GroundTruth {
             let equal = expected == nil ? answered == nil : answered.map { abs($0 - expected!) < 1e-9 } ?? false
             if !equal { differences.append("\(label) \(field): expected \(expected.map { "\($0)" } ?? "null"), the server says \(answered.map { "\($0)" } ?? "null")") }
         }
-        check("cohort", Double(cohort.count), report["cohort"]?.doubleValue)
+        check("cohort", Double(cohort), report["cohort"]?.doubleValue)
         check("updated", Double(times.count), report["updated"]?.doubleValue)
         check("medianSeconds", quantile(50), report["medianSeconds"]?.doubleValue)
         check("p90Seconds", quantile(90), report["p90Seconds"]?.doubleValue)
@@ -234,7 +233,7 @@ extension FleetSimulation {
     func waitForStoredEvents(expected: Int) async throws {
         let (settings, app) = (configuration.database, options.appId)
         let deadline = ContinuousClock.now + .seconds(300)
-        try await withSimulationDatabase(settings) { client in
+        try await withDatabase(settings) { client, _ in
             while ContinuousClock.now < deadline {
                 var stored = 0
                 var behind = 1
@@ -251,11 +250,4 @@ extension FleetSimulation {
             throw HTTP.Failure(description: "the server did not store and project \(expected) events within 300 s")
         }
     }
-}
-
-extension JSONValue {
-    var arrayValue: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
-    var stringValue: String? { if case .string(let value) = self { value } else { nil } }
-    var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
-    var intValue: Int? { doubleValue.map { Int($0) } }
 }
