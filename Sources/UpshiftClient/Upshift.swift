@@ -95,6 +95,9 @@ public actor Upshift {
     private let files: FileStore
     private var state: ClientState
     private var queue: [QueuedEvent]
+    /// What the files hold: a save that would write the same is skipped (fewer writes to the device's flash).
+    private var savedState: ClientState?
+    private var savedQueue: [QueuedEvent]?
     private var sender: Task<Void, Never>?
     private var sending = false
     private var failures = 0
@@ -103,12 +106,18 @@ public actor Upshift {
     public init(configuration: UpshiftConfiguration) {
         self.configuration = configuration
         files = FileStore(directory: configuration.storageDirectory)
-        queue = files.load([QueuedEvent].self, from: "queue.json") ?? []
+        let storedQueue = files.load([QueuedEvent].self, from: "queue.json")
+        queue = storedQueue ?? []
+        savedQueue = storedQueue
         if let stored = files.load(ClientState.self, from: "state.json") {
             state = stored
+            savedState = stored
         } else {
             state = ClientState()  // a new install id, kept from now on
-            do { try files.save(state, to: "state.json") } catch { configuration.log("cannot save state: \(error)") }
+            do {
+                try files.save(state, to: "state.json")
+                savedState = state
+            } catch { configuration.log("cannot save state: \(error)") }
         }
     }
 
@@ -396,11 +405,19 @@ public actor Upshift {
     // MARK: Helpers
 
     private func persistState() {
-        do { try files.save(state, to: "state.json") } catch { configuration.log("cannot save state: \(error)") }
+        guard state != savedState else { return }
+        do {
+            try files.save(state, to: "state.json")
+            savedState = state
+        } catch { configuration.log("cannot save state: \(error)") }
     }
 
     private func persistQueue() {
-        do { try files.save(queue, to: "queue.json") } catch { configuration.log("cannot save the event queue: \(error)") }
+        guard queue != savedQueue else { return }
+        do {
+            try files.save(queue, to: "queue.json")
+            savedQueue = queue
+        } catch { configuration.log("cannot save the event queue: \(error)") }
     }
 
     static func escape(_ text: String) -> String {

@@ -15,13 +15,17 @@ public enum KeyScope: String, Sendable, Codable, CaseIterable {
 public enum KeySecret {
     /// A new secret such as `upshift_ingest_3q2…` (32 random bytes, base64url).
     public static func generate(scope: KeyScope) -> String {
+        "upshift_\(scope.rawValue)_\(randomToken())"
+    }
+
+    /// 32 random bytes from the system's generator, base64url without padding (43 characters).
+    public static func randomToken() -> String {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        let encoded = Data(bytes).base64EncodedString()
+        return Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
-        return "upshift_\(scope.rawValue)_\(encoded)"
     }
 
     /// The stored form of a secret: the hex SHA-256 of its UTF-8 bytes.

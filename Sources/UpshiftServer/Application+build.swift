@@ -55,10 +55,17 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
         CatalogController(store: catalogStore, authenticator: authenticator, clock: configuration.clock) {
             await snapshotLoader.reload(reason: "write")
         }.addRoutes(to: router)
+        let reports = ReportService(
+            store: ReportStore(client: client, logger: logger), snapshot: snapshot, clock: configuration.clock)
         ReportsController(
-            reports: ReportStore(client: client, logger: logger), authenticator: authenticator, snapshot: snapshot,
-            clock: configuration.clock
+            reports: reports, authenticator: authenticator, snapshot: snapshot, clock: configuration.clock
         ).addRoutes(to: router)
+        DashboardController(
+            sessions: SessionStore(client: client, logger: logger), keys: keys, catalog: catalogStore, reports: reports,
+            snapshot: snapshot, clock: configuration.clock
+        ) {
+            await snapshotLoader.reload(reason: "dashboard write")
+        }.addRoutes(to: router)
         services.append(contentsOf: [partitions, writer, snapshotLoader] as [any Service])
     }
     if configuration.roles.contains(.projections) {

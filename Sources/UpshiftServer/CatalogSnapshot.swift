@@ -25,6 +25,9 @@ final class CatalogSnapshot: Sendable {
         state.withLock { $0.apps[id] }
     }
 
+    /// Every app's id, in order.
+    var appIds: [String] { state.withLock { $0.apps.keys.sorted() } }
+
     var isLoaded: Bool { state.withLock { $0.loaded } }
     var version: Int64 { state.withLock { $0.version } }
 

@@ -9,7 +9,7 @@ import UpshiftStore
 /// Bounds: adoption covers at most 366 days (default: the 30 days ending today); the minimum-impact
 /// window is 1–90 days (default 7); a release's curve covers at most 365 days after the release.
 struct ReportsController {
-    let reports: ReportStore
+    let reports: ReportService
     let authenticator: KeyAuthenticator
     let snapshot: CatalogSnapshot
     let clock: any WallClock
@@ -25,8 +25,7 @@ struct ReportsController {
             guard to.number - from.number < AdoptionReport.maximumDays else {
                 throw ProblemDetails.badRequest("the range covers at most \(AdoptionReport.maximumDays) days", field: "from")
             }
-            let rows = try await read { try await reports.adoption(app: app, platform: platform, from: from, to: to) }
-            let report = AdoptionReport(app: app, platform: platform, from: from, to: to, rows: rows)
+            let report = try await reports.adoption(app: app, platform: platform, from: from, to: to)
             return try respond(request, report, csv: report.csv, name: "adoption")
         }
         group.get("releases/:version") { request, context in
@@ -35,21 +34,15 @@ struct ReportsController {
             guard let version = Version(text) else {
                 throw ProblemDetails.badRequest("version '\(text)' is not a version (DESIGN.md section 3)", field: "version")
             }
-            guard let figures = try await read({ try await reports.release(app: app, platform: platform, version: version) })
-            else {
+            guard let report = try await reports.release(app: app, platform: platform, version: version) else {
                 throw ProblemDetails.notFound("no release \(text) of app \(app) on \(platform) (yet)")
             }
-            let report = ReleaseReport(
-                app: app, platform: platform, version: version.normalized, releasedAt: figures.releasedAt,
-                now: clock.now(), cohort: figures.cohort, updatedByDay: figures.updatedByDay,
-                medianMilliseconds: figures.medianMilliseconds, p90Milliseconds: figures.p90Milliseconds)
             return try respond(request, report, csv: report.csv, name: "release-\(version.normalized)")
         }
         group.get("prompts") { request, context in
             let (app, platform) = try await scope(request, context, allowed: ["platform", "targetVersion"])
             let target = try version(request, "targetVersion")
-            let funnels = try await read { try await reports.funnels(app: app, platform: platform, target: target) }
-            let report = PromptFunnelReport(app: app, platform: platform, funnels: funnels)
+            let report = try await reports.funnels(app: app, platform: platform, target: target)
             return try respond(request, report, csv: report.csv, name: "prompts")
         }
         group.get("minimum-impact") { request, context in
@@ -60,13 +53,7 @@ struct ReportsController {
             let window = try request.integerParameter(
                 "window", default: MinimumImpactReport.defaultWindowDays,
                 range: 1...MinimumImpactReport.maximumWindowDays)
-            let now = clock.now()
-            let since = now.addingTimeInterval(-Double(window) * 86_400)
-            let groups = try await read { try await reports.activeInstalls(app: app, platform: platform, since: since) }
-            let releases = snapshot.app(app)?.catalog.releases[platform] ?? []
-            let report = MinimumImpactReport(
-                app: app, platform: platform, minimum: minimum, windowDays: window, releases: releases, now: now,
-                groups: groups)
+            let report = try await reports.minimumImpact(app: app, platform: platform, minimum: minimum, windowDays: window)
             return try respond(request, report, csv: report.csv, name: "minimum-impact")
         }
     }
@@ -103,15 +90,6 @@ struct ReportsController {
             throw ProblemDetails.badRequest("\(name) '\(text)' is not a version (DESIGN.md section 3)", field: name)
         }
         return version
-    }
-
-    /// Runs a report query; a projection that has no tables yet is a 503, not a 500.
-    private func read<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as ReportStore.NotReady {
-            throw ProblemDetails.unavailable("\(error.description); retry shortly", retryAfter: 5)
-        }
     }
 
     private func respond(_ request: Request, _ report: some Encodable, csv: String, name: String) throws -> Response {

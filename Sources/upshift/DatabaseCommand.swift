@@ -38,6 +38,19 @@ func withDatabase<T: Sendable>(
     }
 }
 
+/// The numbered migrations of `directory`, else of UPSHIFT_MIGRATIONS_DIR or ./sql.
+func loadMigrations(from directory: String? = nil) throws -> [Migration] {
+    let folder = directory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Migration.locateDirectory()
+    guard let folder else { throw ValidationError(MigrationError.directoryNotFound.description) }
+    return try Migration.load(from: folder)
+}
+
+/// Applies pending migrations; returns the names applied.
+@discardableResult
+func migrateDatabase(_ migrations: [Migration]) async throws -> [String] {
+    try await withDatabase { client, logger in try await Migrator(client: client, logger: logger).migrate(migrations) }
+}
+
 /// Prints a failure to standard error and exits non-zero (no stack of Swift types for an operator).
 struct CommandFailure: Error, CustomStringConvertible {
     var description: String

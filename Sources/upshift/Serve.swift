@@ -50,12 +50,8 @@ struct Migrate: AsyncParsableCommand {
     @Option(help: "The folder of numbered migrations (UPSHIFT_MIGRATIONS_DIR, default ./sql).") var directory: String?
 
     func run() async throws {
-        let folder = directory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Migration.locateDirectory()
-        guard let folder else { throw ValidationError(MigrationError.directoryNotFound.description) }
-        let migrations = try Migration.load(from: folder)
-        let applied = try await withDatabase { client, logger in
-            try await Migrator(client: client, logger: logger).migrate(migrations)
-        }
+        let migrations = try loadMigrations(from: directory)
+        let applied = try await migrateDatabase(migrations)
         print(applied.isEmpty ? "up to date (\(migrations.count) migrations)" : "applied: \(applied.joined(separator: ", "))")
     }
 }

@@ -38,6 +38,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Installs in the demo fleet.") var installs = 500
 
     func run() async throws {
+        try await migrateDatabase(loadMigrations())
         let (exists, events) = try await withDatabase { client, logger in
             let exists = try await CatalogStore(client: client, logger: logger).app(id: "demo") != nil
             var events = 0
@@ -52,6 +53,7 @@ struct Demo: AsyncParsableCommand {
         }
         var options = FleetSimulation.Options(installs: installs, days: 60, seed: 2026, appId: "demo", end: Date(), progress: true)
         options.createApp = !exists
+        options.appName = "Demo"
         let result = try await runSimulation(options)
         print("demo: loaded 60 days of app demo. Keys for it (shown once):")
         print("  read:  \(result.readKey)")
@@ -70,6 +72,8 @@ func runSimulation(_ options: FleetSimulation.Options) async throws -> FleetSimu
     }
     guard let migrations = Migration.locateDirectory() else { throw ValidationError(MigrationError.directoryNotFound.description) }
     base.migrationsDirectory = migrations
+    // The simulation reads the log before its server starts (and migrates): a fresh database works too.
+    try await migrateDatabase(Migration.load(from: migrations))
     var logger = Logger(label: "upshift-simulate")
     logger.logLevel = .warning
     let started = ContinuousClock.now

@@ -135,15 +135,20 @@ struct Server: Sendable {
         var etag: String? { headers["ETag"].first }
     }
 
+    /// A client that shows redirects instead of following them (the dashboard answers forms with 303).
+    static let withoutRedirects = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+
     func request(
         _ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: Data? = nil,
-        timeout: TimeAmount = .seconds(30)
+        timeout: TimeAmount = .seconds(30), followRedirects: Bool = true
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+        let client = followRedirects ? HTTPClient.shared : Self.withoutRedirects
+        let response = try await client.execute(request, timeout: timeout)
         let bytes = try await response.body.collect(upTo: 16 << 20)
         return Reply(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
     }

@@ -61,6 +61,16 @@ upshift_apt_install() {
     _upshift_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 }
 
+# The dashboard's end-to-end test: headless Chromium with its driver (and a font for the screenshots),
+# selenium from PyPI.
+upshift_ensure_browser() {
+    upshift_apt_install chromium chromium-driver fonts-dejavu-core curl
+    if ! python3 -c 'import selenium' >/dev/null 2>&1; then
+        upshift_log "pip: installing selenium"
+        python3 -m pip install --quiet 'selenium>=4.20' >&2
+    fi
+}
+
 # Native libraries the Swift build links against (compress-nio needs zlib headers).
 upshift_ensure_build_deps() {
     upshift_apt_install zlib1g-dev

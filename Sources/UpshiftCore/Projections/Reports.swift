@@ -8,12 +8,23 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     public struct VersionCount: Sendable, Equatable, Encodable {
         public var version: String
         public var installs: Int
+
+        public init(version: String, installs: Int) {
+            self.version = version
+            self.installs = installs
+        }
     }
 
     public struct Day: Sendable, Equatable, Encodable {
         public var day: String
         public var activeInstalls: Int
         public var versions: [VersionCount]
+
+        public init(day: String, activeInstalls: Int, versions: [VersionCount]) {
+            self.day = day
+            self.activeInstalls = activeInstalls
+            self.versions = versions
+        }
     }
 
     /// The longest range one request may ask for, in days.
@@ -77,6 +88,12 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
         /// Cohort installs with T ≤ `day` days.
         public var updated: Int
         public var share: Double
+
+        public init(day: Int, updated: Int, share: Double) {
+            self.day = day
+            self.updated = updated
+            self.share = share
+        }
     }
 
     /// The curve covers at most this many days after the release.

@@ -27,6 +27,7 @@ struct FleetSimulation {
         var progress: Bool
         /// False when the app exists already (an empty `demo` made by `scripts/run`).
         var createApp = true
+        var appName = "Simulated fleet"
     }
 
     let options: Options
@@ -103,7 +104,11 @@ struct FleetSimulation {
             .PUT, "/v1/apps/\(options.appId)/policies/ios", key: keys.admin,
             body: plan.policy(minimum: false), ifMatch: 0)
 
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-simulate-\(UUID().uuidString)")
+        // The installs' SDK files live in memory where the system offers it: thousands of small atomic
+        // writes a minute cost a disk file system most of the run (new inodes for every rename).
+        let memory = URL(fileURLWithPath: "/dev/shm", isDirectory: true)
+        let scratch = FileManager.default.isWritableFile(atPath: memory.path) ? memory : FileManager.default.temporaryDirectory
+        let folder = scratch.appendingPathComponent("upshift-simulate-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         var fleet = (0..<options.installs).map { index in
             SimulatedInstall(index: index, random: &random, releases: plan.releases, start: start)
@@ -230,12 +235,12 @@ struct FleetSimulation {
 
     private func createApp() async throws -> (ingest: String, read: String, admin: String) {
         let settings = configuration.database
-        let (app, now, end, create) = (options.appId, clock.now(), options.end, options.createApp)
+        let (app, name, now, end, create) = (options.appId, options.appName, clock.now(), options.end, options.createApp)
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
         return try await withDatabase(settings) { client, logger in
             if create {
                 _ = try await CatalogStore(client: client, logger: logger).createApp(
-                    AppInfo(id: app, name: "Simulated fleet", updateURL: ["ios": "https://apps.apple.com/app/id1"]),
+                    AppInfo(id: app, name: name, updateURL: ["ios": "https://apps.apple.com/app/id1"]),
                     actor: "simulate", reason: "upshift simulate", now: now)
             }
             let keys = KeyStore(client: client, logger: logger)

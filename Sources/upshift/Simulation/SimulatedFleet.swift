@@ -161,10 +161,12 @@ struct Fact: Sendable {
     var order: Int
 }
 
-/// URLSession (one for the whole fleet), recording what the server accepted (events) and answered (checks, each stored by the
+/// URLSessions shared by the fleet, recording what the server accepted (events) and answered (checks, each stored by the
 /// server as a `checked` event at the time of the check).
 final class RecordingTransport: UpshiftTransport, @unchecked Sendable {
-    private let inner = URLSessionTransport()
+    /// Requests go round the sessions: on Linux one URLSession does its work on one serial queue.
+    private let sessions = (0..<4).map { _ in URLSessionTransport() }
+    private var sent = 0
     private let clock: SimulatedClock
     private let lock = NSLock()
     private var recorded: [Fact] = []
@@ -180,7 +182,11 @@ final class RecordingTransport: UpshiftTransport, @unchecked Sendable {
     var storedCount: Int { lock.withLock { recorded.count } }
 
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        let (data, response) = try await inner.send(request)
+        let session = lock.withLock {
+            sent += 1
+            return sessions[sent % sessions.count]
+        }
+        let (data, response) = try await session.send(request)
         guard response.statusCode == 200, let url = request.url else { return (data, response) }
         if url.path.hasSuffix("/check") {
             let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []

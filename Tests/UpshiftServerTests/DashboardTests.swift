@@ -1,0 +1,219 @@
+import Foundation
+import NIOHTTP1
+import PostgresNIO
+import Testing
+import UpshiftCore
+import UpshiftStore
+import UpshiftTestSupport
+
+/// The dashboard over real HTTP on a real database: sessions, who sees and may change what, CSRF,
+/// stale forms. (The browser flow is `Tests/e2e/dashboard_e2e.py`.)
+@Suite struct DashboardTests {
+    /// A browser's view of the dashboard: one session cookie.
+    struct Browser {
+        let server: Server
+        var cookie: String?
+
+        func get(_ path: String) async throws -> Server.Reply {
+            try await server.request(.GET, path, headers: cookie.map { [("Cookie", $0)] } ?? [], followRedirects: false)
+        }
+
+        func post(_ path: String, _ fields: [String: String], origin: String? = nil) async throws -> Server.Reply {
+            var headers = [("Content-Type", "application/x-www-form-urlencoded")]
+            if let cookie { headers.append(("Cookie", cookie)) }
+            if let origin { headers.append(("Origin", origin)) }
+            let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
+                .joined(separator: "&")
+            return try await server.request(.POST, path, headers: headers, body: Data(body.utf8), followRedirects: false)
+        }
+
+        /// Signs in; the cookie of the answer is kept.
+        mutating func signIn(_ token: String) async throws -> Server.Reply {
+            let reply = try await post("/dashboard/sign-in", ["token": token])
+            if let header = reply.headers["Set-Cookie"].first { cookie = String(header.prefix { $0 != ";" }) }
+            return reply
+        }
+
+        /// The CSRF token the forms of a page carry.
+        func csrf(_ path: String = "/dashboard") async throws -> String {
+            let page = try await get(path)
+            guard let match = page.text.firstMatch(of: /name="csrf" value="([^"]+)"/) else {
+                throw HarnessError("no CSRF token on \(path)")
+            }
+            return String(match.1)
+        }
+    }
+
+    static func release(_ version: String, minimumOS: String = "15.0") -> JSONValue {
+        .object([
+            "platform": .string("ios"), "version": .string(version), "releasedAt": .string("2026-01-01T00:00:00Z"),
+            "minimumOSVersion": .string(minimumOS),
+        ])
+    }
+
+    @Test func signInGivesAStrictHttpOnlyCookieValidOnEveryInstanceUntilSignOut() async throws {
+        let harness = try await Harness.make()
+        let cookie = try await harness.run { server in
+            var browser = Browser(server: server)
+            let page = try await browser.get("/dashboard")
+            #expect(page.status == 200 && page.text.contains("name=\"token\""))
+
+            for wrong in ["upshift_read_nonsense", harness.ingestKey, ""] {
+                let refused = try await browser.post("/dashboard/sign-in", ["token": wrong])
+                #expect(refused.status == 401)
+                #expect(refused.headers["Set-Cookie"].isEmpty)
+            }
+            let signedIn = try await browser.signIn(harness.readKey)
+            #expect(signedIn.status == 303)
+            let cookie = try #require(signedIn.headers["Set-Cookie"].first)
+            #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Max-Age=43200"))
+            #expect(!cookie.contains(harness.readKey))
+            let home = try await browser.get("/dashboard")
+            #expect(home.text.contains("/dashboard/apps/expenses"))
+            return browser.cookie
+        }
+        // Another instance (a new application on the same database) knows the session.
+        try await harness.run { server in
+            let browser = Browser(server: server, cookie: cookie)
+            #expect(try await browser.get("/dashboard/apps/expenses/history").status == 200)
+            let out = try await browser.post("/dashboard/sign-out", ["csrf": try await browser.csrf()])
+            #expect(out.status == 303)
+            #expect(out.headers["Set-Cookie"].first?.contains("Max-Age=0") == true)
+            // The old cookie no longer opens anything.
+            let after = try await browser.get("/dashboard/apps/expenses")
+            #expect(after.status == 303 && after.headers["Location"].first == "/dashboard")
+        }
+    }
+
+    @Test func aRevokedKeyOrAnExpiredSessionEndsIt() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            var browser = Browser(server: server)
+            _ = try await browser.signIn(harness.readKey)
+            #expect(try await browser.get("/dashboard/apps/expenses/history").status == 200)
+            try await harness.sql { client in
+                _ = try await KeyStore(client: client, logger: TestEnvironment.logger).revoke("reports", now: Date())
+            }
+            #expect(try await browser.get("/dashboard/apps/expenses/history").status == 303)
+
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            #expect(try await admin.get("/dashboard/apps/expenses/history").status == 200)
+            harness.clock.advance(by: 12 * 3_600 + 1)
+            #expect(try await admin.get("/dashboard/apps/expenses/history").status == 303)
+        }
+    }
+
+    @Test func readTokensSeeReportsButNoControlsAndTheirPostsAreRefused() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            _ = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release("2.0"))
+            var reader = Browser(server: server)
+            _ = try await reader.signIn(harness.readKey)
+            let overview = try await reader.get("/dashboard/apps/expenses?platform=ios")
+            #expect(overview.status == 200)
+            #expect(overview.text.contains("<svg class=\"chart\""))
+            #expect(overview.text.contains("2.0.0"))
+            #expect(!overview.text.contains("method=\"post\" action=\"/dashboard/apps"))
+            #expect(!overview.text.contains("/rollout"))
+            #expect(try await reader.get("/dashboard/apps/expenses/rollout?platform=ios").status == 403)
+            // Not even with the session's own CSRF token.
+            let csrf = try await reader.csrf()
+            let forged = try await reader.post(
+                "/dashboard/apps/expenses/minimum",
+                ["csrf": csrf, "platform": "ios", "revision": "0", "minimumVersion": "2.0", "reason": "forged"])
+            #expect(forged.status == 403)
+
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            let fields = ["platform": "ios", "revision": "0", "minimumVersion": "2.0", "reason": "raise"]
+            #expect(try await admin.post("/dashboard/apps/expenses/minimum", fields).status == 403)  // no CSRF token
+            #expect(try await admin.post("/dashboard/apps/expenses/minimum", fields.merging(["csrf": "guess"]) { $1 }).status == 403)
+            let token = try await admin.csrf()
+            let crossSite = try await admin.post(
+                "/dashboard/apps/expenses/minimum", fields.merging(["csrf": token]) { $1 }, origin: "https://evil.example")
+            #expect(crossSite.status == 403)
+            // Nothing of that changed the policy.
+            let policy = try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: harness.readKey)
+            #expect(policy.etag == "\"0\"")
+        }
+    }
+
+    @Test func aRaisedMinimumForcesAtOnceAndAStaleFormSaysSo() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            _ = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release("2.0"))
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            try await harness.waitForProjections()
+            let preview = try await admin.get("/dashboard/apps/expenses/rollout?platform=ios&candidate=2.0&window=7")
+            #expect(preview.status == 200, "\(preview.text)")
+            #expect(preview.text.contains("Apply minimum 2.0"))
+            let csrf = try await admin.csrf()
+            let apply = ["csrf": csrf, "platform": "ios", "revision": "0", "minimumVersion": "2.0.0"]
+            #expect(try await admin.post("/dashboard/apps/expenses/minimum", apply).status == 400)  // a reason is required
+            let applied = try await admin.post("/dashboard/apps/expenses/minimum", apply.merging(["reason": "crash in 1.x <sync>"]) { $1 })
+            #expect(applied.status == 303)
+            let check = try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0&os=17.0")
+            #expect(try check.json()["action"] as? String == "force")
+
+            // The same form again: the policy moved on, nothing is overwritten.
+            let stale = try await admin.post("/dashboard/apps/expenses/minimum", apply.merging(["reason": "again", "minimumVersion": "1.5"]) { $1 })
+            #expect(stale.status == 412)
+            #expect(stale.text.contains("Someone changed this since you loaded the form"))
+            let policy = try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: harness.readKey)
+            #expect(try policy.json()["minimumVersion"] as? String == "2.0.0")
+
+            // The history names who, what and why, and shows what was typed as text.
+            let history = try await admin.get("/dashboard/apps/expenses/history")
+            #expect(history.text.contains("crash in 1.x &lt;sync&gt;"))
+            #expect(history.text.contains("owner ("))
+            #expect(history.text.contains("<b>minimumVersion</b>: none → 2.0.0"))
+        }
+    }
+
+    @Test func policyAndReleaseFormsGoThroughTheCatalog() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            _ = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release("2.0"))
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            let csrf = try await admin.csrf()
+            let rollout = try await admin.post(
+                "/dashboard/apps/expenses/releases/2.0",
+                ["csrf": csrf, "platform": "ios", "revision": "1", "action": "rollout", "percent": "25", "reason": "canary"])
+            #expect(rollout.status == 303)
+            let paused = try await admin.post(
+                "/dashboard/apps/expenses/releases/2.0",
+                ["csrf": csrf, "platform": "ios", "revision": "2", "action": "pause", "reason": "crash reports"])
+            #expect(paused.status == 303)
+            let releases = try await server.send(.GET, "/v1/apps/expenses/releases?platform=ios", key: harness.readKey)
+            let release = try #require((try releases.json()["releases"] as? [[String: Any]])?.first)
+            #expect(release["rolloutPercent"] as? Double == 25)
+            #expect(release["rolloutPaused"] as? Bool == true)
+            #expect(try await admin.get("/dashboard/apps/expenses?platform=ios").text.contains("paused at 25%"))
+
+            let saved = try await admin.post(
+                "/dashboard/apps/expenses/policy",
+                [
+                    "csrf": csrf, "platform": "ios", "revision": "0", "enabled": "true", "targetVersion": "2.0",
+                    "blockedVersions": "1.1, 1.2", "remindIntervalSeconds": "3600", "checkIntervalSeconds": "600",
+                    "versionsBehindThreshold": "1", "reason": "block the broken builds",
+                ])
+            #expect(saved.status == 303)
+            let policy = try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: harness.readKey).json()
+            #expect(policy["blockedVersions"] as? [String] == ["1.1", "1.2"])
+            #expect(policy["allowSkip"] as? Bool == false)  // an unticked box
+            #expect(policy["remindIntervalSeconds"] as? Int == 3600)
+            // A bad field is a page naming it, not a 500.
+            let bad = try await admin.post(
+                "/dashboard/apps/expenses/policy",
+                ["csrf": csrf, "platform": "ios", "revision": "1", "enabled": "true", "minimumVersion": "banana", "reason": "x"])
+            #expect(bad.status == 400 && bad.text.contains("minimumVersion"))
+        }
+    }
+}
+
+extension Server.Reply {
+    var text: String { String(decoding: body, as: UTF8.self) }
+}

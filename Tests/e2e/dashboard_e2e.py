@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The dashboard end to end, in headless Chromium (selenium), against a running `upshift serve` that
+holds the demo data. Run by scripts/e2e (and so by scripts/test), which starts the server.
+
+    dashboard_e2e.py --base URL --read TOKEN --admin TOKEN [--screenshots DIR]
+
+Exits non-zero at the first expectation that does not hold, saying which."""
+
+import argparse
+import http.cookiejar
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+os.environ.setdefault("SE_AVOID_STATS", "true")  # selenium must not try to reach the internet
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+def expect(condition, message):
+    if not condition:
+        print(f"FAILED: {message}", file=sys.stderr)
+        sys.exit(1)
+    print(f"ok: {message}")
+
+
+def browser(width=1280, height=2000):
+    options = webdriver.ChromeOptions()
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     f"--window-size={width},{height}", "--lang=en-US"]:
+        options.add_argument(argument)
+    for path in ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]:
+        if os.path.exists(path):
+            options.binary_location = path
+            break
+    driver_path = next((p for p in ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"] if os.path.exists(p)), None)
+    service = Service(executable_path=driver_path) if driver_path else Service()
+    return webdriver.Chrome(options=options, service=service)
+
+
+def submit(driver, button, then):
+    """Clicks a form's button and waits for the next page (an element `then` = (By, value) on it)."""
+    button.click()
+    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(button))
+    WebDriverWait(driver, 10).until(expected_conditions.presence_of_element_located(then))
+
+
+def sign_in(driver, base, token):
+    driver.get(base + "/dashboard")
+    field = driver.find_element(By.NAME, "token")
+    field.send_keys(token)
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/sign-in'] button"), (By.TAG_NAME, "main"))
+
+
+def sign_out(driver):
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form.signout button"), (By.TAG_NAME, "main"))
+
+
+def post_form(base, path, fields, cookie=None, origin=None):
+    """A POST as a forger would send it: urllib, no redirects followed. Returns the status."""
+    request = urllib.request.Request(base + path, data=urllib.parse.urlencode(fields).encode(), method="POST")
+    request.add_header("Content-Type", "application/x-www-form-urlencoded")
+    if cookie:
+        request.add_header("Cookie", cookie)
+    if origin:
+        request.add_header("Origin", origin)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def check(base, version):
+    query = urllib.parse.urlencode({"platform": "ios", "version": version, "os": "17.4", "install": str(uuid.uuid4())})
+    request = urllib.request.Request(f"{base}/v1/apps/demo/check?{query}", headers={"Cache-Control": "no-cache"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def session_cookie(driver):
+    cookie = driver.get_cookie("upshift_session")
+    return f"upshift_session={cookie['value']}" if cookie else None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--read", required=True)
+    parser.add_argument("--admin", required=True)
+    parser.add_argument("--screenshots", help="save screenshots of the main pages to this folder")
+    arguments = parser.parse_args()
+    base = arguments.base.rstrip("/")
+    shots = arguments.screenshots
+    if shots:
+        os.makedirs(shots, exist_ok=True)
+
+    def screenshot(driver, name):
+        if shots:
+            # The whole page: as tall as its content.
+            height = driver.execute_script("return document.documentElement.scrollHeight")
+            width = driver.execute_script("return window.innerWidth")
+            driver.set_window_size(width if width > 500 else 390, max(height + 120, 600))
+            driver.save_screenshot(os.path.join(shots, f"{name}.png"))
+
+    driver = browser()
+    try:
+        # 1. A read token sees the adoption chart of the demo data, and no controls.
+        sign_in(driver, base, arguments.read)
+        expect("Apps" in driver.title, "signed in with the read token, the app list shows")
+        cookie = driver.get_cookie("upshift_session")
+        expect(cookie is not None and cookie.get("httpOnly") and cookie.get("sameSite") == "Strict",
+               "the session cookie is HttpOnly and SameSite=Strict")
+        screenshot(driver, "apps")
+        driver.find_element(By.LINK_TEXT, "ios").click()
+        chart = driver.find_element(By.CSS_SELECTOR, "figure svg.chart")
+        columns = chart.find_elements(By.CSS_SELECTOR, "rect")
+        expect(len(columns) > 30, f"the adoption chart draws the demo's days ({len(columns)} segments)")
+        legend = [item.text for item in driver.find_elements(By.CSS_SELECTOR, ".legend li")]
+        expect(legend and legend[0] == "2.0.0", f"the newest version leads the legend ({legend[:3]})")
+        expect(chart.find_element(By.TAG_NAME, "title").get_attribute("textContent").startswith("Share of daily active"),
+               "the chart has a title for screen readers")
+        driver.find_element(By.CSS_SELECTOR, "details summary").click()
+        rows = driver.find_elements(By.CSS_SELECTOR, "details table tbody tr")
+        expect(len(rows) == 30, f"the chart's numbers are in a table behind a disclosure ({len(rows)} days)")
+        expect(not driver.find_elements(By.CSS_SELECTOR, "form[method='post'][action^='/dashboard/apps']"),
+               "a read token sees no form that changes anything")
+        expect(not driver.find_elements(By.LINK_TEXT, "Rollout"), "a read token sees no rollout link")
+        screenshot(driver, "overview")
+        driver.find_element(By.LINK_TEXT, "2.0.0").click()
+        expect(driver.find_elements(By.CSS_SELECTOR, "figure svg.chart path.line"), "the release page draws the time-to-update curve")
+        expect("Prompt funnel for 2.0.0" in driver.page_source, "the release page shows the prompt funnel")
+        screenshot(driver, "release")
+
+        # 2. Forged POSTs are refused: a read session with its own CSRF token, and a cross-site form.
+        read_cookie = session_cookie(driver)
+        csrf = driver.find_element(By.CSS_SELECTOR, "form.signout input[name='csrf']").get_attribute("value")
+        fields = {"csrf": csrf, "platform": "ios", "revision": "0", "minimumVersion": "2.0", "reason": "forged"}
+        expect(post_form(base, "/dashboard/apps/demo/minimum", fields, cookie=read_cookie) == 403,
+               "a read session's POST to raise the minimum is refused (403)")
+        driver.get(base + "/dashboard/apps/demo/rollout?platform=ios")
+        expect("admin token" in driver.page_source, "the rollout page tells a read token it needs an admin token")
+        driver.find_element(By.LINK_TEXT, "Back to the dashboard").click()
+        sign_out(driver)
+        expect(driver.find_elements(By.NAME, "token"), "sign-out leads back to the sign-in form")
+        expect(post_form(base, "/dashboard/apps/demo/minimum", fields, cookie=read_cookie) == 401,
+               "the signed-out session no longer works")
+
+        # 3. An admin previews a minimum raise, applies it with a reason, and the check forces within seconds.
+        sign_in(driver, base, arguments.admin)
+        admin_cookie = session_cookie(driver)
+        expect(post_form(base, "/dashboard/apps/demo/minimum", dict(fields, csrf="guessed"), cookie=admin_cookie) == 403,
+               "an admin POST without the session's CSRF token is refused")
+        driver.get(base + "/dashboard/apps/demo?platform=ios")
+        driver.find_element(By.LINK_TEXT, "Rollout").click()
+        before = check(base, "1.2")
+        expect(before["action"] != "force", f"before: version 1.2 is not forced ({before['action']})")
+        driver.find_element(By.NAME, "candidate").send_keys("2.0")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='Preview impact']"), (By.ID, "impact-below"))
+        below = int(driver.find_element(By.ID, "impact-below").text.replace(",", ""))
+        expect(below > 0, f"the preview counts installs below 2.0 ({below})")
+        expect(driver.find_elements(By.XPATH, "//th[text()='OS version']"), "the preview breaks the impact down by OS")
+        screenshot(driver, "rollout-preview")
+        form = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/demo/minimum']")
+        form.find_element(By.NAME, "reason").send_keys("Sync bug in 1.x (e2e)")
+        started = time.monotonic()
+        submit(driver, form.find_element(By.CSS_SELECTOR, "button"), (By.ID, "adoption"))
+        expect("Saved." in driver.page_source, "applying shows the overview with 'Saved.'")
+        forced = None
+        while time.monotonic() - started < 5:
+            answer = check(base, "1.2")
+            if answer["action"] == "force":
+                forced = time.monotonic() - started
+                break
+            time.sleep(0.1)
+        expect(forced is not None, f"the check answers force for 1.2 within seconds ({forced and round(forced, 2)} s)")
+
+        # 4. The change is in the history, with who and why.
+        driver.find_element(By.LINK_TEXT, "History").click()
+        rows = driver.find_elements(By.CSS_SELECTOR, "tbody tr")
+        expect(rows and "Sync bug in 1.x (e2e)" in rows[0].text and "minimumVersion" in rows[0].text,
+               "the history's newest entry is the raise, with its reason")
+        screenshot(driver, "history")
+
+        # 5. Phone width and dark mode still read (screenshots only).
+        if shots:
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+            driver.get(base + "/dashboard/apps/demo?platform=ios")
+            screenshot(driver, "overview-dark")
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+            driver.set_window_size(390, 900)
+            driver.get(base + "/dashboard/apps/demo/releases/2.0?platform=ios")
+            screenshot(driver, "release-phone")
+    finally:
+        driver.quit()
+    print("dashboard e2e: every expectation held")
+
+
+if __name__ == "__main__":
+    main()
