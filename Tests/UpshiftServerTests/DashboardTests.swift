@@ -67,7 +67,13 @@ import UpshiftTestSupport
             #expect(signedIn.status == 303)
             let cookie = try #require(signedIn.headers["Set-Cookie"].first)
             #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Max-Age=43200"))
-            #expect(!cookie.contains(harness.readKey))
+            #expect(!cookie.contains(harness.readKey) && !cookie.contains("Secure"))
+            // Behind a proxy that terminated HTTPS the cookie is kept off plain HTTP.
+            let behindTLS = try await server.request(
+                .POST, "/dashboard/sign-in",
+                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("X-Forwarded-Proto", "https")],
+                body: Data("token=\(harness.readKey)".utf8), followRedirects: false)
+            #expect(behindTLS.headers["Set-Cookie"].first?.hasSuffix("; Secure") == true)
             let home = try await browser.get("/dashboard")
             #expect(home.text.contains("/dashboard/apps/expenses"))
             return browser.cookie
@@ -210,6 +216,33 @@ import UpshiftTestSupport
                 "/dashboard/apps/expenses/policy",
                 ["csrf": csrf, "platform": "ios", "revision": "1", "enabled": "true", "minimumVersion": "banana", "reason": "x"])
             #expect(bad.status == 400 && bad.text.contains("minimumVersion"))
+        }
+    }
+}
+
+extension DashboardTests {
+    @Test func historyPagesBackToTheAppsCreation() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            // 60 policy changes after the app's creation: 61 entries, two pages of 50.
+            for revision in 0..<60 {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                    json: .object(["enabled": .bool(true), "checkIntervalSeconds": .number(Double(600 + revision)), "reason": .string("step \(revision)")]),
+                    headers: [("If-Match", "\"\(revision)\"")])
+                #expect(reply.status == 200)
+            }
+            var reader = Browser(server: server)
+            _ = try await reader.signIn(harness.readKey)
+            let first = try await reader.get("/dashboard/apps/expenses/history").text
+            #expect(first.components(separatedBy: "<tr><td>").count - 1 == 50)
+            #expect(first.contains(">step 59<") && !first.contains(">step 9<"))
+            let link = try #require(first.firstMatch(of: /href="(\/dashboard\/apps\/expenses\/history\?before=\d+)">Older changes/))
+            let second = try await reader.get(String(link.1)).text
+            #expect(second.components(separatedBy: "<tr><td>").count - 1 == 11)
+            #expect(second.contains(">step 9<") && second.contains(">step 0<") && second.contains("app created"))
+            #expect(!second.contains("Older changes"))
+            #expect(try await reader.get("/dashboard/apps/expenses/history?before=banana").status == 400)
         }
     }
 }

@@ -37,9 +37,9 @@ struct DashboardController: Sendable {
         }
         router.post("/dashboard/sign-out") { request, _ in
             try await page(request) {
-                let (_, _) = try await changing(request, admin: false, app: nil)
+                _ = try await changing(request, admin: false, app: nil)
                 if let token = request.cookies[Self.cookie]?.value { try await sessions.delete(token: token) }
-                return redirect("/dashboard", cookie: "\(Self.cookie)=; Path=/dashboard; Max-Age=0; HttpOnly; SameSite=Strict")
+                return redirect("/dashboard", cookie: sessionCookie("", maxAge: 0, request))
             }
         }
         router.get("/dashboard/apps/:app") { request, context in
@@ -66,7 +66,7 @@ struct DashboardController: Sendable {
         router.get("/dashboard/apps/:app/history") { request, context in
             try await page(request) {
                 let (session, app) = try await viewing(request, context)
-                return try await historyPage(session: session, app: app)
+                return try await historyPage(request, session: session, app: app)
             }
         }
         router.post("/dashboard/apps/:app/policy") { request, context in
@@ -124,6 +124,13 @@ struct DashboardController: Sendable {
         guard originAuthority.lowercased() == host.lowercased() else {
             throw ProblemDetails.forbidden("cross-site form submissions are refused")
         }
+    }
+
+    /// `Secure` when a proxy says the browser spoke HTTPS (`X-Forwarded-Proto: https`). Trusting the header
+    /// is harmless here: `Secure` only keeps the cookie off plain HTTP.
+    private func sessionCookie(_ value: String, maxAge: Int, _ request: Request) -> String {
+        let https = request.headers[.init("X-Forwarded-Proto")!]?.lowercased() == "https"
+        return "\(Self.cookie)=\(value); Path=/dashboard; Max-Age=\(maxAge); HttpOnly; SameSite=Strict" + (https ? "; Secure" : "")
     }
 
     private func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
@@ -205,7 +212,7 @@ struct DashboardController: Sendable {
         let (secret, _) = try await sessions.create(key: key, now: clock.now(), lifetime: Self.sessionLifetime)
         return redirect(
             "/dashboard",
-            cookie: "\(Self.cookie)=\(secret); Path=/dashboard; Max-Age=\(Int(Self.sessionLifetime)); HttpOnly; SameSite=Strict")
+            cookie: sessionCookie(secret, maxAge: Int(Self.sessionLifetime), request))
     }
 
     private func home(_ session: DashboardSession) -> Response {
@@ -581,9 +588,17 @@ struct DashboardController: Sendable {
 
     // MARK: History
 
-    private func historyPage(session: DashboardSession, app: AppCatalog) async throws -> Response {
-        let entries = try await catalog.history(appId: app.app.id, before: nil, limit: 200)
-        let rows = entries.map { entry -> HTML in
+    static let historyPage = 50
+
+    /// Newest first, `historyPage` at a time; `before` (a stream version) pages back to the app's creation.
+    private func historyPage(_ request: Request, session: DashboardSession, app: AppCatalog) async throws -> Response {
+        let before = try request.uri.queryParameters["before"].map { _ in
+            try request.integerParameter("before", default: 0, range: 1...Int(Int32.max))
+        }
+        // One more than shown tells whether an older page exists.
+        let entries = try await catalog.history(appId: app.app.id, before: before, limit: Self.historyPage + 1)
+        let shown = entries.prefix(Self.historyPage)
+        let rows = shown.map { entry -> HTML in
             let subject = [entry.platform, entry.releaseVersion].compactMap { $0 }.joined(separator: " ")
             let changes = entry.changes.keys.sorted().map { field -> HTML in
                 let change = entry.changes[field]!
@@ -594,10 +609,13 @@ struct DashboardController: Sendable {
                 <span class="muted">\(subject)</span><ul>\(changes)</ul></td><td>\(entry.reason ?? "–")</td></tr>
                 """
         }
+        let older: HTML =
+            entries.count > Self.historyPage
+            ? "<p><a rel=\"next\" href=\"/dashboard/apps/\(app.app.id)/history?before=\(shown.last!.version)\">Older changes</a></p>" : ""
         let body: HTML = """
-            <p class="muted">Every change to the app's catalog, newest first (the last 200).</p>
+            <p class="muted">Every change to the app's catalog, newest first, \(Self.historyPage) to a page.</p>
             <div class="scroll"><table><thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th>\
-            <th scope="col">Why</th></tr></thead><tbody>\(rows)</tbody></table></div>
+            <th scope="col">Why</th></tr></thead><tbody>\(rows)</tbody></table></div>\(older)
             """
         return frame(session, title: "History · \(app.app.name)", app: app.app.id, body: body).response()
     }
