@@ -181,10 +181,19 @@ struct FleetSimulation {
         }
         // Everything still queued reaches the server at the end of the period.
         clock.set(options.end)
+        // A batch the server stored but answered late (a 503 after its flush timeout) stays queued: send it
+        // again until the server has acknowledged it (as a duplicate), or the ground truth would miss it.
         for install in fleet where install.launched {
             let sdk = UpshiftClient.Upshift(
                 configuration: sdkConfiguration(for: install, folder: folder, key: keys.ingest, transport: recorder))
-            await sdk.flush()
+            for _ in 0..<30 {
+                await sdk.flush()
+                if await sdk.pendingEvents == 0 { break }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            guard await sdk.pendingEvents == 0 else {
+                throw HTTP.Failure(description: "install \(install.index) still has \(await sdk.pendingEvents) events queued after 30 attempts")
+            }
         }
         progress.finish(events: recorder.acceptedCount)
 
