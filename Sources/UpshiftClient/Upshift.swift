@@ -100,6 +100,8 @@ public actor Upshift {
     private var savedQueue: [QueuedEvent]?
     private var sender: Task<Void, Never>?
     private var sending = false
+    /// Callers of `flush()` that came while another flush was sending: resumed when it ends.
+    private var waitingToFlush: [CheckedContinuation<Void, Never>] = []
     private var failures = 0
     private var nextAttempt: Date?
 
@@ -298,11 +300,20 @@ public actor Upshift {
     }
 
     /// Sends every queued event now, in batches, until the queue is empty or a batch fails (then it is
-    /// retried later with backoff, with the same ids, so the server stores each event once).
+    /// retried later with backoff, with the same ids, so the server stores each event once). A flush
+    /// already under way (the periodic one) is waited for first: on return, every event queued before the
+    /// call has been sent, or a send failed.
     public func flush() async {
-        guard !sending else { return }
+        while sending {
+            await withCheckedContinuation { waitingToFlush.append($0) }
+        }
         sending = true
-        defer { sending = false }
+        defer {
+            sending = false
+            let waiting = waitingToFlush
+            waitingToFlush = []
+            for caller in waiting { caller.resume() }
+        }
         while !queue.isEmpty {
             let batch = Array(queue.prefix(configuration.batchSize))
             do {
@@ -335,8 +346,8 @@ public actor Upshift {
         guard sender == nil else { return }
         let interval = configuration.flushInterval
         sender = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
+            while true {
+                do { try await Task.sleep(for: interval) } catch { return }  // stopped: no last send
                 guard let self else { return }
                 await self.flushIfDue()
             }

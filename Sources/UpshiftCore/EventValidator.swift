@@ -53,10 +53,6 @@ public struct EventValidator: Sendable {
             throw EventRejection(
                 code: "occurred_in_future", field: "occurredAt", message: "occurredAt is more than 24 h ahead")
         }
-        if now.timeIntervalSince(occurredAt) > Self.maximumBehind {
-            throw EventRejection(
-                code: "occurred_too_long_ago", field: "occurredAt", message: "occurredAt is more than 30 days ago")
-        }
         let installId = try uuid(event, .installId)
         guard let platform = event[.platform] else { throw EventRejection.missing(.platform) }
         guard Self.isPlatform(platform) else {
@@ -92,9 +88,18 @@ public struct EventValidator: Sendable {
         case .launched, .whatsNewShown, .checked:
             break
         }
-        return Event(
+        let parsed = Event(
             id: id, type: type, occurredAt: occurredAt, appId: appId, installId: installId, platform: platform,
             appVersion: appVersion, data: data.json)
+        // Checked last: a retry of an event stored while it was recent is a duplicate, not a rejection,
+        // and the server needs the whole event to look it up.
+        if now.timeIntervalSince(occurredAt) > Self.maximumBehind {
+            var rejection = EventRejection(
+                code: "occurred_too_long_ago", field: "occurredAt", message: "occurredAt is more than 30 days ago")
+            rejection.tooOld = parsed
+            throw rejection
+        }
+        return parsed
     }
 
     private func uuid(_ event: IncomingEvent, _ field: IncomingEvent.Field) throws -> UUID {

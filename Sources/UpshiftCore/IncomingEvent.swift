@@ -56,6 +56,9 @@ public struct EventRejection: Error, Sendable, Equatable {
     /// The field at fault, when there is one.
     public var field: String?
     public var message: String
+    /// The event, valid but for being more than 30 days old (`occurred_too_long_ago`): it may be a retry
+    /// of one the server stored when it was recent.
+    public var tooOld: Event?
 
     public init(code: String, field: String? = nil, message: String) {
         self.code = code

@@ -57,6 +57,7 @@ struct EventsController: Sendable {
         var results: [IngestResponse.Result] = []
         results.reserveCapacity(batch.events.count)
         var valid: [Event] = []
+        var tooOld: [(index: Int, event: Event)] = []
         var seen = Set<UUID>()
         for (index, incoming) in batch.events.enumerated() {
             let postedId = incoming[.id]
@@ -69,12 +70,18 @@ struct EventsController: Sendable {
                     results.append(.init(index: index, id: postedId, status: .duplicate))
                 }
             case .failure(let rejection):
+                if let event = rejection.tooOld { tooOld.append((index, event)) }
                 results.append(.init(index: index, id: postedId, status: .rejected, rejection: rejection))
             }
         }
 
         let inserted: Set<UUID>
         do {
+            // A retry of an event stored while it was recent (its first answer lost) is a duplicate.
+            let stored = try await writer.alreadyStored(tooOld.map(\.event))
+            for (index, event) in tooOld where stored.contains(event.id) {
+                results[index] = .init(index: index, id: results[index].id, status: .duplicate)
+            }
             inserted = try await writer.append(valid)
         } catch let error as IngestionError {
             switch error {

@@ -78,6 +78,18 @@ final class IngestionWriter: Service, Sendable {
         }
     }
 
+    /// The ids of `events` already in the log (retries of events stored earlier), looked up within the
+    /// flush timeout.
+    func alreadyStored(_ events: [Event]) async throws -> Set<UUID> {
+        guard !events.isEmpty else { return [] }
+        do {
+            return try await withDeadline(settings.flushTimeout) { try await self.log.storedIds(of: events) }
+        } catch {
+            logger.warning("event log lookup failed; answering 503", metadata: ["error": "\(String(reflecting: error))"])
+            throw IngestionError.databaseUnavailable
+        }
+    }
+
     /// Queues `events` without waiting for them (check observations): `completion` learns the outcome.
     /// Refuses at once, calling `completion` with the error, when the buffer of `limit` events is full.
     func offer(_ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void) {

@@ -51,6 +51,25 @@ public struct EventLog: Sendable {
         return inserted
     }
 
+    /// The ids of `events` the log already holds (same id, `occurredAt`, app and install): one primary-key
+    /// probe each.
+    public func storedIds(of events: [Event]) async throws -> Set<UUID> {
+        guard !events.isEmpty else { return [] }
+        let ids = events.map(\.id), occurred = events.map(\.occurredAt.forPostgres)
+        let apps = events.map(\.appId), installs = events.map(\.installId)
+        let rows = try await client.query(
+            """
+            SELECT l.event_id
+            FROM unnest(\(ids)::uuid[], \(occurred)::timestamptz[], \(apps)::text[], \(installs)::uuid[])
+                 AS e(id, occurred_at, app_id, install_id)
+            JOIN event_log l ON l.event_id = e.id AND l.occurred_at = e.occurred_at
+                             AND l.app_id = e.app_id AND l.install_id = e.install_id
+            """, logger: logger)
+        var stored = Set<UUID>()
+        for try await id in rows.decode(UUID.self) { stored.insert(id) }
+        return stored
+    }
+
     /// Creates the monthly partitions that cover (now − 31 days) … (now + 2 months), as DESIGN.md 5.1
     /// asks, and returns how many were new.
     @discardableResult

@@ -10,23 +10,30 @@ struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Drive a simulated fleet through the Swift SDK against Upshift started in-process, then compare every report with the fleet's own ground truth.",
         discussion: """
-            Needs DATABASE_URL (or POSTGRES_*). Creates its own app, releases, policy and keys; the period ends now. \
+            Needs DATABASE_URL (or POSTGRES_*). Creates its own app, releases, policy and keys; the period ends now \
+            (or at --end). \
             Exits non-zero, listing the differences, when a report differs from the ground truth.
             """)
 
     @Option(help: "Installs in the fleet.") var installs = 2_000
-    @Option(help: "Simulated days, ending now.") var days = 45
+    @Option(help: "Simulated days, ending now (or at --end).") var days = 45
     @Option(help: "Seed of the random generator: the same seed drives the same fleet.") var seed: UInt64 = 1
     @Option(help: "The app to create (default: sim-<seed>-<random>).") var app: String?
     @Flag(help: "No progress line.") var quiet = false
+    @Option(help: "End of the period, RFC 3339 (default: now): with the same seed, replays an earlier run's timeline.")
+    var end: String?
 
     func run() async throws {
         guard installs > 0, installs <= 1_000_000 else { throw ValidationError("--installs must be 1…1,000,000") }
         guard days >= 3, days <= 365 else { throw ValidationError("--days must be 3…365") }
         let app = app ?? "sim-\(seed)-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
         guard AppID.isValid(app) else { throw ValidationError("--app must match ^[a-z0-9][a-z0-9-]{0,62}$") }
+        let end = try end.map { text in
+            guard let date = Timestamp.parse(text) else { throw ValidationError("--end must be an RFC 3339 timestamp") }
+            return date
+        }
         let options = FleetSimulation.Options(
-            installs: installs, days: days, seed: seed, appId: app, end: Date(), progress: !quiet)
+            installs: installs, days: days, seed: seed, appId: app, end: end ?? Date(), progress: !quiet)
         try await runSimulation(options)
     }
 }

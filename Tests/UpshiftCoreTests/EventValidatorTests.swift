@@ -62,8 +62,16 @@ import UpshiftCore
     }
 
     @Test func occurredAtMoreThanThirtyDaysBehindIsRejected() {
-        #expect(rejection(Self.event([.occurredAt: "2026-03-02T11:59:59Z"]))?.code == "occurred_too_long_ago")
+        let old = rejection(Self.event([.occurredAt: "2026-03-02T11:59:59Z"]))
+        #expect(old?.code == "occurred_too_long_ago")
+        // The server looks the event up (a retry of one stored while it was recent is a duplicate)…
+        #expect(old?.tooOld?.id.uuidString == "0190F5C8-7D2E-7A1B-9C3D-4E5F6A7B8C9D")
+        #expect(old?.tooOld?.occurredAt == Timestamp.parse("2026-03-02T11:59:59Z"))
         #expect(rejection(Self.event([.occurredAt: "2026-03-02T12:00:01Z"])) == nil)
+        // …but an old event that is also invalid is rejected for that, and never looked up.
+        let invalid = rejection(Self.event([.occurredAt: "2026-03-02T11:59:59Z", .appVersion: "one"]))
+        #expect(invalid?.code == "invalid_field")
+        #expect(invalid?.tooOld == nil)
     }
 
     @Test(arguments: [IncomingEvent.Field.id, .type, .occurredAt, .installId, .platform, .appVersion])

@@ -144,6 +144,59 @@ import UpshiftTestSupport
         }
     }
 
+    @Test func aStoredBatchResentAfterThirtyDaysIsStillADuplicate() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let transport = TestTransport()
+            transport.mode = .storeThen503
+            let lines = LogLines()
+            var configuration = Self.configuration(server, harness, version: "1.0", transport: transport)
+            configuration.log = { lines.append($0) }
+            let sdk = Upshift(configuration: configuration)
+            await sdk.record(.launched)
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 1)
+            // The device stays offline past the server's 30-day window, then sends again.
+            harness.clock.advance(by: 31 * 86_400)
+            transport.mode = .pass
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 0)
+            #expect(transport.lastEventReply?.contains("\"duplicates\":1") == true, "\(transport.lastEventReply ?? "")")
+            #expect(!lines.lines.contains { $0.contains("rejected") }, "\(lines.lines)")
+        }
+    }
+
+    @Test func flushWaitsForTheSendUnderWayAndStopEndsTheSender() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let transport = TestTransport()
+            transport.mode = .slow  // each post answered 300 ms late
+            var configuration = Self.configuration(server, harness, version: "1.0", transport: transport)
+            configuration.flushInterval = .milliseconds(50)
+            let sdk = Upshift(configuration: configuration)
+            await sdk.launch()
+            await sdk.record(.launched)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while transport.eventPosts == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(transport.eventPosts == 1, "the periodic sender is sending")
+            await sdk.record(.blocked(targetVersion: "2.0"))
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 0, "flush() returned before the send under way and its own were done")
+            await sdk.stop()
+
+            // Once stopped, nothing more is sent, not even what is queued.
+            let quiet = Upshift(configuration: { var c = configuration; c.flushInterval = .seconds(3_600); return c }())
+            await quiet.launch()
+            await quiet.record(.launched)
+            let posts = transport.eventPosts
+            await quiet.stop()
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(transport.eventPosts == posts)
+            #expect(await quiet.pendingEvents == 1)
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'") == 2)
+        }
+    }
+
     @Test func theSenderWaitsForRetryAfterThenSendsOnItsOwn() async throws {
         let harness = try await Harness.make(now: Self.start)
         try await harness.run { (server: Server) async throws in
@@ -353,9 +406,10 @@ final class LogLines: @unchecked Sendable {
 }
 
 /// URLSession, with faults on demand: stall (never answers), down (network error), store-then-503
-/// (the server gets the batch and commits it, the app sees a 503), or too many (429, Retry-After 120 s).
+/// (the server gets the batch and commits it, the app sees a 503), too many (429, Retry-After 120 s), or
+/// slow (answers 300 ms late).
 final class TestTransport: UpshiftTransport, @unchecked Sendable {
-    enum Mode { case pass, stall, down, storeThen503, tooMany }
+    enum Mode { case pass, stall, down, storeThen503, tooMany, slow }
 
     private let inner = URLSessionTransport()
     private let lock = NSLock()
@@ -392,7 +446,8 @@ final class TestTransport: UpshiftTransport, @unchecked Sendable {
             let response = HTTPURLResponse(
                 url: request.url!, statusCode: 429, httpVersion: "HTTP/1.1", headerFields: ["Retry-After": "120"])!
             return (Data(), response)
-        case .pass, .storeThen503:
+        case .pass, .storeThen503, .slow:
+            if mode == .slow { try await Task.sleep(for: .milliseconds(300)) }
             let (data, response) = try await inner.send(request)
             if !isCheck { lock.withLock { state.lastEventReply = String(decoding: data, as: UTF8.self) } }
             guard mode == .storeThen503, !isCheck else { return (data, response) }

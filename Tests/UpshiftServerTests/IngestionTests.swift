@@ -68,20 +68,26 @@ import UpshiftTestSupport
         let harness = try await Harness.make()
         let now = harness.clock.now()
         try await harness.run { server in
+            let stored = clientEvent(occurredAt: now.addingTimeInterval(-29 * 86_400))
             let body = try await server.postEvents(
                 [clientEvent(occurredAt: now.addingTimeInterval(25 * 3600)),
-                 clientEvent(occurredAt: now.addingTimeInterval(-31 * 86_400)),
-                 clientEvent(occurredAt: now.addingTimeInterval(-29 * 86_400))],
+                 clientEvent(occurredAt: now.addingTimeInterval(-31 * 86_400)), stored],
                 key: harness.ingestKey
             ).json()
             let results = try #require(body["results"] as? [[String: Any]])
             #expect(results.map { $0["error"] as? String } == ["occurred_in_future", "occurred_too_long_ago", nil])
-            // Moving the server's clock moves the window: the same event is now too old.
+            // Moving the server's clock moves the window: an event of that time is now too old…
             harness.clock.advance(by: 2 * 86_400)
             let later = try await server.postEvents(
-                [clientEvent(occurredAt: now.addingTimeInterval(-29 * 86_400))], key: harness.ingestKey
+                [clientEvent(occurredAt: now.addingTimeInterval(-29 * 86_400)), stored], key: harness.ingestKey
             ).json()
-            #expect((later["results"] as? [[String: Any]])?.first?["error"] as? String == "occurred_too_long_ago")
+            let laterResults = try #require(later["results"] as? [[String: Any]])
+            #expect(laterResults.map { $0["status"] as? String } == ["rejected", "duplicate"])
+            #expect(laterResults.first?["error"] as? String == "occurred_too_long_ago")
+            // …but a retry of the one stored while it was recent (its first answer lost) is a duplicate,
+            // still stored once: the client drops it knowing the server has it.
+            #expect(later["duplicates"] as? Int == 1 && later["rejected"] as? Int == 1)
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE type = 'launched'") == 1)
         }
     }
 
