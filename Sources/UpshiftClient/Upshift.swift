@@ -100,8 +100,9 @@ public actor Upshift {
     private var savedQueue: [QueuedEvent]?
     private var sender: Task<Void, Never>?
     private var sending = false
-    /// Callers of `flush()` that came while another flush was sending: resumed when it ends.
-    private var waitingToFlush: [CheckedContinuation<Void, Never>] = []
+    /// Callers of `flush()` that came while another flush was sending: resumed when it ends, with
+    /// whether a send of it failed.
+    private var waitingToFlush: [CheckedContinuation<Bool, Never>] = []
     private var failures = 0
     private var nextAttempt: Date?
 
@@ -301,18 +302,21 @@ public actor Upshift {
 
     /// Sends every queued event now, in batches, until the queue is empty or a batch fails (then it is
     /// retried later with backoff, with the same ids, so the server stores each event once). A flush
-    /// already under way (the periodic one) is waited for first: on return, every event queued before the
-    /// call has been sent, or a send failed.
+    /// already under way (the periodic one) is waited for first, then what is left is sent, unless that
+    /// flush failed (the backoff holds): on return, every event queued before the call has been sent, or a
+    /// send failed.
     public func flush() async {
         while sending {
-            await withCheckedContinuation { waitingToFlush.append($0) }
+            let failed = await withCheckedContinuation { waitingToFlush.append($0) }
+            if failed { return }
         }
         sending = true
+        var failed = false
         defer {
             sending = false
             let waiting = waitingToFlush
             waitingToFlush = []
-            for caller in waiting { caller.resume() }
+            for caller in waiting { caller.resume(returning: failed) }
         }
         while !queue.isEmpty {
             let batch = Array(queue.prefix(configuration.batchSize))
@@ -326,6 +330,7 @@ public actor Upshift {
                     after: failures, retryAfter: error.retryAfter, random: Double.random(in: 0...1))
                 nextAttempt = configuration.clock.now().addingTimeInterval(Self.seconds(delay))
                 configuration.log("sending \(batch.count) events failed (\(error.reason)); retrying in \(delay)")
+                failed = true
                 return
             } catch {
                 return  // cancelled

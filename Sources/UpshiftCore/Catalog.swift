@@ -143,6 +143,14 @@ public struct Policy: Sendable, Equatable, Codable {
     public func isBlocked(_ version: Version) -> Bool {
         blockedVersions.contains(version)
     }
+
+    /// What an operator must hear about this policy among the platform's `releases`: a minimum above
+    /// every live release blocks installs that have nothing to update to.
+    public func warnings(among releases: [Release], platform: String) -> [String] {
+        guard let minimum = minimumVersion, !releases.contains(where: { $0.status == .live && $0.version >= minimum })
+        else { return [] }
+        return ["minimumVersion \(minimum) is above every live release on \(platform): installs below it cannot update"]
+    }
 }
 
 /// Everything the check needs to know about one app: the catalog snapshot entry.
@@ -162,6 +170,9 @@ public struct AppCatalog: Sendable, Equatable {
     public func policy(for platform: String) -> Policy {
         policies[platform] ?? Policy()
     }
+
+    /// The platforms with a release or a policy, sorted.
+    public var platforms: [String] { Set(releases.keys).union(policies.keys).sorted() }
 
     public func releases(for platform: String) -> [Release] {
         releases[platform] ?? []

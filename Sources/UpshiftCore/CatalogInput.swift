@@ -58,6 +58,13 @@ public enum CatalogInput {
         return edited
     }
 
+    /// A minimum above the target would block installs from the versions the policy offers.
+    public static func checkMinimumBelowTarget(_ policy: Policy) throws(FieldError) {
+        if let minimum = policy.minimumVersion, let target = policy.targetVersion, minimum > target {
+            throw FieldError("minimumVersion", "is above targetVersion \(target)")
+        }
+    }
+
     /// A whole policy (`PUT` replaces it): `enabled` is required, every other field optional.
     public static func policy(_ body: JSONValue) throws(FieldError) -> Policy {
         let fields = try Fields(
@@ -71,9 +78,7 @@ public enum CatalogInput {
         var policy = Policy(enabled: enabled)
         policy.minimumVersion = try fields.version("minimumVersion", required: false)
         policy.targetVersion = try fields.version("targetVersion", required: false)
-        if let minimum = policy.minimumVersion, let target = policy.targetVersion, minimum > target {
-            throw FieldError("minimumVersion", "is above targetVersion \(target)")
-        }
+        try checkMinimumBelowTarget(policy)
         if let blocked = try fields.array("blockedVersions") {
             guard blocked.count <= 1_000 else { throw FieldError("blockedVersions", "at most 1000 versions") }
             policy.blockedVersions = try blocked.enumerated().map { (index, value) throws(FieldError) in

@@ -82,8 +82,8 @@ extension JSONValue {
         return nil
     }
 
-    /// A number as an `Int` (reports' counts).
-    public var intValue: Int? { doubleValue.map { Int($0) } }
+    /// A number as an `Int` (reports' counts): nil unless it is a whole number that fits.
+    public var intValue: Int? { doubleValue.flatMap { Int(exactly: $0) } }
 
     public var isNull: Bool { self == .null }
 }

@@ -76,19 +76,26 @@ struct EventsController: Sendable {
         }
 
         let inserted: Set<UUID>
+        var retried = Set<UUID>()  // too old, but stored earlier
         do {
-            // A retry of an event stored while it was recent (its first answer lost) is a duplicate.
-            let stored = try await writer.alreadyStored(tooOld.map(\.event))
-            for (index, event) in tooOld where stored.contains(event.id) {
-                results[index] = .init(index: index, id: results[index].id, status: .duplicate)
+            if tooOld.isEmpty {
+                inserted = try await writer.append(valid)
+            } else {
+                // Looked up beside the append, so the lookup adds no round trip.
+                async let found = writer.alreadyStored(tooOld.map(\.event))
+                inserted = try await writer.append(valid)
+                retried = try await found
             }
-            inserted = try await writer.append(valid)
         } catch let error as IngestionError {
             switch error {
             case .databaseUnavailable: throw ProblemDetails.unavailable("the event log is unreachable; retry later", retryAfter: 2)
             case .overloaded: throw ProblemDetails.unavailable("too many events are waiting; retry later", retryAfter: 1)
             case .shuttingDown: throw ProblemDetails.unavailable("the server is shutting down; retry", retryAfter: 1)
             }
+        }
+        // A retry of an event stored while it was recent (its first answer lost) is a duplicate.
+        for (index, event) in tooOld where retried.contains(event.id) {
+            results[index] = .init(index: index, id: results[index].id, status: .duplicate)
         }
         if inserted.count < valid.count {
             // Events that were not new are retries of ones already stored.

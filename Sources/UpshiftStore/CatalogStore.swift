@@ -293,16 +293,14 @@ public struct CatalogStore: Sendable {
     private func policyWarnings(_ policy: Policy, appId: String, platform: String, on connection: PostgresConnection)
         async throws -> [String]
     {
-        guard let minimum = policy.minimumVersion else { return [] }
+        guard policy.minimumVersion != nil else { return [] }
         let rows = try await connection.query(
             "SELECT release::text FROM releases WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)
-        var satisfied = false
+        var releases: [Release] = []
         for try await json in rows.decode(String.self) {
-            let release = try CatalogCoding.decoder().decode(Release.self, from: Data(json.utf8))
-            if release.status == .live, release.version >= minimum { satisfied = true }
+            releases.append(try CatalogCoding.decoder().decode(Release.self, from: Data(json.utf8)))
         }
-        return satisfied
-            ? [] : ["minimumVersion \(minimum) is above every live release on \(platform): installs below it cannot update"]
+        return policy.warnings(among: releases, platform: platform)
     }
 
     /// Runs one catalog write: advances the app's stream head (which serializes writers of the app),

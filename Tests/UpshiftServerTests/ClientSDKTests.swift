@@ -34,6 +34,41 @@ import UpshiftTestSupport
         }
     }
 
+    @Test func theSDKAgainstTheUpshiftServeExecutable() async throws {
+        // The real binary on the device's clock: nothing in between but URLSession.
+        let harness = try await Harness.make()
+        let process = try ServerProcess(database: harness.database, port: try await freePort())
+        try await process.start()
+        let server = Server(port: process.port)
+        try await Self.release("2.0", on: server, harness: harness)
+        try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("soft") }
+        var configuration = Self.configuration(server, harness, version: "1.0")
+        configuration.clock = DeviceClock()
+        configuration.transport = URLSessionTransport()
+        let sdk = Upshift(configuration: configuration)
+        await sdk.launch()
+        let decision = await sdk.check()
+        #expect(decision.action == .soft && decision.origin == .server && decision.latestVersion == "2.0")
+        await sdk.record(.promptShown(kind: .soft, targetVersion: "2.0"))
+        await sdk.remindLater(decision)
+        await sdk.flush()
+        #expect(await sdk.pendingEvents == 0)
+        let again = await sdk.check()
+        #expect(again.origin == .stored && again.action == .none && again.suppressedBy == .remindLater)
+        await sdk.stop()
+        // The `checked` row is written beside the check's answer, not before it: wait for it.
+        let install = await sdk.installId.uuidString.lowercased()
+        let query: PostgresQuery = "SELECT type FROM event_log WHERE install_id = \(install)::uuid ORDER BY type"
+        var types = try await harness.strings(query)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while types.count < 3, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            types = try await harness.strings(query)
+        }
+        #expect(types == ["checked", "prompt_dismissed", "prompt_shown"])
+        #expect(await process.terminate() == 0)
+    }
+
     @Test func aStalledServerGetsTheStoredAnswerForThisVersionOnly() async throws {
         let harness = try await Harness.make(now: Self.start)
         try await harness.run { (server: Server) async throws in
@@ -184,8 +219,8 @@ import UpshiftTestSupport
             #expect(await sdk.pendingEvents == 0, "flush() returned before the send under way and its own were done")
             await sdk.stop()
 
-            // Once stopped, nothing more is sent, not even what is queued.
-            let quiet = Upshift(configuration: { var c = configuration; c.flushInterval = .seconds(3_600); return c }())
+            // Once stopped, nothing more is sent, not even what is queued (ten intervals later).
+            let quiet = Upshift(configuration: configuration)
             await quiet.launch()
             await quiet.record(.launched)
             let posts = transport.eventPosts

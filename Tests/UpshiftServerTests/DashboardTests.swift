@@ -211,16 +211,58 @@ import UpshiftTestSupport
             #expect(policy["blockedVersions"] as? [String] == ["1.1", "1.2"])
             #expect(policy["allowSkip"] as? Bool == false)  // an unticked box
             #expect(policy["remindIntervalSeconds"] as? Int == 3600)
+            // A minimum above every live release is said on the overview for as long as it holds.
+            #expect(!(try await admin.get("/dashboard/apps/expenses?platform=ios").text.contains("Warning:")))
+            let tooHigh = try await admin.post(
+                "/dashboard/apps/expenses/policy",
+                ["csrf": csrf, "platform": "ios", "revision": "1", "enabled": "true", "minimumVersion": "2.5",
+                 "targetVersion": "3.0", "reason": "ahead of the release"])
+            #expect(tooHigh.status == 303)
+            let warned = try await admin.get("/dashboard/apps/expenses?platform=ios")
+            #expect(warned.text.contains("Warning: minimumVersion 2.5 is above every live release on ios"))
+            // A preview above the policy's target offers no button that could only fail.
+            let preview = try await admin.get("/dashboard/apps/expenses/rollout?platform=ios&candidate=4.0&window=7")
+            #expect(preview.status == 200)
+            #expect(preview.text.contains("cannot be applied"))
+            #expect(!preview.text.contains("Apply minimum 4.0"))
             // A bad field is a page naming it, not a 500.
             let bad = try await admin.post(
                 "/dashboard/apps/expenses/policy",
-                ["csrf": csrf, "platform": "ios", "revision": "1", "enabled": "true", "minimumVersion": "banana", "reason": "x"])
+                ["csrf": csrf, "platform": "ios", "revision": "2", "enabled": "true", "minimumVersion": "banana", "reason": "x"])
             #expect(bad.status == 400 && bad.text.contains("minimumVersion"))
         }
     }
 }
 
 extension DashboardTests {
+    @Test func aTokenForOneAppNeitherSeesNorChangesAnother() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let created = try await server.send(
+                .POST, "/v1/apps", key: harness.rootKey, json: .object(["id": .string("travel"), "name": .string("Travel")]))
+            #expect(created.status == 201)
+            _ = try await server.send(.POST, "/v1/apps/travel/releases", key: harness.rootKey, json: Self.release("2.0"))
+            var owner = Browser(server: server)  // an admin token of `expenses` only
+            _ = try await owner.signIn(harness.adminKey)
+            let home = try await owner.get("/dashboard")
+            #expect(home.text.contains("/dashboard/apps/expenses"))
+            #expect(!home.text.contains("/dashboard/apps/travel"))
+            #expect(try await owner.get("/dashboard/apps/travel?platform=ios").status == 403)
+            #expect(try await owner.get("/dashboard/apps/travel/history").status == 403)
+            let csrf = try await owner.csrf()
+            let raise = try await owner.post(
+                "/dashboard/apps/travel/minimum",
+                ["csrf": csrf, "platform": "ios", "revision": "0", "minimumVersion": "2.0", "reason": "not mine"])
+            #expect(raise.status == 403)
+            let policy = try await server.send(.GET, "/v1/apps/travel/policies/ios", key: harness.rootKey)
+            #expect(policy.etag == "\"0\"")
+            // The root token sees both.
+            var root = Browser(server: server)
+            _ = try await root.signIn(harness.rootKey)
+            #expect(try await root.get("/dashboard/apps/travel?platform=ios").status == 200)
+        }
+    }
+
     @Test func historyPagesBackToTheAppsCreation() async throws {
         let harness = try await Harness.make()
         try await harness.run { server in

@@ -218,8 +218,7 @@ struct DashboardController: Sendable {
     private func home(_ session: DashboardSession) -> Response {
         let apps = snapshot.appIds.filter { session.key.covers(app: $0) }
         let rows = apps.compactMap { snapshot.app($0)?.catalog }.map { app -> HTML in
-            let platforms = Set(app.releases.keys).union(app.policies.keys).sorted()
-            let links = platforms.map { platform -> HTML in
+            let links = app.platforms.map { platform -> HTML in
                 "<a href=\"/dashboard/apps/\(app.app.id)?platform=\(Form.escape(platform))\">\(platform)</a> "
             }
             return "<tr><td><a href=\"/dashboard/apps/\(app.app.id)\">\(app.app.name)</a> <span class=\"muted\">\(app.app.id)</span></td><td>\(links)</td></tr>"
@@ -238,8 +237,7 @@ struct DashboardController: Sendable {
             guard EventValidator.isPlatform(value) else { throw ProblemDetails.badRequest("\(value) is not a platform name", field: "platform") }
             return value
         }
-        let known = Set(app.releases.keys).union(app.policies.keys).sorted()
-        return known.contains("ios") ? "ios" : known.first ?? "ios"
+        return app.platforms.contains("ios") ? "ios" : app.platforms.first ?? "ios"
     }
 
     private func overview(_ request: Request, session: DashboardSession, app: AppCatalog) async throws -> Response {
@@ -261,7 +259,7 @@ struct DashboardController: Sendable {
         let ranges = Self.rangeChoices.map { choice -> HTML in
             choice == days ? "<a aria-current=\"page\" href=\"\(base)&days=\(choice)\">\(choice) days</a>" : "<a href=\"\(base)&days=\(choice)\">\(choice) days</a>"
         }
-        let platforms = Set(app.releases.keys).union(app.policies.keys).union([platform]).sorted().map { name -> HTML in
+        let platforms = Set(app.platforms).union([platform]).sorted().map { name -> HTML in
             name == platform ? "<a aria-current=\"page\" href=\"/dashboard/apps/\(app.app.id)?platform=\(Form.escape(name))&days=\(days)\">\(name)</a>"
                 : "<a href=\"/dashboard/apps/\(app.app.id)?platform=\(Form.escape(name))&days=\(days)\">\(name)</a>"
         }
@@ -278,8 +276,11 @@ struct DashboardController: Sendable {
         let active = CountChart(
             title: "Daily active installs", labels: report.days.map(\.day), values: report.days.map(\.activeInstalls))
         let saved: HTML = request.uri.queryParameters["saved"] != nil ? "<p class=\"notice ok\" role=\"status\">Saved.</p>" : ""
+        // Shown for as long as it holds, not only after the write that caused it.
+        let warnings = app.policy(for: platform).warnings(among: app.releases(for: platform), platform: platform)
+            .map { warning -> HTML in "<p class=\"notice error\" role=\"alert\">Warning: \(warning)</p>" }
         let body: HTML = """
-            \(saved)\(pending)<div class="choices" aria-label="Platform">Platform: \(platforms)</div>
+            \(saved)\(warnings)\(pending)<div class="choices" aria-label="Platform">Platform: \(platforms)</div>
             <div class="choices" aria-label="Range">Range: \(ranges)</div>
             <h2 id="adoption">Adoption</h2>
             <figure aria-labelledby="adoption">\(chart.svg)</figure>
@@ -340,10 +341,7 @@ struct DashboardController: Sendable {
     private func releaseControls(_ release: Release, session: DashboardSession, app: String, platform: String) -> HTML {
         let action = "/dashboard/apps/\(app)/releases/\(release.version.normalized)"
         let id = "r-\(release.version.normalized.replacingOccurrences(of: ".", with: "-"))"
-        let hidden: HTML = """
-            <input type="hidden" name="csrf" value="\(session.csrfToken)"><input type="hidden" name="platform" value="\(platform)">\
-            <input type="hidden" name="revision" value="\(release.revision)">
-            """
+        let hidden = writeFields(session, platform: platform, revision: release.revision)
         let pause: HTML = release.rolloutPaused
             ? "<button type=\"submit\" name=\"action\" value=\"resume\">Resume</button>"
             : "<button type=\"submit\" name=\"action\" value=\"pause\">Pause</button>"
@@ -422,10 +420,7 @@ struct DashboardController: Sendable {
             let impact = try await reports.minimumImpact(app: app.app.id, platform: platform, minimum: candidate, windowDays: window)
             preview = impactSection(impact, policy: policy, session: session, app: app.app.id, platform: platform)
         }
-        let hidden: HTML = """
-            <input type="hidden" name="csrf" value="\(session.csrfToken)"><input type="hidden" name="platform" value="\(platform)">\
-            <input type="hidden" name="revision" value="\(policy.revision)">
-            """
+        let hidden = writeFields(session, platform: platform, revision: policy.revision)
         func version(_ value: Version?) -> String { value?.normalized ?? "" }
         func optional(_ value: Double?) -> String { value.map(Self.number) ?? "" }
         let body: HTML = """
@@ -480,11 +475,20 @@ struct DashboardController: Sendable {
             <div class="figure"><b id="impact-blocked">\(Figures.count(blocked))</b><span>would see a blocking screen</span></div>\
             <div class="figure"><b>\(Figures.count(impact.unableToUpdate))</b><span>cannot update on their OS (told os_unsupported)</span></div></div>
             \(table("Version", rows(impact.byVersion)))\(table("OS version", rows(impact.byOS)))
-            <form class="inline" method="post" action="/dashboard/apps/\(app)/minimum" aria-label="Apply minimum \(impact.candidateMinimum)">
-            <input type="hidden" name="csrf" value="\(session.csrfToken)"><input type="hidden" name="platform" value="\(platform)">\
-            <input type="hidden" name="revision" value="\(policy.revision)"><input type="hidden" name="minimumVersion" value="\(impact.candidateMinimum)">\
+            \(applyMinimum(impact.candidateMinimum, policy: policy, session: session, app: app, platform: platform))</section>
+            """
+    }
+
+    /// The form that applies a previewed minimum, or why it cannot be applied.
+    private func applyMinimum(_ minimum: String, policy: Policy, session: DashboardSession, app: String, platform: String) -> HTML {
+        if let target = policy.targetVersion, let candidate = Version(minimum), candidate > target {
+            return "<p class=\"notice\">A minimum above the policy's target version \(target.normalized) cannot be applied: change the target in the policy first.</p>"
+        }
+        return """
+            <form class="inline" method="post" action="/dashboard/apps/\(app)/minimum" aria-label="Apply minimum \(minimum)">
+            \(writeFields(session, platform: platform, revision: policy.revision))<input type="hidden" name="minimumVersion" value="\(minimum)">\
             <label>Reason (required)<input name="reason" required maxlength="500" placeholder="why raise the minimum"></label>\
-            <button class="primary" type="submit">Apply minimum \(impact.candidateMinimum)</button></form></section>
+            <button class="primary" type="submit">Apply minimum \(minimum)</button></form>
             """
     }
 
@@ -531,12 +535,10 @@ struct DashboardController: Sendable {
             throw ProblemDetails.badRequest("minimumVersion: not a version", field: "minimumVersion")
         }
         guard let app = try await catalog.app(id: appId) else { throw ProblemDetails.notFound("no app \(appId)") }
+        // The rest of the policy as it is now; `store` refuses it if that is not the revision the preview showed.
         var policy = app.policy(for: platform)
-        guard policy.revision == revision else { throw CatalogError.stale(current: policy.revision) }
         policy.minimumVersion = minimum
-        if let target = policy.targetVersion, minimum > target {
-            throw ProblemDetails.badRequest("minimum \(minimum.normalized) is above the policy's target version \(target.normalized)", field: "minimumVersion")
-        }
+        do throws(FieldError) { try CatalogInput.checkMinimumBelowTarget(policy) } catch { throw CatalogError.invalid(error) }
         return try await store(policy, app: appId, platform: platform, revision: revision, reason: reason, session: session)
     }
 
@@ -568,6 +570,14 @@ struct DashboardController: Sendable {
         }
         await afterWrite()
         return redirect("/dashboard/apps/\(appId)?platform=\(Form.escape(platform))&saved=release")
+    }
+
+    /// The hidden fields of every catalog form: what `changing` and `writeContext` read back.
+    private func writeFields(_ session: DashboardSession, platform: String, revision: Int) -> HTML {
+        """
+        <input type="hidden" name="csrf" value="\(session.csrfToken)"><input type="hidden" name="platform" value="\(platform)">\
+        <input type="hidden" name="revision" value="\(revision)">
+        """
     }
 
     /// The platform, the revision the form was rendered with, and the required reason.
