@@ -204,16 +204,20 @@ import UpshiftTestSupport
     @Test func flushWaitsForTheSendUnderWayAndStopEndsTheSender() async throws {
         let harness = try await Harness.make(now: Self.start)
         try await harness.run { (server: Server) async throws in
-            let transport = TestTransport()
-            transport.mode = .slow  // each post answered 300 ms late
-            var configuration = Self.configuration(server, harness, version: "1.0", transport: transport)
-            configuration.flushInterval = .milliseconds(50)
-            let sdk = Upshift(configuration: configuration)
-            await sdk.launch()
-            await sdk.record(.launched)
-            let deadline = ContinuousClock.now + .seconds(5)
-            while transport.eventPosts == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(transport.eventPosts == 1, "the periodic sender is sending")
+            /// An SDK whose periodic sender (every 50 ms) is posting one event, answered 300 ms late.
+            func sending(_ transport: TestTransport) async throws -> (Upshift, UpshiftConfiguration) {
+                var configuration = Self.configuration(server, harness, version: "1.0", transport: transport)
+                configuration.flushInterval = .milliseconds(50)
+                let sdk = Upshift(configuration: configuration)
+                await sdk.launch()
+                await sdk.record(.launched)
+                let deadline = ContinuousClock.now + .seconds(5)
+                while transport.eventPosts == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+                #expect(transport.eventPosts == 1, "the periodic sender is sending")
+                return (sdk, configuration)
+            }
+            let transport = TestTransport(delay: .milliseconds(300))
+            let (sdk, configuration) = try await sending(transport)
             await sdk.record(.blocked(targetVersion: "2.0"))
             await sdk.flush()
             #expect(await sdk.pendingEvents == 0, "flush() returned before the send under way and its own were done")
@@ -229,6 +233,15 @@ import UpshiftTestSupport
             #expect(transport.eventPosts == posts)
             #expect(await quiet.pendingEvents == 1)
             #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'") == 2)
+
+            // A flush that waited on a periodic send that failed keeps the backoff: no second request.
+            let refusing = TestTransport(delay: .milliseconds(300))
+            refusing.mode = .tooMany
+            let (backingOff, _) = try await sending(refusing)
+            await backingOff.flush()
+            await backingOff.stop()
+            #expect(refusing.eventPosts == 1)
+            #expect(await backingOff.pendingEvents == 1)
         }
     }
 
@@ -441,10 +454,10 @@ final class LogLines: @unchecked Sendable {
 }
 
 /// URLSession, with faults on demand: stall (never answers), down (network error), store-then-503
-/// (the server gets the batch and commits it, the app sees a 503), too many (429, Retry-After 120 s), or
-/// slow (answers 300 ms late).
+/// (the server gets the batch and commits it, the app sees a 503), or too many (429, Retry-After 120 s);
+/// and a delay before any answer.
 final class TestTransport: UpshiftTransport, @unchecked Sendable {
-    enum Mode { case pass, stall, down, storeThen503, tooMany, slow }
+    enum Mode { case pass, stall, down, storeThen503, tooMany }
 
     private let inner = URLSessionTransport()
     private let lock = NSLock()
@@ -455,6 +468,10 @@ final class TestTransport: UpshiftTransport, @unchecked Sendable {
         get { lock.withLock { state.mode } }
         set { lock.withLock { state.mode = newValue } }
     }
+    /// Waited before every answer.
+    let delay: Duration
+
+    init(delay: Duration = .zero) { self.delay = delay }
     var checks: Int { lock.withLock { state.checks } }
     var eventPosts: Int { lock.withLock { state.eventPosts } }
     var lastCheck: URLRequest? { lock.withLock { state.lastCheck } }
@@ -471,6 +488,7 @@ final class TestTransport: UpshiftTransport, @unchecked Sendable {
             }
             return state.mode
         }
+        if delay > .zero { try await Task.sleep(for: delay) }
         switch mode {
         case .stall:
             try await Task.sleep(for: .seconds(60))
@@ -481,8 +499,7 @@ final class TestTransport: UpshiftTransport, @unchecked Sendable {
             let response = HTTPURLResponse(
                 url: request.url!, statusCode: 429, httpVersion: "HTTP/1.1", headerFields: ["Retry-After": "120"])!
             return (Data(), response)
-        case .pass, .storeThen503, .slow:
-            if mode == .slow { try await Task.sleep(for: .milliseconds(300)) }
+        case .pass, .storeThen503:
             let (data, response) = try await inner.send(request)
             if !isCheck { lock.withLock { state.lastEventReply = String(decoding: data, as: UTF8.self) } }
             guard mode == .storeThen503, !isCheck else { return (data, response) }
