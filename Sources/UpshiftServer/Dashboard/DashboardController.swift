@@ -481,8 +481,11 @@ struct DashboardController: Sendable {
 
     /// The form that applies a previewed minimum, or why it cannot be applied.
     private func applyMinimum(_ minimum: String, policy: Policy, session: DashboardSession, app: String, platform: String) -> HTML {
-        if let target = policy.targetVersion, let candidate = Version(minimum), candidate > target {
-            return "<p class=\"notice\">A minimum above the policy's target version \(target.normalized) cannot be applied: change the target in the policy first.</p>"
+        // The rule `raiseMinimum` applies, so the button is only offered where it can succeed.
+        var applied = policy
+        applied.minimumVersion = Version(minimum)
+        do throws(FieldError) { try CatalogInput.checkMinimumBelowTarget(applied) } catch {
+            return "<p class=\"notice\">Minimum \(minimum) cannot be applied: it \(error.message). Change the target in the policy first.</p>"
         }
         return """
             <form class="inline" method="post" action="/dashboard/apps/\(app)/minimum" aria-label="Apply minimum \(minimum)">
