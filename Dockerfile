@@ -29,8 +29,10 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin upshift
 COPY --from=build /staging/upshift /usr/local/bin/upshift
-# Migrations are read from disk at run time (upshift migrate).
+# Migrations are read from disk at run time (upshift migrate); the API's description is served at
+# GET /openapi.yaml from docs/ beside them.
 COPY sql /app/sql
+COPY docs/openapi.yaml /app/docs/openapi.yaml
 ENV UPSHIFT_MIGRATIONS_DIR=/app/sql UPSHIFT_HOST=0.0.0.0 UPSHIFT_PORT=8080
 WORKDIR /app
 USER upshift:upshift

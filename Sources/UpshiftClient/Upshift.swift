@@ -285,7 +285,7 @@ public actor Upshift {
             "installId": .string(state.installId.uuidString.lowercased()), "appId": .string(configuration.appId),
             "platform": .string(configuration.platform), "appVersion": .string(configuration.appVersion),
         ]
-        if let build = configuration.build { body["build"] = .number(Double(build)) }
+        if let build = configuration.build { body["build"] = .number(JSONNumber(build)) }
         if let os = configuration.osVersion { body["osVersion"] = .string(os) }
         if let locale = configuration.locale { body["locale"] = .string(locale) }
         for (key, value) in event.fields { body[key] = .string(value) }

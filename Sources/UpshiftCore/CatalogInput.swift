@@ -2,12 +2,25 @@ import Foundation
 
 /// A request field that is missing or wrong, named so that the API can say which.
 public struct FieldError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A field that breaks its own rule (`400`), or one that is valid alone but contradicts another
+    /// field or the stored value (`422`: `minimumOSVersion` above `maximumOSVersion`).
+    public enum Kind: Sendable {
+        case invalid, inconsistent
+    }
+
     public var field: String
     public var message: String
+    public var kind: Kind
 
-    public init(_ field: String, _ message: String) {
+    public init(_ field: String, _ message: String, kind: Kind = .invalid) {
         self.field = field
         self.message = message
+        self.kind = kind
+    }
+
+    /// The error of a request body that is not acceptable JSON, naming the member at fault.
+    public init(_ error: JSONParseError) {
+        self.init(error.path.isEmpty ? "body" : error.path, error.message)
     }
 
     public var description: String { "\(field): \(message)" }
@@ -16,7 +29,8 @@ public struct FieldError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Validates admin request bodies (apps, releases, release edits, policies) into catalog values.
 /// Unknown fields are errors: a misspelt `minimumVerison` must not be silently ignored.
 public enum CatalogInput {
-    /// Limits on free text, so that one catalog entry cannot bloat every check response.
+    /// Limits on free text, so that one catalog entry cannot bloat every check response. Lengths count
+    /// Unicode scalars (``TextRules``).
     public static let maximumNoteLines = 50
     public static let maximumNoteLength = 1_000
     public static let maximumNameLength = 200
@@ -30,8 +44,12 @@ public enum CatalogInput {
         guard AppID.isValid(id) else { throw FieldError("id", "must match ^[a-z0-9][a-z0-9-]{0,62}$") }
         let name = try fields.string("name", required: true, maximumLength: maximumNameLength)!
         let locale = try fields.locale("defaultLocale") ?? "en"
-        let urls = try fields.platformMap("updateURL", validate: isURL)
-        let stores = try fields.platformMap("storeId", validate: { !$0.isEmpty && $0.count <= 200 })
+        let urls = try fields.platformMap("updateURL") { (field, text) throws(FieldError) in
+            guard isURL(text) else { throw FieldError(field, urlRule) }
+        }
+        let stores = try fields.platformMap("storeId") { (field, text) throws(FieldError) in
+            try checkText(text, field: field, maximumLength: maximumStoreIdLength, lineBreaks: false)
+        }
         return AppInfo(id: id, name: name, defaultLocale: locale, updateURL: urls, storeId: stores)
     }
 
@@ -61,7 +79,7 @@ public enum CatalogInput {
     /// A minimum above the target would block installs from the versions the policy offers.
     public static func checkMinimumBelowTarget(_ policy: Policy) throws(FieldError) {
         if let minimum = policy.minimumVersion, let target = policy.targetVersion, minimum > target {
-            throw FieldError("minimumVersion", "is above targetVersion \(target)")
+            throw FieldError("minimumVersion", "is above targetVersion \(target)", kind: .inconsistent)
         }
     }
 
@@ -100,13 +118,23 @@ public enum CatalogInput {
         return policy
     }
 
-    /// The optional `reason` of any write.
+    /// The optional `reason` of any write (line breaks allowed).
     public static func reason(_ body: JSONValue) throws(FieldError) -> String? {
         guard let value = body["reason"], !value.isNull else { return nil }
-        guard let text = value.stringValue, text.count <= maximumReasonLength else {
-            throw FieldError("reason", "a string of at most \(maximumReasonLength) characters")
-        }
+        guard let text = value.stringValue else { throw FieldError("reason", "must be a string") }
+        try checkText(text, field: "reason", maximumLength: maximumReasonLength, lineBreaks: true, allowEmpty: true)
         return text
+    }
+
+    /// Free text: no control characters (line breaks only where allowed), at most `maximumLength` scalars.
+    public static func checkText(
+        _ text: String, field: String, maximumLength: Int, lineBreaks: Bool, allowEmpty: Bool = false
+    ) throws(FieldError) {
+        guard allowEmpty || !text.isEmpty else { throw FieldError(field, "must not be empty") }
+        guard TextRules.length(text) <= maximumLength else {
+            throw FieldError(field, "at most \(maximumLength) characters (Unicode scalars)")
+        }
+        if let violation = TextRules.violation(in: text, lineBreaks: lineBreaks) { throw FieldError(field, violation) }
     }
 
     static let releaseFields: Set<String> = [
@@ -123,12 +151,12 @@ public enum CatalogInput {
         if fields.has("minimumOSVersion") { release.minimumOSVersion = try fields.version("minimumOSVersion", required: false) }
         if fields.has("maximumOSVersion") { release.maximumOSVersion = try fields.version("maximumOSVersion", required: false) }
         if let minimum = release.minimumOSVersion, let maximum = release.maximumOSVersion, minimum > maximum {
-            throw FieldError("minimumOSVersion", "is above maximumOSVersion \(maximum)")
+            throw FieldError("minimumOSVersion", "is above maximumOSVersion \(maximum)", kind: .inconsistent)
         }
         if let notes = try fields.notes("notes") { release.notes = notes }
         if fields.has("updateURL") {
             release.updateURL = try fields.string("updateURL", required: false, maximumLength: maximumURLLength)
-            if let url = release.updateURL, !isURL(url) { throw FieldError("updateURL", "must be an http(s) URL") }
+            if let url = release.updateURL, !isURL(url) { throw FieldError("updateURL", urlRule) }
         }
         if let status = try fields.string("status", required: false) {
             guard let value = ReleaseStatus(rawValue: status) else {
@@ -140,11 +168,41 @@ public enum CatalogInput {
         if let paused = try fields.bool("rolloutPaused") { release.rolloutPaused = paused }
     }
 
-    static func isURL(_ text: String) -> Bool {
-        guard text.count <= maximumURLLength, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
-            ["http", "https", "itms-apps", "market"].contains(scheme), url.host != nil || scheme != "http" && scheme != "https"
-        else { return false }
-        return true
+    static let maximumStoreIdLength = 200
+    static let urlRule = "must be an http(s) URL with a host, or an itms-apps: or market: URL, in printable ASCII"
+
+    /// `^(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?|(itms-apps|market):[!-~]+)$`, at most
+    /// 2,000 characters: the URL is handed to apps as it is, so only its shape is checked, exactly as
+    /// docs/openapi.yaml states it.
+    public static func isURL(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count <= maximumURLLength else { return false }
+        func printable(_ slice: ArraySlice<UInt8>) -> Bool { slice.allSatisfy { $0 >= 0x21 && $0 <= 0x7E } }
+        for scheme in ["itms-apps:", "market:"] where bytes.starts(with: scheme.utf8) {
+            let rest = bytes.dropFirst(scheme.utf8.count)
+            return !rest.isEmpty && printable(rest)
+        }
+        var rest: ArraySlice<UInt8>
+        if bytes.starts(with: "https://".utf8) {
+            rest = bytes.dropFirst(8)
+        } else if bytes.starts(with: "http://".utf8) {
+            rest = bytes.dropFirst(7)
+        } else {
+            return false
+        }
+        let host = rest.prefix { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+        }
+        guard !host.isEmpty else { return false }
+        rest = rest.dropFirst(host.count)
+        if rest.first == UInt8(ascii: ":") {
+            let port = rest.dropFirst().prefix { $0 >= 0x30 && $0 <= 0x39 }
+            guard (1...5).contains(port.count) else { return false }
+            rest = rest.dropFirst(1 + port.count)
+        }
+        guard let first = rest.first else { return true }
+        return (first == UInt8(ascii: "/") || first == UInt8(ascii: "?") || first == UInt8(ascii: "#")) && printable(rest)
     }
 
     /// Typed access to the fields of a JSON object, each failure naming its field.
@@ -166,15 +224,14 @@ public enum CatalogInput {
             return value
         }
 
+        /// A non-empty string of at most `maximumLength` scalars without control characters.
         func string(_ key: String, required: Bool, maximumLength: Int = 200) throws(FieldError) -> String? {
             guard let value = value(key) else {
                 if required { throw FieldError(key, "is required") }
                 return nil
             }
             guard let text = value.stringValue else { throw FieldError(key, "must be a string") }
-            guard !text.isEmpty, text.count <= maximumLength else {
-                throw FieldError(key, "must be 1 to \(maximumLength) characters")
-            }
+            try CatalogInput.checkText(text, field: key, maximumLength: maximumLength, lineBreaks: false)
             return text
         }
 
@@ -204,20 +261,22 @@ public enum CatalogInput {
             return flag
         }
 
-        func number(_ key: String, in range: ClosedRange<Double>) throws(FieldError) -> Double? {
+        /// A number whose exact value lies in `range`, read as the nearest `Double`.
+        func number(_ key: String, in range: ClosedRange<Int>) throws(FieldError) -> Double? {
             guard let value = value(key) else { return nil }
-            guard case .number(let number) = value, range.contains(number) else {
-                throw FieldError(key, "must be a number from \(range.lowerBound.formatted) to \(range.upperBound.formatted)")
+            guard case .number(let number) = value, let result = number.number(in: range) else {
+                throw FieldError(key, "must be a number from \(range.lowerBound) to \(range.upperBound)")
             }
-            return number
+            return result
         }
 
+        /// A number that is exactly an integer in `range` (`1.0` and `1e2` are integers; `1.5` is not).
         func integer(_ key: String, in range: ClosedRange<Int>) throws(FieldError) -> Int? {
             guard let value = value(key) else { return nil }
-            guard case .number(let number) = value, number == number.rounded(), number >= Double(range.lowerBound),
-                number <= Double(range.upperBound)
-            else { throw FieldError(key, "must be an integer from \(range.lowerBound) to \(range.upperBound)") }
-            return Int(number)
+            guard case .number(let number) = value, let result = number.integer(in: range) else {
+                throw FieldError(key, "must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return result
         }
 
         func array(_ key: String) throws(FieldError) -> [JSONValue]? {
@@ -226,13 +285,17 @@ public enum CatalogInput {
             return items
         }
 
-        func platformMap(_ key: String, validate: (String) -> Bool) throws(FieldError) -> [String: String] {
+        func platformMap(
+            _ key: String, validate: (String, String) throws(FieldError) -> Void
+        ) throws(FieldError) -> [String: String] {
             guard let value = value(key) else { return [:] }
             guard let object = value.objectValue else { throw FieldError(key, "must be an object of platform → value") }
             var result: [String: String] = [:]
-            for (platform, entry) in object {
-                guard EventValidator.isPlatform(platform) else { throw FieldError("\(key).\(platform)", "not a platform name") }
-                guard let text = entry.stringValue, validate(text) else { throw FieldError("\(key).\(platform)", "invalid value") }
+            for (platform, entry) in object.sorted(by: { $0.key < $1.key }) {
+                let field = "\(key).\(platform)"
+                guard EventValidator.isPlatform(platform) else { throw FieldError(field, "not a platform name") }
+                guard let text = entry.stringValue else { throw FieldError(field, "must be a string") }
+                try validate(field, text)
                 result[platform] = text
             }
             return result
@@ -247,25 +310,20 @@ public enum CatalogInput {
             for (locale, lines) in object.sorted(by: { $0.key < $1.key }) {
                 guard EventValidator.isLocale(locale) else { throw FieldError("\(key).\(locale)", "unknown locale format") }
                 guard seen.insert(LocaleTag.normalize(locale)).inserted else {
-                    throw FieldError("\(key).\(locale)", "the same locale twice (tags match ignoring case and _/-)")
+                    throw FieldError(
+                        "\(key).\(locale)", "the same locale twice (tags match ignoring case and _/-)", kind: .inconsistent)
                 }
                 guard case .array(let items) = lines, items.count <= maximumNoteLines else {
                     throw FieldError("\(key).\(locale)", "must be an array of at most \(maximumNoteLines) strings")
                 }
-                notes[locale] = try items.map { (item) throws(FieldError) in
-                    guard let line = item.stringValue, line.count <= maximumNoteLength else {
-                        throw FieldError("\(key).\(locale)", "lines are strings of at most \(maximumNoteLength) characters")
-                    }
+                notes[locale] = try items.enumerated().map { (index, item) throws(FieldError) in
+                    let field = "\(key).\(locale)[\(index)]"
+                    guard let line = item.stringValue else { throw FieldError(field, "must be a string") }
+                    try CatalogInput.checkText(line, field: field, maximumLength: maximumNoteLength, lineBreaks: true, allowEmpty: true)
                     return line
                 }
             }
             return notes
         }
-    }
-}
-
-extension Double {
-    fileprivate var formatted: String {
-        self == rounded() ? String(Int(self)) : String(self)
     }
 }

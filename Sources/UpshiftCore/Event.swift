@@ -75,3 +75,35 @@ public enum JSONText {
         return result + "\""
     }
 }
+
+/// What makes an event one event (DESIGN.md section 5): its app and its id.
+public struct EventKey: Hashable, Sendable {
+    public var appId: String
+    public var id: UUID
+
+    public init(appId: String, id: UUID) {
+        self.appId = appId
+        self.id = id
+    }
+}
+
+extension Event {
+    public var key: EventKey { EventKey(appId: appId, id: id) }
+
+    /// The fields of `data`, in the order an `id_conflict` names the first that differs.
+    static let dataFields = ["build", "osVersion", "locale", "promptKind", "targetVersion", "dismissAction", "fromVersion"]
+
+    /// The first field, named as the API names it, in which `stored` (the event already stored under this
+    /// event's app and id) differs from this one; nil when it is the same event, resent.
+    public func firstDifference(from stored: Event) -> String? {
+        if type != stored.type { return "type" }
+        if occurredAt.microseconds != stored.occurredAt.microseconds { return "occurredAt" }
+        if installId != stored.installId { return "installId" }
+        if platform != stored.platform { return "platform" }
+        if appVersion != stored.appVersion { return "appVersion" }
+        let mine = (try? JSONValue.parse(Data(data.utf8)))?.objectValue ?? [:]
+        let theirs = (try? JSONValue.parse(Data(stored.data.utf8)))?.objectValue ?? [:]
+        for field in Self.dataFields where mine[field] != theirs[field] { return field }
+        return nil
+    }
+}

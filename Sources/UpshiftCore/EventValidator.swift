@@ -30,8 +30,8 @@ public struct EventValidator: Sendable {
         guard event.isObject else {
             throw EventRejection(code: "invalid_event", message: "an event must be a JSON object")
         }
-        if let field = event.wrongType.first {
-            throw EventRejection.invalid(field, field == .build ? "must be an integer" : "must be a string")
+        if let (field, message) = event.invalid {
+            throw EventRejection.invalid(field, message)
         }
         let id = try uuid(event, .id)
         guard let typeName = event[.type] else { throw EventRejection.missing(.type) }
@@ -60,7 +60,7 @@ public struct EventValidator: Sendable {
         }
         let appVersion = try version(event, .appVersion, required: true)!
         if let build = event.build, !(0...Self.maximumBuild).contains(build) {
-            throw EventRejection.invalid(.build, "must be a non-negative integer")
+            throw EventRejection.invalid(.build, "must be an integer from 0 to \(Self.maximumBuild)")
         }
         var data = EventData()
         data.add("build", event.build)

@@ -1,14 +1,40 @@
 import Foundation
 
 /// The body of `POST /v1/events`: `{"events": [...]}`.
-public struct IncomingBatch: Decodable, Sendable {
+public struct IncomingBatch: Sendable {
     public var events: [IncomingEvent]
+
+    public init(events: [IncomingEvent]) {
+        self.events = events
+    }
+
+    /// Reads a body with ``JSONParser``: members other than `events`, and the members of an event that
+    /// no rule reads, are checked but not built; the limit error comes at the `maximumEvents + 1`th
+    /// element, before it is read. An element that is not an object costs no more than skipping it.
+    public static func parse(_ bytes: [UInt8], maximumEvents: Int) throws(JSONParseError) -> IncomingBatch {
+        var parser = JSONParser(bytes)
+        var events: [IncomingEvent]?
+        guard try parser.peek() == UInt8(ascii: "{") else {
+            throw JSONParseError(path: "", message: "the body must be a JSON object {\"events\": [...]}")
+        }
+        try parser.members(depth: 0) { (parser, key) throws(JSONParseError) in
+            guard key == "events" else { return try parser.skip(depth: 1) }
+            var list: [IncomingEvent] = []
+            try parser.elements(depth: 1, maximumElements: maximumEvents) { (parser, _) throws(JSONParseError) in
+                list.append(try IncomingEvent(parser: &parser, depth: 2))
+            }
+            events = list
+        }
+        try parser.end()
+        guard let events else { throw JSONParseError(path: "events", message: "is required") }
+        return IncomingBatch(events: events)
+    }
 }
 
-/// One element of a posted batch, decoded leniently: a wrong type or a bad value in one event is a
+/// One element of a posted batch, read leniently: a wrong type or a bad value in one event is a
 /// per-event rejection (DESIGN.md section 5), never a failure of the whole batch.
-public struct IncomingEvent: Decodable, Sendable {
-    public enum Field: String, CodingKey, CaseIterable, Sendable {
+public struct IncomingEvent: Sendable {
+    public enum Field: String, CaseIterable, Sendable {
         case id, type, occurredAt, installId, platform, appVersion, build, osVersion, locale, appId
         case promptKind, targetVersion, dismissAction, fromVersion
     }
@@ -17,33 +43,42 @@ public struct IncomingEvent: Decodable, Sendable {
     public private(set) var isObject = true
     public private(set) var strings: [Field: String] = [:]
     public private(set) var build: Int?
-    /// Fields present with a JSON type they may not have.
-    public private(set) var wrongType: [Field] = []
+    /// The first field present with a value it may not have, and why.
+    public private(set) var invalid: (field: Field, message: String)?
 
     public init(strings: [Field: String], build: Int? = nil) {
         self.strings = strings
         self.build = build
     }
 
-    public init(from decoder: any Decoder) throws {
-        guard let container = try? decoder.container(keyedBy: Field.self) else {
+    /// Reads the element at the parser; members no rule reads are skipped, `null` counts as absent.
+    init(parser: inout JSONParser, depth: Int) throws(JSONParseError) {
+        guard try parser.peek() == UInt8(ascii: "{") else {
+            try parser.skip(depth: depth)
             isObject = false
             return
         }
-        for field in container.allKeys {
-            if (try? container.decodeNil(forKey: field)) == true { continue }
-            if field == .build {
-                if let value = try? container.decode(Int.self, forKey: field) {
+        var strings: [Field: String] = [:]
+        var build: Int?
+        var invalid: (field: Field, message: String)?
+        try parser.members(depth: depth) { (parser, key) throws(JSONParseError) in
+            guard let field = Field(rawValue: key) else { return try parser.skip(depth: depth + 1) }
+            switch try parser.value(depth: depth + 1) {
+            case .null: break
+            case .string(let text) where field != .build: strings[field] = text
+            case .number(let number) where field == .build:
+                if let value = number.integer(in: 0...EventValidator.maximumBuild) {
                     build = value
-                } else {
-                    wrongType.append(field)
+                } else if invalid == nil {
+                    invalid = (field, "must be an integer from 0 to \(EventValidator.maximumBuild)")
                 }
-            } else if let value = try? container.decode(String.self, forKey: field) {
-                strings[field] = value
-            } else {
-                wrongType.append(field)
+            default:
+                if invalid == nil { invalid = (field, field == .build ? "must be an integer" : "must be a string") }
             }
         }
+        self.strings = strings
+        self.build = build
+        self.invalid = invalid
     }
 
     public subscript(field: Field) -> String? { strings[field] }

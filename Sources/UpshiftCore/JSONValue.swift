@@ -1,11 +1,11 @@
 import Foundation
 
-/// Any JSON value, compared structurally (numbers as Double): admin request bodies are read as this
-/// first, so that every problem can name its field.
+/// Any JSON value, compared structurally (numbers by their exact value): request bodies are read as
+/// this first (``JSONParser``), so that every problem can name its field.
 public enum JSONValue: Codable, Sendable, Equatable, CustomStringConvertible {
     case null
     case bool(Bool)
-    case number(Double)
+    case number(JSONNumber)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -16,8 +16,10 @@ public enum JSONValue: Codable, Sendable, Equatable, CustomStringConvertible {
             self = .null
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
+        } else if let value = try? container.decode(Int.self) {
+            self = .number(JSONNumber(value))
         } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
+            self = .number(JSONNumber(value))
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
         } else if let value = try? container.decode([JSONValue].self) {
@@ -32,16 +34,23 @@ public enum JSONValue: Codable, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
+        case .number(let value):
+            if let integer = value.integer(in: Int.min...Int.max) {
+                try container.encode(integer)
+            } else if let double = value.doubleValue {
+                try container.encode(double)
+            } else {
+                try container.encodeNil()
+            }
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
         }
     }
 
-    /// Parses JSON bytes into a value.
-    public static func parse(_ data: Data) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: data)
+    /// Parses JSON bytes into a value (strictly: see ``JSONParser``).
+    public static func parse(_ data: Data) throws(JSONParseError) -> JSONValue {
+        try JSONParser.parse(Array(data))
     }
 
     /// The value as JSON bytes.
@@ -78,12 +87,28 @@ extension JSONValue {
     }
 
     public var doubleValue: Double? {
-        if case .number(let value) = self { return value }
+        if case .number(let value) = self { return value.doubleValue }
         return nil
     }
 
-    /// A number as an `Int` (reports' counts): nil unless it is a whole number that fits.
-    public var intValue: Int? { doubleValue.flatMap { Int(exactly: $0) } }
+    /// A number as an `Int` (reports' counts): nil unless it is exactly a whole number that fits.
+    public var intValue: Int? {
+        if case .number(let value) = self { return value.integer(in: Int.min...Int.max) }
+        return nil
+    }
 
     public var isNull: Bool { self == .null }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .number(JSONNumber(value)) }
+    public init(floatLiteral value: Double) { self = .number(JSONNumber(value)) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
 }

@@ -28,6 +28,22 @@ public enum KeySecret {
             .replacingOccurrences(of: "=", with: "")
     }
 
+    /// Whether `text` looks like a secret `generate` makes: `upshift_`, a scope, `_`, and 43 base64url
+    /// characters. Anything else is refused before it is hashed or looked up.
+    public static func hasShape(_ text: String) -> Bool {
+        for scope in KeyScope.allCases {
+            let prefix = "upshift_\(scope.rawValue)_"
+            guard text.utf8.starts(with: prefix.utf8) else { continue }
+            let rest = text.utf8.dropFirst(prefix.utf8.count)
+            return rest.count == 43
+                && rest.allSatisfy { byte in
+                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                        || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                }
+        }
+        return false
+    }
+
     /// The stored form of a secret: the hex SHA-256 of its UTF-8 bytes.
     public static func digest(_ secret: String) -> String {
         SHA256Hex.digest(Data(secret.utf8))

@@ -27,7 +27,8 @@ public enum UUIDText {
         }
     }
 
-    private static func nibble(_ byte: UInt8) -> UInt8? {
+    /// The value of an ASCII hex digit, either case (for UUIDs, `\u` escapes and percent-encoding).
+    public static func nibble(_ byte: UInt8) -> UInt8? {
         switch byte {
         case 0x30...0x39: byte - 0x30
         case 0x41...0x46: byte - 0x41 + 10

@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UpshiftCore
 import UpshiftStore
 
@@ -10,89 +12,148 @@ import UpshiftStore
 public func buildApplication(_ configuration: AppConfiguration, logger baseLogger: Logger? = nil) async throws
     -> some ApplicationProtocol
 {
-    let logger = {
-        var logger = baseLogger ?? Logger(label: "upshift")
-        logger.logLevel = configuration.logLevel
-        return logger
-    }()
-
-    guard let migrationsDirectory = configuration.migrationsDirectory else { throw MigrationError.directoryNotFound }
-    let migrations = try Migration.load(from: migrationsDirectory)
-
-    let database = Database(
-        settings: configuration.database, maximumConnections: configuration.maximumConnections, logger: logger)
-    let client = database.client
-    let eventLog = EventLog(client: client, logger: logger)
-    let keys = KeyStore(client: client, logger: logger)
-    let catalogStore = CatalogStore(client: client, logger: logger)
-    let snapshot = CatalogSnapshot()
-    let serveHTTP = configuration.roles.contains(.http)
-    let readiness = Readiness(required: serveHTTP ? ["migrations", "partitions", "catalog"] : ["migrations", "partitions"])
-    let snapshotLoader = CatalogSnapshotService(snapshot: snapshot, store: catalogStore, readiness: readiness, logger: logger)
-    let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
-
-    let router = Router(context: UpshiftRequestContext.self)
-    router.middlewares.add(ProblemMiddleware())
-    if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
-    HealthController(
-        readiness: readiness, database: database, metrics: configuration.metrics
-    ).addRoutes(to: router)
-
-    var services: [any Service] = [DatabaseService(database: database)]
-    let feedSignal = FeedSignal()
-    if serveHTTP {
-        let writer = IngestionWriter(
-            log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
-            metrics: configuration.metrics, logger: logger, wake: { feedSignal.signal() })
-        let authenticator = KeyAuthenticator(keys: keys, cacheSeconds: configuration.keyCacheSeconds)
-        EventsController(
-            writer: writer, authenticator: authenticator, clock: configuration.clock, metrics: configuration.metrics
-        ).addRoutes(to: router)
-        CheckController(
-            snapshot: snapshot, writer: writer, clock: configuration.clock, settings: configuration.check,
-            trustedProxies: configuration.trustedProxies, metrics: configuration.metrics, logger: logger
-        ).addRoutes(to: router)
-        CatalogController(store: catalogStore, authenticator: authenticator, clock: configuration.clock) {
-            await snapshotLoader.reload(reason: "write")
-        }.addRoutes(to: router)
-        let reports = ReportService(
-            store: ReportStore(client: client, logger: logger), snapshot: snapshot, clock: configuration.clock)
-        ReportsController(
-            reports: reports, authenticator: authenticator, snapshot: snapshot, clock: configuration.clock
-        ).addRoutes(to: router)
-        DashboardController(
-            sessions: SessionStore(client: client, logger: logger), keys: keys, catalog: catalogStore, reports: reports,
-            snapshot: snapshot, clock: configuration.clock
-        ) {
-            await snapshotLoader.reload(reason: "dashboard write")
-        }.addRoutes(to: router)
-        services.append(contentsOf: [partitions, writer, snapshotLoader] as [any Service])
-    }
-    if configuration.roles.contains(.projections) {
-        services.append(
-            ProjectionRunner(
-                store: ProjectionStore(client: client, logger: logger), settings: configuration.projections,
-                signal: feedSignal, readiness: readiness, metrics: configuration.metrics, logger: logger))
-    }
-
+    let parts = try ApplicationParts(configuration, logger: baseLogger)
+    let limits = configuration.connections
     var app = Application(
-        router: router,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "upshift"),
-        services: services,
-        logger: logger)
-    app.beforeServerStarts {
-        try await retryingWhileUnreachable(logger: logger) {
-            let applied = try await Migrator(client: client, logger: logger).migrate(migrations)
-            if !applied.isEmpty { logger.info("migrated", metadata: ["migrations.applied": "\(applied)"]) }
-        }
-        readiness.mark("migrations")
-        try await retryingWhileUnreachable(logger: logger) { try await partitions.ensure() }
-        readiness.mark("partitions")
+        router: parts.router,
+        server: HTTPServerBuilder { responder in GuardedHTTP1Channel(responder: responder, limits: limits) },
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "upshift", backlog: 1024,
+            availableConnectionsDelegate: MaximumAvailableConnections(limits.maximumConnections, logger: parts.logger)),
+        services: parts.services,
+        logger: parts.logger)
+    app.beforeServerStarts(perform: parts.start)
+    return app
+}
+
+/// What the application is made of: the router with every route, the services of its group in
+/// dependency order, and the work that must succeed before the port opens.
+public struct ApplicationParts {
+    public let router: Router<UpshiftRequestContext>
+    /// What the router answers: method and path.
+    public let routes: [(method: HTTPRequest.Method, path: String)]
+    let services: [any Service]
+    let start: @Sendable () async throws -> Void
+    let logger: Logger
+
+    public init(_ configuration: AppConfiguration, logger baseLogger: Logger? = nil) throws {
+        let logger = {
+            var logger = baseLogger ?? Logger(label: "upshift")
+            logger.logLevel = configuration.logLevel
+            return logger
+        }()
+        self.logger = logger
+
+        guard let migrationsDirectory = configuration.migrationsDirectory else { throw MigrationError.directoryNotFound }
+        let migrations = try Migration.load(from: migrationsDirectory)
+
+        let database = Database(
+            settings: configuration.database, maximumConnections: configuration.maximumConnections, logger: logger)
+        let client = database.client
+        let eventLog = EventLog(client: client, logger: logger)
+        let catalogStore = CatalogStore(client: client, logger: logger)
+        let snapshot = CatalogSnapshot()
+        let serveHTTP = configuration.roles.contains(.http)
+        let readiness = Readiness(
+            required: serveHTTP ? ["migrations", "partitions", "catalog", "keys"] : ["migrations", "partitions"])
+        let snapshotLoader = CatalogSnapshotService(snapshot: snapshot, store: catalogStore, readiness: readiness, logger: logger)
+        let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
+        let authenticator = KeyAuthenticator(
+            store: KeyStore(client: client, logger: logger), refreshInterval: configuration.keyRefresh,
+            readiness: readiness, logger: logger)
+
+        let router = Router(context: UpshiftRequestContext.self)
+        let routeTable = RouteTable()
+        router.middlewares.add(ProblemMiddleware(routes: routeTable))
+        if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
+        HealthController(
+            readiness: readiness, database: database, metrics: configuration.metrics,
+            openAPI: OpenAPIDocument.load(configuration.openAPIFile, logger: logger)
+        ).addRoutes(to: router)
+
+        var services: [any Service] = [DatabaseService(database: database)]
+        let feedSignal = FeedSignal()
         if serveHTTP {
-            try await retryingWhileUnreachable(logger: logger) { try await snapshotLoader.load() }
+            let writer = IngestionWriter(
+                log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
+                metrics: configuration.metrics, logger: logger, wake: { feedSignal.signal() })
+            EventsController(
+                writer: writer, authenticator: authenticator, clock: configuration.clock,
+                settings: configuration.ingestion, trustedProxies: configuration.trustedProxies,
+                metrics: configuration.metrics
+            ).addRoutes(to: router)
+            CheckController(
+                snapshot: snapshot, writer: writer, clock: configuration.clock, settings: configuration.check,
+                trustedProxies: configuration.trustedProxies, metrics: configuration.metrics, logger: logger
+            ).addRoutes(to: router)
+            CatalogController(store: catalogStore, authenticator: authenticator, clock: configuration.clock) {
+                await snapshotLoader.reload(reason: "write")
+            }.addRoutes(to: router)
+            let reports = ReportService(
+                store: ReportStore(client: client, logger: logger), snapshot: snapshot, clock: configuration.clock)
+            ReportsController(
+                reports: reports, authenticator: authenticator, snapshot: snapshot, clock: configuration.clock
+            ).addRoutes(to: router)
+            DashboardController(
+                sessions: SessionStore(client: client, logger: logger), authenticator: authenticator,
+                catalog: catalogStore, reports: reports, snapshot: snapshot, clock: configuration.clock,
+                signInLimiter: RateLimiter(configuration.check.ratePerClient),
+                trustedProxies: configuration.trustedProxies
+            ) {
+                await snapshotLoader.reload(reason: "dashboard write")
+            }.addRoutes(to: router)
+            services.append(contentsOf: [partitions, writer, snapshotLoader, authenticator] as [any Service])
+        }
+        if configuration.roles.contains(.projections) {
+            services.append(
+                ProjectionRunner(
+                    store: ProjectionStore(client: client, logger: logger), settings: configuration.projections,
+                    signal: feedSignal, readiness: readiness, metrics: configuration.metrics, logger: logger))
+        }
+        routes = router.routes.map { ($0.method, $0.path.description) }
+        routeTable.load(routes)
+        self.router = router
+        self.services = services
+
+        start = {
+            try await retryingWhileUnreachable(logger: logger) {
+                let applied = try await Migrator(client: client, logger: logger).migrate(migrations)
+                if !applied.isEmpty { logger.info("migrated", metadata: ["migrations.applied": "\(applied)"]) }
+            }
+            readiness.mark("migrations")
+            try await retryingWhileUnreachable(logger: logger) { try await partitions.ensure() }
+            readiness.mark("partitions")
+            if serveHTTP {
+                try await retryingWhileUnreachable(logger: logger) { try await snapshotLoader.load() }
+                try await retryingWhileUnreachable(logger: logger) { try await authenticator.load() }
+            }
         }
     }
-    return app
+}
+
+/// The paths the router answers and their methods, so that a method a path does not answer (any
+/// method, `QUERY` included) is `405` with `Allow` (RFC 9110 §15.5.6) rather than `404`.
+final class RouteTable: Sendable {
+    private let routes = Mutex<[(segments: [Substring], methods: [HTTPRequest.Method])]>([])
+
+    func load(_ described: [(method: HTTPRequest.Method, path: String)]) {
+        var byPath: [String: [HTTPRequest.Method]] = [:]
+        for route in described { byPath[route.path, default: []].append(route.method) }
+        routes.withLock { routes in
+            routes = byPath.map { path, methods in (path.split(separator: "/"), methods) }
+        }
+    }
+
+    /// The methods of the route `path` matches (a `{name}` or `:name` segment matches any one segment).
+    func methods(of path: String) -> [HTTPRequest.Method]? {
+        let segments = path.split(separator: "/")
+        return routes.withLock { routes in
+            routes.first { route in
+                route.segments.count == segments.count
+                    && zip(route.segments, segments).allSatisfy { $0.0.hasPrefix(":") || $0.0.hasPrefix("{") || $0.0 == $0.1 }
+            }?.methods
+        }
+    }
 }
 
 /// Start-up work that needs the database waits for it (a container may start before PostgreSQL),

@@ -9,7 +9,10 @@ import UpshiftStore
 final class CatalogSnapshot: Sendable {
     struct Entry: Sendable {
         var catalog: AppCatalog
-        var answers: CheckAnswerCache
+        /// When the app's answers change with the clock alone, and whether they depend on the install.
+        var timing: CheckTiming
+        /// Which load this is: cached answers of an earlier load are not reused.
+        var generation: Int
     }
 
     struct State: Sendable {
@@ -17,6 +20,7 @@ final class CatalogSnapshot: Sendable {
         /// The catalog version it was loaded at (sum of stream heads).
         var version: Int64 = -1
         var loaded = false
+        var generation = 0
     }
 
     private let state = Mutex(State())
@@ -32,9 +36,15 @@ final class CatalogSnapshot: Sendable {
     var version: Int64 { state.withLock { $0.version } }
 
     func replace(apps: [String: AppCatalog], version: Int64) {
-        let entries = apps.mapValues { Entry(catalog: $0, answers: CheckAnswerCache(catalog: $0)) }
+        let entries = apps.mapValues { Entry(catalog: $0, timing: CheckTiming($0), generation: 0) }
         state.withLock { state in
-            state.apps = entries
+            state.generation += 1
+            let generation = state.generation
+            state.apps = entries.mapValues { entry in
+                var entry = entry
+                entry.generation = generation
+                return entry
+            }
             state.version = version
             state.loaded = true
         }

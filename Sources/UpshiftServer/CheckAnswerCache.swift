@@ -4,36 +4,17 @@ import NIOCore
 import Synchronization
 import UpshiftCore
 
-/// Check answers already computed for one app in the current catalog snapshot.
+/// When an app's check answers change with the clock alone, and whether they can depend on the install.
 ///
-/// A decision is a pure function of the request, the catalog and `now`, and constant in `now` between
-/// the catalog's time boundaries (`DecisionEngine.timeBoundaries`). So an answer is reused while the
-/// snapshot is the same (a reload makes a new cache) and the clock is still in the interval it was
-/// computed in. Requests whose answer could depend on the install id are not cached.
-final class CheckAnswerCache: Sendable {
-    struct Answer: Sendable {
-        var body: ByteBuffer
-        var etag: String
-        var headers: HTTPFields
-        /// The question it answers, less the install id (for the `checked` observation).
-        var request: CheckRequest
-        var action: CheckAction
-        var reason: CheckReason
-        var latestVersion: String?
-        /// Index of the time interval it was computed in.
-        var interval: Int
-        /// Whether another install id could get another answer (a partial rollout on the platform).
-        var dependsOnInstall: Bool
-    }
-
+/// A decision is a pure function of the request, the catalog and `now`, and constant in `now` between the
+/// catalog's time boundaries (`DecisionEngine.timeBoundaries`), so an answer is reused while the clock is
+/// still in the interval it was computed in.
+struct CheckTiming: Sendable {
     /// Sorted time boundaries per platform, and whether the install id matters there.
     private let boundaries: [String: [Date]]
     private let installSensitive: [String: Bool]
-    private let answers = Mutex<[String: Answer]>([:])
-    /// Distinct requests kept per app; past this the cache starts over (bounded memory).
-    static let maximumEntries = 20_000
 
-    init(catalog: AppCatalog) {
+    init(_ catalog: AppCatalog) {
         var boundaries: [String: [Date]] = [:]
         var installSensitive: [String: Bool] = [:]
         for platform in catalog.releases.keys {
@@ -44,6 +25,7 @@ final class CheckAnswerCache: Sendable {
         self.installSensitive = installSensitive
     }
 
+    /// Whether another install id could get another answer (a partial rollout on the platform).
     func dependsOnInstall(platform: String) -> Bool {
         installSensitive[platform] ?? false
     }
@@ -59,17 +41,117 @@ final class CheckAnswerCache: Sendable {
         }
         return low
     }
+}
 
-    /// The answer kept for `key`, when the clock is still in the interval it was computed in.
-    func answer(_ key: String, now: Date) -> Answer? {
-        guard let answer = answers.withLock({ $0[key] }) else { return nil }
-        return answer.interval == interval(platform: answer.request.platform, now: now) ? answer : nil
+/// Check answers already computed, for every app of this instance, within one budget of bytes (keys and
+/// bodies counted): the least recently used go first when it is full.
+///
+/// Two kinds of entries share the budget. An answer is keyed by the parsed, normalized question
+/// (``Question``: platform, version, OS, locale, channel, previous), so unknown parameters and `build`
+/// neither split nor grow it. In front of it, a GET's raw query (without `install`, at most
+/// ``maximumIndexedQuery`` bytes) maps to the request it parses to, so that a repeated question skips
+/// parsing; the request kept there carries the build, OS and locale of that very query, which the
+/// `checked` observation records.
+final class CheckAnswerCache: Sendable {
+    struct Answer: Sendable {
+        var body: ByteBuffer
+        var etag: String
+        var headers: HTTPFields
+        var action: CheckAction
+        var reason: CheckReason
+        var latestVersion: String?
+        /// Index of the time interval it was computed in.
+        var interval: Int
+        /// Whether another install id could get another answer (a partial rollout on the platform).
+        var dependsOnInstall: Bool
     }
 
-    func store(_ key: String, _ answer: Answer) {
-        answers.withLock { answers in
-            if answers.count >= Self.maximumEntries { answers.removeAll(keepingCapacity: true) }
-            answers[key] = answer
+    /// What an answer depends on, besides the catalog (its `generation`) and the clock.
+    struct Question: Hashable, Sendable {
+        var app: String
+        var generation: Int
+        var platform: String
+        /// As written: the answer repeats it (`installedVersion`).
+        var version: String
+        var os: String?
+        var locale: String?
+        var channel: UpshiftCore.Channel
+        var previous: String?
+
+        init(_ request: CheckRequest, app: String, generation: Int) {
+            self.app = app
+            self.generation = generation
+            platform = request.platform
+            version = request.version.text
+            os = request.os?.canonical
+            locale = request.locale.map(LocaleTag.normalize)
+            channel = request.channel
+            previous = request.previous?.canonical
         }
+
+        var bytes: Int {
+            app.utf8.count + platform.utf8.count + version.utf8.count + (os?.utf8.count ?? 0)
+                + (locale?.utf8.count ?? 0) + (previous?.utf8.count ?? 0)
+        }
+    }
+
+    private enum Key: Hashable {
+        case query(app: String, generation: Int, query: String)
+        case answer(Question)
+    }
+
+    private enum Entry {
+        case request(CheckRequest)
+        case answer(Answer)
+    }
+
+    /// Queries longer than this are answered but not indexed.
+    static let maximumIndexedQuery = 1024
+    /// What an entry costs beyond the bytes of its strings and body: the table's node and the
+    /// dictionary slot, the request or answer struct, header storage.
+    static let entryOverhead = 256
+
+    private let table: Mutex<LRUTable<Key, Entry>>
+    let byteLimit: Int
+
+    init(byteLimit: Int) {
+        self.byteLimit = byteLimit
+        table = Mutex(LRUTable(capacity: byteLimit))
+    }
+
+    /// The bytes held now (never above ``byteLimit``).
+    var bytes: Int { table.withLock { $0.used } }
+
+    /// The request a raw query parsed to earlier, for this app's current catalog.
+    func request(app: String, generation: Int, query: String) -> CheckRequest? {
+        guard query.utf8.count <= Self.maximumIndexedQuery else { return nil }
+        let entry = table.withLock { $0.value(for: .query(app: app, generation: generation, query: query)) }
+        if case .request(let request) = entry { return request }
+        return nil
+    }
+
+    func store(_ request: CheckRequest, app: String, generation: Int, query: String) {
+        guard query.utf8.count <= Self.maximumIndexedQuery else { return }
+        let cost = Self.entryOverhead + app.utf8.count + query.utf8.count + Self.bytes(of: request)
+        table.withLock { $0.set(.request(request), for: .query(app: app, generation: generation, query: query), cost: cost) }
+    }
+
+    /// The answer to `question`, when the clock is still in the interval it was computed in.
+    func answer(_ question: Question, interval: Int) -> Answer? {
+        let entry = table.withLock { $0.value(for: .answer(question)) }
+        guard case .answer(let answer) = entry, answer.interval == interval else { return nil }
+        return answer
+    }
+
+    func store(_ answer: Answer, for question: Question) {
+        let headerBytes = answer.headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
+        let cost = Self.entryOverhead + question.bytes + answer.body.readableBytes + answer.etag.utf8.count + headerBytes
+            + (answer.latestVersion?.utf8.count ?? 0)
+        table.withLock { $0.set(.answer(answer), for: .answer(question), cost: cost) }
+    }
+
+    private static func bytes(of request: CheckRequest) -> Int {
+        request.platform.utf8.count + request.version.text.utf8.count + (request.os?.text.utf8.count ?? 0)
+            + (request.locale?.utf8.count ?? 0) + (request.previous?.text.utf8.count ?? 0)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -15,10 +16,15 @@ struct CheckController: Sendable {
     let limiter: RateLimiter
     let trustedProxies: Set<String>
     let observationBuffer: Int
+    let answers: CheckAnswerCache
     let logger: Logger
     let observed: Prometheus.Counter
     let dropped: Prometheus.Counter
     let limited: Prometheus.Counter
+    let cacheBytes: Prometheus.Gauge
+
+    /// A `POST` body holds a few short fields.
+    static let maximumBody = 64 * 1024
 
     init(
         snapshot: CatalogSnapshot, writer: IngestionWriter, clock: any WallClock, settings: CheckSettings,
@@ -27,81 +33,101 @@ struct CheckController: Sendable {
         self.snapshot = snapshot
         self.writer = writer
         self.clock = clock
-        self.limiter = RateLimiter(rate: settings.ratePerClient, burst: settings.burstPerClient)
+        self.limiter = RateLimiter(settings.ratePerClient)
         self.trustedProxies = trustedProxies
         self.observationBuffer = settings.observationBuffer
+        self.answers = CheckAnswerCache(byteLimit: settings.cacheBytes)
         self.logger = logger
         observed = metrics.counter("check_observations", help: "checked events queued")
         dropped = metrics.counter(
             "check_observations_dropped", help: "checked events dropped (buffer full or database down)")
         limited = metrics.counter("check_rate_limited", help: "checks answered 429")
+        cacheBytes = metrics.gauge("check_cache_bytes", help: "bytes held by the check-answer cache")
     }
 
     func addRoutes(to router: Router<UpshiftRequestContext>) {
         router.get("/v1/apps/:app/check") { request, context in
-            // The raw query, less the install id, names the answer: a repeated question skips parsing.
-            let (key, install) = Self.splitInstall(request.uri.query ?? "")
-            return try check(request, context: context, key: key, install: install) {
-                Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }) { first, _ in first }
-            }
-        }
-        router.post("/v1/apps/:app/check") { request, context in
-            let body = try await request.body.collect(upTo: 64 * 1024)
-            guard let object = try? JSONValue.parse(Data(body.readableBytesView)).objectValue else {
-                throw ProblemDetails.badRequest("the body must be a JSON object of check fields")
-            }
-            var fields: [String: String] = [:]
-            for (key, value) in object {
-                switch value {
-                case .string(let text): fields[key] = text
-                case .number(let number) where number == number.rounded(): fields[key] = String(Int(number))
-                case .null: continue
-                default: throw ProblemDetails.badRequest("\(key) must be a string", field: key)
+            try limit(request, context)
+            let query = request.uri.query ?? ""
+            let split = Self.splitInstall(query)
+            let target = app(context)
+            var checkRequest: CheckRequest
+            if split.clean, let target, let indexed = answers.request(app: target.id, generation: target.entry.generation, query: split.rest) {
+                // The same query, but for its install id, parsed before: only the install id is new.
+                checkRequest = indexed
+                if let raw = split.install {
+                    guard let text = RequestText.percentDecoded(raw.utf8), let install = UUIDText.parse(text) else {
+                        throw ProblemDetails.badRequest("install must be a UUID", field: "install")
+                    }
+                    checkRequest.install = install.uuidString.lowercased()
+                }
+            } else {
+                checkRequest = try Self.parse(QueryParameters(query: query).values)
+                if split.clean, let target {
+                    var indexed = checkRequest
+                    indexed.install = nil
+                    answers.store(indexed, app: target.id, generation: target.entry.generation, query: split.rest)
+                    cacheBytes.set(Double(answers.bytes))
                 }
             }
-            return try check(request, context: context, key: nil, install: fields["install"]) { fields }
+            return try check(checkRequest, request: request, app: target, context: context)
+        }
+        router.post("/v1/apps/:app/check") { request, context in
+            try limit(request, context)
+            try request.requireContentType("application/json")
+            let body = try await request.body.collect(upTo: Self.maximumBody)
+            let fields: [String: String]
+            do {
+                fields = try Self.fields(JSONValue.parse(Data(body.readableBytesView)))
+            } catch let error as JSONParseError {
+                throw ProblemDetails.invalidField(FieldError(error))
+            }
+            return try check(try Self.parse(fields), request: request, app: app(context), context: context)
         }
     }
 
-    /// Answers a check. `key` names the request without its install id (nil: do not reuse answers);
-    /// `fields` parses the whole request, which a reused answer does not need.
-    private func check(
-        _ request: Request, context: UpshiftRequestContext, key: String?, install: String?,
-        fields: () -> [String: String]
-    ) throws -> Response {
-        if limiter.rate > 0 {
-            let client = ClientAddress.resolve(
-                peer: context.peerAddress,
-                forwardedFor: request.headers[values: .init("X-Forwarded-For")!].joined(separator: ","),
-                trustedProxies: trustedProxies)
-            if let retryAfter = limiter.acquire(client) {
-                limited.increment()
-                throw ProblemDetails(
-                    .tooManyRequests, type: "urn:upshift:problem:rate-limited", title: "Too many requests",
-                    detail: "at most \(limiter.rate.formatted()) checks per second per client"
-                ).retryAfter(seconds: retryAfter)
-            }
+    /// The per-address limit, taken before anything else is read.
+    private func limit(_ request: Request, _ context: UpshiftRequestContext) throws {
+        guard limiter.isOn else { return }
+        let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
+        if let retryAfter = limiter.acquire(client) {
+            limited.increment()
+            throw ProblemDetails.rateLimited(
+                "at most \(limiter.rate.formatted()) checks per second per client", retryAfter: retryAfter)
         }
-        let appId = context.parameters.get("app") ?? ""
-        guard let entry = snapshot.app(appId) else {
-            _ = try Self.parse(fields())  // a malformed request is a 400 whether or not the app exists
-            throw ProblemDetails.notFound("no app \(appId)")
+    }
+
+    /// The app of the path, when it exists (a malformed request is a `400` whether or not it does).
+    private func app(_ context: UpshiftRequestContext) -> (id: String, entry: CatalogSnapshot.Entry)? {
+        guard let id = try? context.pathValue("app"), let entry = snapshot.app(id) else { return nil }
+        return (id, entry)
+    }
+
+    /// Answers a parsed check.
+    private func check(
+        _ checkRequest: CheckRequest, request: Request, app: (id: String, entry: CatalogSnapshot.Entry)?,
+        context: UpshiftRequestContext
+    ) throws -> Response {
+        guard let (appId, entry) = app else {
+            throw ProblemDetails.notFound("no app \(context.parameters.get("app") ?? "")")
         }
         let now = clock.now()
+        let interval = entry.timing.interval(platform: checkRequest.platform, now: now)
+        let reusable = checkRequest.install == nil || !entry.timing.dependsOnInstall(platform: checkRequest.platform)
+        let question = CheckAnswerCache.Question(checkRequest, app: appId, generation: entry.generation)
         let answer: CheckAnswerCache.Answer
-        if let key, let cached = entry.answers.answer(key, now: now), install == nil || !cached.dependsOnInstall {
+        if reusable, let cached = answers.answer(question, interval: interval) {
             answer = cached
         } else {
-            let checkRequest = try Self.parse(fields())
-            answer = try compute(checkRequest, entry: entry, now: now)
-            // Keep it unless another install could get another answer to the same question.
-            if let key, checkRequest.install == nil || !answer.dependsOnInstall { entry.answers.store(key, answer) }
-        }
-        if let install {
-            guard let installId = UUIDText.parse(install) else {
-                throw ProblemDetails.badRequest("install must be a UUID", field: "install")
+            answer = try compute(checkRequest, entry: entry, now: now, interval: interval)
+            // Kept unless another install could get another answer to the same question.
+            if checkRequest.install == nil || !answer.dependsOnInstall {
+                answers.store(answer, for: question)
+                cacheBytes.set(Double(answers.bytes))
             }
-            observe(answer, installId: installId, appId: appId, now: now)
+        }
+        if let install = checkRequest.install, let installId = UUIDText.parse(install) {
+            observe(answer, of: checkRequest, installId: installId, appId: appId, now: now)
         }
         if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: {
             let tag = $0.trimmingCharacters(in: .whitespaces)
@@ -115,35 +141,38 @@ struct CheckController: Sendable {
     }
 
     /// Decides and encodes an answer (DESIGN.md section 4).
-    private func compute(_ request: CheckRequest, entry: CatalogSnapshot.Entry, now: Date) throws -> CheckAnswerCache.Answer {
+    private func compute(
+        _ request: CheckRequest, entry: CatalogSnapshot.Entry, now: Date, interval: Int
+    ) throws -> CheckAnswerCache.Answer {
         let decision = DecisionEngine.decide(request, catalog: entry.catalog, now: now)
         let body = try Self.encoder.encode(decision)
         let etag = "\"\(Self.fnv1a(body))\""
         return CheckAnswerCache.Answer(
             body: ByteBuffer(bytes: body), etag: etag,
             headers: [
-                .contentType: "application/json", .eTag: etag, .cacheControl: "private, max-age=\(decision.checkAfterSeconds)",
+                .contentType: "application/json", .eTag: etag,
+                .cacheControl: "private, max-age=\(decision.checkAfterSeconds)",
             ],
-            request: request, action: decision.action, reason: decision.reason, latestVersion: decision.latestVersion,
-            interval: entry.answers.interval(platform: request.platform, now: now),
-            dependsOnInstall: entry.answers.dependsOnInstall(platform: request.platform))
+            action: decision.action, reason: decision.reason, latestVersion: decision.latestVersion,
+            interval: interval, dependsOnInstall: entry.timing.dependsOnInstall(platform: request.platform))
     }
 
-    /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent).
-    static func splitInstall(_ query: String) -> (String, String?) {
-        guard hasInstall(query.utf8) else { return (query, nil) }
-        var install: String?
+    /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent). `clean` is false when the query may
+    /// name `install` in another way (twice, or percent-encoded): then only a full parse may answer.
+    static func splitInstall(_ query: String) -> (rest: String, install: Substring?, clean: Bool) {
+        guard hasInstall(query.utf8) else { return (query, nil, true) }
+        var install: Substring?
+        var clean = true
         var rest: [Substring] = []
         for part in query.split(separator: "&") {
             if part.hasPrefix("install=") {
-                let value = part.dropFirst("install=".count)
-                // A UUID needs no escapes; decode (through Foundation, slowly) only when there are some.
-                install = value.utf8.contains(UInt8(ascii: "%")) ? String(value).removingPercentEncoding : String(value)
+                if install != nil { clean = false }
+                install = part.dropFirst("install=".count)
             } else {
                 rest.append(part)
             }
         }
-        return (rest.joined(separator: "&"), install)
+        return (rest.joined(separator: "&"), install, clean)
     }
 
     /// Whether a parameter of the query is `install=…`: a byte scan without allocation (Foundation's
@@ -159,9 +188,35 @@ struct CheckController: Sendable {
         return false
     }
 
+    /// The fields of a `POST` body: strings, `build` an integer; `null` is absent; members this endpoint
+    /// does not read are ignored.
+    static func fields(_ body: JSONValue) throws -> [String: String] {
+        guard let object = body.objectValue else {
+            throw ProblemDetails.badRequest("the body must be a JSON object of check fields", field: "body")
+        }
+        var fields: [String: String] = [:]
+        for name in fieldNames {
+            switch object[name] {
+            case nil, .null?: continue
+            case .string(let text)? where name != "build": fields[name] = text
+            case .number(let number)? where name == "build":
+                guard let build = number.integer(in: 0...EventValidator.maximumBuild) else {
+                    throw ProblemDetails.badRequest("build must be an integer from 0 to \(EventValidator.maximumBuild)", field: name)
+                }
+                fields[name] = String(build)
+            default:
+                throw ProblemDetails.badRequest("\(name) must be \(name == "build" ? "an integer" : "a string")", field: name)
+            }
+        }
+        return fields
+    }
+
+    static let fieldNames = ["platform", "version", "build", "os", "install", "locale", "channel", "previous"]
+
     /// Records a `checked` event; never waits, and counts what it could not keep.
-    private func observe(_ decision: CheckAnswerCache.Answer, installId: UUID, appId: String, now: Date) {
-        let request = decision.request
+    private func observe(
+        _ decision: CheckAnswerCache.Answer, of request: CheckRequest, installId: UUID, appId: String, now: Date
+    ) {
         var data = EventData()
         data.add("action", decision.action.rawValue)
         data.add("reason", decision.reason.rawValue)
@@ -197,8 +252,10 @@ struct CheckController: Sendable {
         }
         var build: Int?
         if let text = fields["build"] {
-            guard let value = Int(text), (0...EventValidator.maximumBuild).contains(value) else {
-                throw ProblemDetails.badRequest("build must be a non-negative integer", field: "build")
+            guard (1...16).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let value = Int(text), value <= EventValidator.maximumBuild
+            else {
+                throw ProblemDetails.badRequest("build must be an integer from 0 to \(EventValidator.maximumBuild)", field: "build")
             }
             build = value
         }
@@ -241,11 +298,12 @@ struct CheckController: Sendable {
 
 /// How the check endpoint protects itself.
 public struct CheckSettings: Sendable {
-    /// Checks per second per client address (0 turns the limit off).
-    public var ratePerClient: Double = 20
-    public var burstPerClient: Double = 60
+    /// Checks per second per client address (a rate of 0 turns the limit off), and the burst.
+    public var ratePerClient = RateLimit(rate: 20, burst: 60)
     /// `checked` events waiting to be written beyond this are dropped (and counted).
     public var observationBuffer = 100_000
+    /// The check-answer cache's budget, keys and bodies counted (`UPSHIFT_CHECK_CACHE_BYTES`).
+    public var cacheBytes = 64 << 20
 
     public init() {}
 }

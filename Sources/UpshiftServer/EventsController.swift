@@ -1,5 +1,6 @@
 import CompressNIO
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import Prometheus
@@ -10,25 +11,38 @@ import UpshiftStore
 struct EventsController: Sendable {
     /// At most this many events per request.
     static let maximumEvents = 500
-    /// At most this many bytes per request after decompression.
+    /// At most this many bytes per request, as received and after decompression.
     static let maximumBytes = 1 << 20
+    /// A posted id is repeated in its result only when it is this short (a UUID has 36 characters).
+    static let maximumEchoedId = 64
 
     let writer: IngestionWriter
     let authenticator: KeyAuthenticator
     let clock: any WallClock
+    let perClient: RateLimiter
+    let perKey: RateLimiter
+    let trustedProxies: Set<String>
     let validator = EventValidator()
     let counters: [IngestResponse.Status: Prometheus.Counter]
+    let limited: Prometheus.Counter
 
-    init(writer: IngestionWriter, authenticator: KeyAuthenticator, clock: any WallClock, metrics: PrometheusCollectorRegistry) {
+    init(
+        writer: IngestionWriter, authenticator: KeyAuthenticator, clock: any WallClock, settings: IngestionSettings,
+        trustedProxies: Set<String>, metrics: PrometheusCollectorRegistry
+    ) {
         self.writer = writer
         self.authenticator = authenticator
         self.clock = clock
+        self.perClient = RateLimiter(settings.ratePerClient)
+        self.perKey = RateLimiter(settings.ratePerKey, capacity: 10_000)
+        self.trustedProxies = trustedProxies
         var counters: [IngestResponse.Status: Prometheus.Counter] = [:]
         for status in [IngestResponse.Status.accepted, .duplicate, .rejected] {
             counters[status] = metrics.counter(
                 "events", labels: [("status", status.rawValue)], help: "Posted events by result")
         }
         self.counters = counters
+        limited = metrics.counter("events_rate_limited", help: "POST /v1/events answered 429")
     }
 
     func addRoutes(to router: Router<UpshiftRequestContext>) {
@@ -38,36 +52,43 @@ struct EventsController: Sendable {
     }
 
     func post(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
-        let key = try await authenticator.authenticate(request)
+        // Before the body is read: the client's bucket, the key (from memory), the key's bucket.
+        let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
+        try limit(perClient, client, cost: 1, take: false, who: "client address")
+        let key = try authenticator.authenticate(request)
         guard key.scope == .ingest, let appId = key.appId else {
             throw ProblemDetails.forbidden("only an ingest key may post events")
         }
+        let keyId = key.id.uuidString
+        try limit(perKey, keyId, cost: 1, take: false, who: "ingest key")
+        try request.requireContentType("application/json")
         let body = try await readBody(request)
-        let batch: IncomingBatch
-        do {
-            batch = try JSONDecoder().decode(IncomingBatch.self, from: Data(body.readableBytesView))
-        } catch {
-            throw ProblemDetails.badRequest("the body must be a JSON object {\"events\": [...]}", field: "events")
-        }
-        guard batch.events.count <= Self.maximumEvents else {
-            throw ProblemDetails.tooLarge("at most \(Self.maximumEvents) events per request")
-        }
+        let batch = try IncomingBatch.parse(Array(body.readableBytesView), maximumEvents: Self.maximumEvents)
+        // A batch costs one token per event, from both buckets or from neither.
+        let cost = Double(max(1, batch.events.count))
+        try limit(perClient, client, cost: cost, take: false, who: "client address")
+        try limit(perKey, keyId, cost: cost, take: true, who: "ingest key")
+        try limit(perClient, client, cost: cost, take: true, who: "client address")
 
         let now = clock.now()
         var results: [IngestResponse.Result] = []
         results.reserveCapacity(batch.events.count)
         var valid: [Event] = []
-        var tooOld: [(index: Int, event: Event)] = []
-        var seen = Set<UUID>()
+        var resultIndex: [Int] = []  // of each event of `valid`
+        var firstIndex: [UUID: Int] = [:]  // of each id in `valid`
+        var tooOld: [(index: Int, event: Event)] = []  // valid but for its age: stored earlier?
         for (index, incoming) in batch.events.enumerated() {
-            let postedId = incoming[.id]
+            let postedId = incoming[.id].flatMap { $0.utf8.count <= Self.maximumEchoedId ? $0 : nil }
             switch validator.validate(incoming, appId: appId, now: now) {
             case .success(let event):
-                if seen.insert(event.id).inserted {
-                    valid.append(event)
-                    results.append(.init(index: index, id: postedId, status: .accepted))
+                if let first = firstIndex[event.id] {
+                    // The same id twice in one request: the first copy decides.
+                    results.append(Self.settled(event, stored: valid[first], index: index, id: postedId))
                 } else {
-                    results.append(.init(index: index, id: postedId, status: .duplicate))
+                    firstIndex[event.id] = valid.count
+                    valid.append(event)
+                    resultIndex.append(index)
+                    results.append(.init(index: index, id: postedId, status: .accepted))
                 }
             case .failure(let rejection):
                 if let event = rejection.tooOld { tooOld.append((index, event)) }
@@ -75,35 +96,30 @@ struct EventsController: Sendable {
             }
         }
 
-        let inserted: Set<UUID>
-        var retried = Set<UUID>()  // too old, but stored earlier
-        do {
-            if tooOld.isEmpty {
-                inserted = try await writer.append(valid)
-            } else {
-                // Looked up beside the append, so the lookup adds no round trip.
-                async let found = writer.alreadyStored(tooOld.map(\.event))
-                inserted = try await writer.append(valid)
-                retried = try await found
-            }
-        } catch let error as IngestionError {
-            switch error {
-            case .databaseUnavailable: throw ProblemDetails.unavailable("the event log is unreachable; retry later", retryAfter: 2)
-            case .overloaded: throw ProblemDetails.unavailable("too many events are waiting; retry later", retryAfter: 1)
-            case .shuttingDown: throw ProblemDetails.unavailable("the server is shutting down; retry", retryAfter: 1)
-            }
+        let inserted = try await writer.append(valid)
+        var unsettled: [(index: Int, event: Event)] = []  // not new: a resend, or another event under its id
+        for (position, event) in valid.enumerated() where !inserted.contains(event.key) {
+            unsettled.append((resultIndex[position], event))
         }
-        // A retry of an event stored while it was recent (its first answer lost) is a duplicate.
-        for (index, event) in tooOld where retried.contains(event.id) {
-            results[index] = .init(index: index, id: results[index].id, status: .duplicate)
+        // Events not stored now, and events too old to store: compared with what the log holds.
+        let stored = try await writer.stored(matching: (unsettled + tooOld).map(\.event))
+        let storedByKey = Dictionary(stored.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        for (index, event) in unsettled {
+            guard let original = storedByKey[event.key] else {
+                // Claimed, yet not in the log under this app: the log's key (id, occurredAt) is taken by
+                // another app's event, or the install was erased meanwhile. Not stored, and said so.
+                results[index] = .init(
+                    index: index, id: results[index].id, status: .rejected,
+                    rejection: EventRejection(
+                        code: "id_conflict", field: "id", message: "this id cannot be stored; send the event with a new id"))
+                continue
+            }
+            results[index] = Self.settled(event, stored: original, index: index, id: results[index].id)
         }
-        if inserted.count < valid.count {
-            // Events that were not new are retries of ones already stored.
-            let stored = Set(valid.map(\.id)).subtracting(inserted)
-            for index in results.indices where results[index].status == .accepted {
-                if let text = results[index].id, let id = UUIDText.parse(text), stored.contains(id) {
-                    results[index].status = .duplicate
-                }
+        for (index, event) in tooOld {
+            // Stored while it was recent (its first answer lost): a duplicate, or a conflict.
+            if let original = storedByKey[event.key] {
+                results[index] = Self.settled(event, stored: original, index: index, id: results[index].id)
             }
         }
         let response = IngestResponse(results: results)
@@ -111,34 +127,56 @@ struct EventsController: Sendable {
         counters[.duplicate]?.increment(by: Int64(response.duplicates))
         counters[.rejected]?.increment(by: Int64(response.rejected))
         return Response(
-            status: .ok, headers: [.contentType: "application/json"],
+            status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
             body: .init(byteBuffer: ByteBuffer(string: response.json)))
     }
 
-    /// The body, decompressed when `Content-Encoding: gzip`, refused (413) past 1 MiB.
+    /// A resend (every field the same) is a duplicate; another event under a used id is rejected.
+    private static func settled(_ event: Event, stored: Event, index: Int, id: String?) -> IngestResponse.Result {
+        guard let field = event.firstDifference(from: stored) else { return .init(index: index, id: id, status: .duplicate) }
+        return .init(
+            index: index, id: id, status: .rejected,
+            rejection: EventRejection(
+                code: "id_conflict", field: field,
+                message: "another event with this id is stored; its \(field) differs (ids are never reused)"))
+    }
+
+    private func limit(_ limiter: RateLimiter, _ who: String, cost: Double, take: Bool, who kind: String) throws {
+        guard let retryAfter = limiter.acquire(who, cost: cost, take: take) else { return }
+        limited.increment()
+        throw ProblemDetails.rateLimited(
+            "at most \(limiter.rate.formatted()) events per second per \(kind) (bursts of \(limiter.burst.formatted()))",
+            retryAfter: retryAfter)
+    }
+
+    /// The body, decompressed when `Content-Encoding: gzip`, refused (413) past 1 MiB as received or
+    /// after decompression.
     private func readBody(_ request: Request) async throws -> ByteBuffer {
         let encoding = request.headers[.contentEncoding]?.lowercased() ?? "identity"
+        guard ["identity", "gzip", "x-gzip"].contains(encoding) else {
+            throw ProblemDetails(
+                .unsupportedMediaType, type: "urn:upshift:problem:unsupported-encoding",
+                title: "Unsupported content encoding", detail: "send identity or gzip")
+        }
         var body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: Self.maximumBytes)
         } catch is NIOTooManyBytesError {
             throw ProblemDetails.tooLarge("at most 1 MiB per request")
         }
-        switch encoding {
-        case "identity":
-            return body
-        case "gzip", "x-gzip":
-            do {
-                return try body.decompress(with: .gzip(), maxSize: Self.maximumBytes)
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                throw ProblemDetails.tooLarge("at most 1 MiB per request after decompression")
-            } catch {
-                throw ProblemDetails.badRequest("the body is not valid gzip")
-            }
-        default:
-            throw ProblemDetails(
-                .unsupportedMediaType, type: "urn:upshift:problem:unsupported-encoding",
-                title: "Unsupported content encoding", detail: "send identity or gzip")
+        guard encoding != "identity" else { return body }
+        let decompressed: ByteBuffer
+        do {
+            // One byte past the limit tells a body that is too large from one that fits exactly.
+            decompressed = try body.decompress(with: .gzip(), maxSize: Self.maximumBytes + 1)
+        } catch let error as CompressNIOError where error == .bufferOverflow {
+            throw ProblemDetails.tooLarge("at most 1 MiB per request after decompression")
+        } catch {
+            throw ProblemDetails.badRequest("the body is not valid gzip", field: "body")
         }
+        guard decompressed.readableBytes <= Self.maximumBytes else {
+            throw ProblemDetails.tooLarge("at most 1 MiB per request after decompression")
+        }
+        return decompressed
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import Logging
+import NIOCore
 import Prometheus
 import Synchronization
 import UpshiftStore
@@ -24,11 +26,12 @@ final class Readiness: Sendable {
     }
 }
 
-/// `/health/live`, `/health/ready`, `/health/db` and `/metrics`.
+/// `/health/live`, `/health/ready`, `/health/db`, `/metrics` and `/openapi.yaml`.
 struct HealthController: Sendable {
     let readiness: Readiness
     let database: Database
     let metrics: PrometheusCollectorRegistry
+    let openAPI: OpenAPIDocument?
 
     func addRoutes(to router: Router<UpshiftRequestContext>) {
         router.get("/health/live") { _, _ in
@@ -52,6 +55,12 @@ struct HealthController: Sendable {
             let millis = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
             return try JSONResponse.make(DatabaseHealth(status: "ok", latencyMs: (millis * 10).rounded() / 10))
         }
+        router.get("/openapi.yaml") { _, _ in
+            guard let openAPI else { throw ProblemDetails.notFound("docs/openapi.yaml was not installed with this server") }
+            return Response(
+                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8", .cacheControl: "no-cache"],
+                body: .init(byteBuffer: openAPI.bytes))
+        }
         router.get("/metrics") { _, _ in
             var buffer: [UInt8] = []
             metrics.emit(into: &buffer)
@@ -65,4 +74,22 @@ struct HealthController: Sendable {
 private struct DatabaseHealth: Encodable {
     var status: String
     var latencyMs: Double
+}
+
+/// `docs/openapi.yaml`, read once at start.
+struct OpenAPIDocument: Sendable {
+    let bytes: ByteBuffer
+
+    /// `docs/openapi.yaml` of the checkout (or image) whose `sql/` folder is `migrations`.
+    static func beside(_ migrations: URL) -> URL {
+        migrations.deletingLastPathComponent().appendingPathComponent("docs/openapi.yaml")
+    }
+
+    static func load(_ file: URL?, logger: Logger) -> OpenAPIDocument? {
+        guard let file, let data = FileManager.default.contents(atPath: file.path) else {
+            logger.warning("no OpenAPI document to serve at /openapi.yaml", metadata: ["file": "\(file?.path ?? "none")"])
+            return nil
+        }
+        return OpenAPIDocument(bytes: ByteBuffer(bytes: data))
+    }
 }

@@ -34,8 +34,8 @@ final class IngestionWriter: Service, Sendable {
     private struct Submission {
         var events: [Event]
         var kind: Kind
-        /// Called once with the ids that were new, or with why nothing was stored.
-        var completion: @Sendable (Result<Set<UUID>, IngestionError>) -> Void
+        /// Called once with the events (by app and id) that were new, or with why nothing was stored.
+        var completion: @Sendable (Result<Set<EventKey>, IngestionError>) -> Void
     }
 
     private struct State {
@@ -70,20 +70,20 @@ final class IngestionWriter: Service, Sendable {
             "ingest_flush_failures", help: "Group commits that failed (database unavailable)")
     }
 
-    /// Appends `events` (distinct ids) and returns the ids that were new, once they are committed.
-    func append(_ events: [Event]) async throws -> Set<UUID> {
+    /// Appends `events` (distinct app and id) and returns those that were new, once they are committed.
+    func append(_ events: [Event]) async throws -> Set<EventKey> {
         guard !events.isEmpty else { return [] }
         return try await withCheckedThrowingContinuation { continuation in
             submit(events, kind: .posted, limit: settings.maximumPendingEvents) { continuation.resume(with: $0) }
         }
     }
 
-    /// The ids of `events` already in the log (retries of events stored earlier), looked up within the
-    /// flush timeout.
-    func alreadyStored(_ events: [Event]) async throws -> Set<UUID> {
+    /// The events stored under the app and id of each of `events` (to tell resends from conflicts),
+    /// looked up within the flush timeout.
+    func stored(matching events: [Event]) async throws -> [Event] {
         guard !events.isEmpty else { return [] }
         do {
-            return try await withDeadline(settings.flushTimeout) { try await self.log.storedIds(of: events) }
+            return try await withDeadline(settings.flushTimeout) { try await self.log.storedEvents(matching: events) }
         } catch {
             logger.warning("event log lookup failed; answering 503", metadata: ["error": "\(String(reflecting: error))"])
             throw IngestionError.databaseUnavailable
@@ -92,13 +92,13 @@ final class IngestionWriter: Service, Sendable {
 
     /// Queues `events` without waiting for them (check observations): `completion` learns the outcome.
     /// Refuses at once, calling `completion` with the error, when the buffer of `limit` events is full.
-    func offer(_ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void) {
+    func offer(_ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<EventKey>, IngestionError>) -> Void) {
         submit(events, kind: .observation, limit: limit, completion: completion)
     }
 
     private func submit(
         _ events: [Event], kind: Kind, limit: Int,
-        completion: @escaping @Sendable (Result<Set<UUID>, IngestionError>) -> Void
+        completion: @escaping @Sendable (Result<Set<EventKey>, IngestionError>) -> Void
     ) {
         let now = ContinuousClock.now
         let outcome: Result<CheckedContinuation<Void, Never>?, IngestionError> = state.withLock { state in
@@ -191,13 +191,14 @@ final class IngestionWriter: Service, Sendable {
     }
 
     private func flush(_ batch: [Submission]) async {
-        // One row per id: the first submission that carries an id owns it; later copies are duplicates.
-        var owner: [UUID: Int] = [:]
+        // One row per app and id: the first submission that carries it owns it; the requests of later
+        // copies compare them with the stored event (a resend or a conflict).
+        var owner: [EventKey: Int] = [:]
         var rows: [Event] = []
         rows.reserveCapacity(batch.reduce(0) { $0 + $1.events.count })
         for (index, submission) in batch.enumerated() {
-            for event in submission.events where owner[event.id] == nil {
-                owner[event.id] = index
+            for event in submission.events where owner[event.key] == nil {
+                owner[event.key] = index
                 rows.append(event)
             }
         }
@@ -208,7 +209,7 @@ final class IngestionWriter: Service, Sendable {
             }
             flushed.increment()
             for (index, submission) in batch.enumerated() {
-                let mine = Set(submission.events.lazy.map(\.id).filter { inserted.contains($0) && owner[$0] == index })
+                let mine = Set(submission.events.lazy.map(\.key).filter { inserted.contains($0) && owner[$0] == index })
                 submission.completion(.success(mine))
             }
             wake()

@@ -8,3 +8,10 @@ extension PrometheusCollectorRegistry {
             labels: labels)
     }
 }
+
+extension PrometheusCollectorRegistry {
+    /// The gauge `upshift_<name>` (created once; the same name returns the same gauge).
+    func gauge(_ name: String, help: String) -> Gauge {
+        makeGauge(descriptor: MetricNameDescriptor(namespace: "upshift", metricName: name, helpText: help))
+    }
+}

@@ -17,40 +17,39 @@ struct ReportsController {
     func addRoutes(to router: Router<UpshiftRequestContext>) {
         let group = router.group("v1/apps/:app/reports")
         group.get("adoption") { request, context in
-            let (app, platform) = try await scope(request, context, allowed: ["platform", "from", "to"])
+            let (app, platform, query) = try scope(request, context, allowed: ["platform", "from", "to"])
             let today = UTCDay(clock.now())
-            let to = try day(request, "to") ?? today
-            let from = try day(request, "from") ?? to.adding(days: -29)
-            guard from <= to else { throw ProblemDetails.badRequest("from must not be after to", field: "from") }
+            let to = try day(query, "to") ?? today
+            let from = try day(query, "from") ?? to.adding(days: -29)
+            guard from <= to else {
+                throw FieldError("from", "must not be after to", kind: .inconsistent)
+            }
             guard to.number - from.number < AdoptionReport.maximumDays else {
-                throw ProblemDetails.badRequest("the range covers at most \(AdoptionReport.maximumDays) days", field: "from")
+                throw FieldError("from", "the range covers at most \(AdoptionReport.maximumDays) days", kind: .inconsistent)
             }
             let report = try await reports.adoption(app: app, platform: platform, from: from, to: to)
             return try respond(request, report, csv: report.csv, name: "adoption")
         }
         group.get("releases/:version") { request, context in
-            let (app, platform) = try await scope(request, context, allowed: ["platform"])
-            let text = try context.parameters.require("version")
-            guard let version = Version(text) else {
-                throw ProblemDetails.badRequest("version '\(text)' is not a version (DESIGN.md section 3)", field: "version")
-            }
+            let (app, platform, _) = try scope(request, context, allowed: ["platform"])
+            let version = try context.pathVersion()
             guard let report = try await reports.release(app: app, platform: platform, version: version) else {
-                throw ProblemDetails.notFound("no release \(text) of app \(app) on \(platform) (yet)")
+                throw ProblemDetails.notFound("no release \(version) of app \(app) on \(platform) (yet)")
             }
             return try respond(request, report, csv: report.csv, name: "release-\(version.normalized)")
         }
         group.get("prompts") { request, context in
-            let (app, platform) = try await scope(request, context, allowed: ["platform", "targetVersion"])
-            let target = try version(request, "targetVersion")
+            let (app, platform, query) = try scope(request, context, allowed: ["platform", "targetVersion"])
+            let target = try version(query, "targetVersion")
             let report = try await reports.funnels(app: app, platform: platform, target: target)
             return try respond(request, report, csv: report.csv, name: "prompts")
         }
         group.get("minimum-impact") { request, context in
-            let (app, platform) = try await scope(request, context, allowed: ["platform", "version", "window"])
-            guard let minimum = try version(request, "version") else {
+            let (app, platform, query) = try scope(request, context, allowed: ["platform", "version", "window"])
+            guard let minimum = try version(query, "version") else {
                 throw ProblemDetails.badRequest("version (the candidate minimum) is required", field: "version")
             }
-            let window = try request.integerParameter(
+            let window = try query.integer(
                 "window", default: MinimumImpactReport.defaultWindowDays,
                 range: 1...MinimumImpactReport.maximumWindowDays)
             let report = try await reports.minimumImpact(app: app, platform: platform, minimum: minimum, windowDays: window)
@@ -58,35 +57,34 @@ struct ReportsController {
         }
     }
 
-    /// The app (authorized, known) and the required platform; unknown query parameters are refused.
-    private func scope(_ request: Request, _ context: UpshiftRequestContext, allowed: Set<String>) async throws
-        -> (app: String, platform: String)
+    /// The app (authorized, known), the required platform and the query; unknown parameters are refused.
+    private func scope(_ request: Request, _ context: UpshiftRequestContext, allowed: Set<String>) throws
+        -> (app: String, platform: String, query: QueryParameters)
     {
-        let app = try context.parameters.require("app")
-        _ = try await authenticator.authorize(request, app: app, write: false)
+        let key = try authenticator.authenticate(request)
+        let app = try context.appId()
+        _ = try authenticator.permit(key, app: app, write: false)
         guard snapshot.app(app) != nil else { throw ProblemDetails.notFound("no app \(app)") }
-        for (name, _) in request.uri.queryParameters where !allowed.contains(String(name)) {
-            throw ProblemDetails.badRequest(
-                "unknown parameter \(name) (allowed: \(allowed.sorted().joined(separator: ", ")))", field: String(name))
-        }
-        guard let platform = request.uri.queryParameters["platform"].map(String.init), !platform.isEmpty else {
+        let query = try QueryParameters(request)
+        try query.refuseUnknown(allowed: allowed)
+        guard let platform = query["platform"], !platform.isEmpty else {
             throw ProblemDetails.badRequest("platform is required", field: "platform")
         }
         guard EventValidator.isPlatform(platform) else {
             throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
         }
-        return (app, platform)
+        return (app, platform, query)
     }
 
-    private func day(_ request: Request, _ name: String) throws -> UTCDay? {
-        guard let text = request.uri.queryParameters[Substring(name)] else { return nil }
+    private func day(_ query: QueryParameters, _ name: String) throws -> UTCDay? {
+        guard let text = query[name] else { return nil }
         guard let day = UTCDay(text) else { throw ProblemDetails.badRequest("\(name) must be a date such as 2026-04-01", field: name) }
         return day
     }
 
-    private func version(_ request: Request, _ name: String) throws -> Version? {
-        guard let text = request.uri.queryParameters[Substring(name)] else { return nil }
-        guard let version = Version(String(text)) else {
+    private func version(_ query: QueryParameters, _ name: String) throws -> Version? {
+        guard let text = query[name] else { return nil }
+        guard let version = Version(text) else {
             throw ProblemDetails.badRequest("\(name) '\(text)' is not a version (DESIGN.md section 3)", field: name)
         }
         return version
@@ -101,7 +99,10 @@ struct ReportsController {
         }
         return Response(
             status: .ok,
-            headers: [.contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name).csv\""],
+            headers: [
+                .contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name).csv\"",
+                .cacheControl: "no-store",
+            ],
             body: .init(byteBuffer: ByteBuffer(string: csv)))
     }
 }

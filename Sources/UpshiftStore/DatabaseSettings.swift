@@ -74,8 +74,10 @@ public struct DatabaseSettings: Sendable, Equatable {
         guard Self.sslModes.contains(sslmode) else {
             throw ParseError.invalidURL("sslmode must be disable, prefer or require")
         }
+        let port = components.port ?? 5432
+        guard (1...65535).contains(port) else { throw ParseError.invalidURL("the port must be 1 to 65535") }
         self.init(
-            host: host, port: components.port ?? 5432,
+            host: host, port: port,
             username: components.user?.removingPercentEncoding ?? "postgres",
             password: components.password?.removingPercentEncoding,
             database: database.isEmpty ? "upshift" : database.removingPercentEncoding ?? database,

@@ -13,11 +13,19 @@ public struct EventLog: Sendable {
         self.logger = logger
     }
 
-    /// Appends `events` in one statement and one transaction (group commit), recorded at `recordedAt`.
-    /// Returns the ids that were new; the others were already stored (retries) and are duplicates.
+    /// Appends `events` in one transaction (group commit), recorded at `recordedAt`, and returns the ids it
+    /// stored, once COMMIT has succeeded (the rows of a statement in an implicit transaction reach the
+    /// client before its commit, so the transaction is explicit).
     ///
-    /// Callers pass distinct ids: a second copy of an id in one call would be reported as stored twice.
-    public func append(_ events: [Event], recordedAt: Date) async throws -> Set<UUID> {
+    /// Client events first claim their (app, id) in `event_ids`, in key order, so that concurrent appends
+    /// sharing ids wait for each other in one order and never deadlock; an event whose (app, id) is
+    /// already claimed is not stored (a resend, or a conflict: ``storedEvents(matching:)`` tells which).
+    /// The rows then go to the log in the order given (their positions): no two appends hold the same
+    /// (id, time, app), as each claimed its own. Server-written `checked` events have random ids of the
+    /// server's own and go straight to the log.
+    ///
+    /// Callers pass distinct (app, id) pairs.
+    public func append(_ events: [Event], recordedAt: Date) async throws -> Set<EventKey> {
         guard !events.isEmpty else { return [] }
         var ids: [UUID] = [], occurred: [Date] = [], apps: [String] = [], types: [String] = []
         var installs: [UUID] = [], platforms: [String] = [], versions: [String] = [], data: [String] = []
@@ -32,41 +40,56 @@ public struct EventLog: Sendable {
             versions.append(event.appVersion)
             data.append(event.data)
         }
-        let rows = try await client.query(
-            """
+        let query: PostgresQuery = """
+            WITH input AS (
+                SELECT * FROM unnest(\(ids)::uuid[], \(occurred)::timestamptz[], \(apps)::text[], \(types)::text[],
+                                     \(installs)::uuid[], \(platforms)::text[], \(versions)::text[], \(data)::text[])
+                     AS e(id, occurred_at, app_id, type, install_id, platform, app_version, data)
+            ), claimed AS (
+                INSERT INTO event_ids (app_id, event_id, occurred_at)
+                SELECT app_id, id, occurred_at FROM input WHERE type <> 'checked'
+                ORDER BY app_id, id
+                ON CONFLICT DO NOTHING
+                RETURNING app_id, event_id
+            )
             INSERT INTO event_log
                 (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
-            SELECT e.id, e.occurred_at, \(recordedAt.forPostgres), e.app_id, e.type, e.install_id, e.platform, e.app_version,
-                   e.data::jsonb
-            FROM unnest(\(ids)::uuid[], \(occurred)::timestamptz[], \(apps)::text[], \(types)::text[],
-                        \(installs)::uuid[], \(platforms)::text[], \(versions)::text[], \(data)::text[])
-                 AS e(id, occurred_at, app_id, type, install_id, platform, app_version, data)
+            SELECT e.id, e.occurred_at, \(recordedAt.forPostgres), e.app_id, e.type, e.install_id, e.platform,
+                   e.app_version, e.data::jsonb
+            FROM input e
+            WHERE e.type = 'checked' OR EXISTS (SELECT 1 FROM claimed c WHERE c.app_id = e.app_id AND c.event_id = e.id)
             ON CONFLICT DO NOTHING
-            RETURNING event_id
-            """, logger: logger)
-        var inserted = Set<UUID>(minimumCapacity: events.count)
-        for try await id in rows.decode(UUID.self) {
-            inserted.insert(id)
+            RETURNING app_id, event_id
+            """
+        return try await client.transaction(logger: logger) { [logger] connection in
+            var inserted = Set<EventKey>(minimumCapacity: events.count)
+            for try await (app, id) in try await connection.query(query, logger: logger).decode((String, UUID).self) {
+                inserted.insert(EventKey(appId: app, id: id))
+            }
+            return inserted
         }
-        return inserted
     }
 
-    /// The ids of `events` the log already holds (same id, `occurredAt`, app and install): one primary-key
-    /// probe each.
-    public func storedIds(of events: [Event]) async throws -> Set<UUID> {
+    /// The events stored under the (app, id) of each of `events`, as they were stored: to tell a resend
+    /// (every field the same) from another event under a used id. One index probe each.
+    public func storedEvents(matching events: [Event]) async throws -> [Event] {
         guard !events.isEmpty else { return [] }
-        let ids = events.map(\.id), occurred = events.map(\.occurredAt.forPostgres)
-        let apps = events.map(\.appId), installs = events.map(\.installId)
+        let apps = events.map(\.appId), ids = events.map(\.id)
         let rows = try await client.query(
             """
-            SELECT l.event_id
-            FROM unnest(\(ids)::uuid[], \(occurred)::timestamptz[], \(apps)::text[], \(installs)::uuid[])
-                 AS e(id, occurred_at, app_id, install_id)
-            JOIN event_log l ON l.event_id = e.id AND l.occurred_at = e.occurred_at
-                             AND l.app_id = e.app_id AND l.install_id = e.install_id
+            SELECT l.event_id, l.type, l.occurred_at, l.app_id, l.install_id, l.platform, l.app_version, l.data::text
+            FROM unnest(\(apps)::text[], \(ids)::uuid[]) AS q(app_id, id)
+            JOIN event_ids i ON i.app_id = q.app_id AND i.event_id = q.id
+            JOIN event_log l ON l.event_id = i.event_id AND l.occurred_at = i.occurred_at AND l.app_id = i.app_id
             """, logger: logger)
-        var stored = Set<UUID>()
-        for try await id in rows.decode(UUID.self) { stored.insert(id) }
+        var stored: [Event] = []
+        for try await row in rows.decode((UUID, String, Date, String, UUID?, String?, String?, String).self) {
+            guard let type = EventType(rawValue: row.1), let install = row.4 else { continue }
+            stored.append(
+                Event(
+                    id: row.0, type: type, occurredAt: row.2, appId: row.3, installId: install, platform: row.5 ?? "",
+                    appVersion: row.6 ?? "", data: row.7))
+        }
         return stored
     }
 

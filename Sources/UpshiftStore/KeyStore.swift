@@ -114,3 +114,32 @@ public struct KeyStore: Sendable {
         return key
     }
 }
+
+extension KeyStore {
+    /// Every live key by the digest of its secret: the server keeps them all in memory, so that no
+    /// request's token costs a database look-up.
+    public func liveKeys() async throws -> [String: APIKey] {
+        let rows = try await client.query(
+            """
+            SELECT secret_digest, key_id, name, scope, app_id, created_at FROM api_keys WHERE revoked_at IS NULL
+            """, logger: logger)
+        var keys: [String: APIKey] = [:]
+        for try await row in rows.decode((String, UUID, String, String, String?, Date).self) {
+            guard let scope = KeyScope(rawValue: row.3) else { continue }
+            keys[row.0] = APIKey(id: row.1, name: row.2, scope: scope, appId: row.4, createdAt: row.5, revokedAt: nil)
+        }
+        return keys
+    }
+
+    /// Changes whenever a key is created or revoked: a cheap question to ask every second.
+    public func fingerprint() async throws -> String {
+        let rows = try await client.query(
+            """
+            SELECT count(*)::text || '/' || count(revoked_at)::text || '/' || coalesce(max(created_at)::text, '')
+                   || '/' || coalesce(max(revoked_at)::text, '')
+            FROM api_keys
+            """, logger: logger)
+        for try await text in rows.decode(String.self) { return text }
+        return ""
+    }
+}

@@ -32,8 +32,8 @@ struct Releases: AsyncParsableCommand {
             body["minimumOSVersion"] = minimumOs.map(JSONValue.string)
             body["maximumOSVersion"] = maximumOs.map(JSONValue.string)
             body["updateURL"] = updateUrl.map(JSONValue.string)
-            body["rolloutPercent"] = rolloutPercent.map(JSONValue.number)
-            body["build"] = build.map { .number(Double($0)) }
+            body["rolloutPercent"] = rolloutPercent.map { .number(JSONNumber($0)) }
+            body["build"] = build.map { .number(JSONNumber($0)) }
             var notes: [String: [JSONValue]] = [:]
             for entry in note {
                 let parts = entry.split(separator: "=", maxSplits: 1)
@@ -96,7 +96,7 @@ struct Releases: AsyncParsableCommand {
 
         func run() async throws {
             var patch: [String: JSONValue] = [:]
-            patch["rolloutPercent"] = percent.map(JSONValue.number)
+            patch["rolloutPercent"] = percent.map { .number(JSONNumber($0)) }
             if pause { patch["rolloutPaused"] = .bool(true) }
             if resume { patch["rolloutPaused"] = .bool(false) }
             try await target.patch(patch, reason: reason, verb: "updated the rollout of")
@@ -205,11 +205,11 @@ struct PolicyCommand: AsyncParsableCommand {
             }
             blocked.removeAll { text in unblock.contains { Version($0) != nil && Version($0) == Version(text) } }
             body["blockedVersions"] = .array(blocked.map(JSONValue.string))
-            if let notifyAfterDays { body["notifyAfterDays"] = .number(notifyAfterDays) }
-            if let blockAfterDays { body["blockAfterDays"] = .number(blockAfterDays) }
-            if let versionsBehind { body["versionsBehindThreshold"] = .number(Double(versionsBehind)) }
-            if let remindInterval { body["remindIntervalSeconds"] = .number(Double(remindInterval)) }
-            if let checkInterval { body["checkIntervalSeconds"] = .number(Double(checkInterval)) }
+            if let notifyAfterDays { body["notifyAfterDays"] = .number(JSONNumber(notifyAfterDays)) }
+            if let blockAfterDays { body["blockAfterDays"] = .number(JSONNumber(blockAfterDays)) }
+            if let versionsBehind { body["versionsBehindThreshold"] = .number(JSONNumber(versionsBehind)) }
+            if let remindInterval { body["remindIntervalSeconds"] = .number(JSONNumber(remindInterval)) }
+            if let checkInterval { body["checkIntervalSeconds"] = .number(JSONNumber(checkInterval)) }
             if let allowSkip { body["allowSkip"] = .bool(allowSkip) }
             return .object(body)
         }

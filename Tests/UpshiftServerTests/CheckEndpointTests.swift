@@ -3,6 +3,7 @@ import NIOHTTP1
 import PostgresNIO
 import Testing
 import UpshiftCore
+import UpshiftServer
 import UpshiftTestData
 import UpshiftTestSupport
 
@@ -80,19 +81,20 @@ import UpshiftTestSupport
                 for (text, percent) in [("1.0", 100.0), (version, 0.0)] {
                     let release: JSONValue = .object([
                         "platform": .string("ios"), "version": .string(text), "releasedAt": .string("2026-01-01T00:00:00Z"),
-                        "rolloutPercent": .number(percent),
+                        "rolloutPercent": .number(JSONNumber(percent)),
                     ])
                     #expect(try await server.send(.POST, "/v1/apps/\(appId)/releases", key: key, json: release).status == 201)
                 }
                 var revision = 1
                 for row in cases {
                     let install = try #require(row[2].stringValue)
-                    guard case .number(let bucket) = row[3] else { continue }
+                    guard case .number(let number) = row[3], let bucket = number.integer(in: 0...9_999) else { continue }
                     // Admitted exactly when bucket < percent × 100: test both sides of the boundary.
-                    for (percent, admitted) in [(bucket / 100, false), ((bucket + 1) / 100, true)] {
+                    for (percent, admitted) in [(Double(bucket) / 100, false), (Double(bucket + 1) / 100, true)] {
                         let patch = try await server.send(
                             .PATCH, "/v1/apps/\(appId)/releases/ios/\(version)", key: key,
-                            json: .object(["rolloutPercent": .number(percent)]), headers: [("If-Match", "\"\(revision)\"")])
+                            json: .object(["rolloutPercent": .number(JSONNumber(percent))]),
+                            headers: [("If-Match", "\"\(revision)\"")])
                         #expect(patch.status == 200)
                         revision += 1
                         let reply = try await server.request(.GET, "/v1/apps/\(appId)/check?platform=ios&version=1.0&install=\(install)")
@@ -199,8 +201,7 @@ import UpshiftTestSupport
         let harness = try await Harness.make()
         var configuration = harness.configuration()
         // One token per 100 s: however slowly this machine runs the test, a burst of 5 is all there is.
-        configuration.check.ratePerClient = 0.01
-        configuration.check.burstPerClient = 5
+        configuration.check.ratePerClient = RateLimit(rate: 0.01, burst: 5)
         configuration.trustedProxies = ["127.0.0.1"]
         try await harness.run(configuration) { server in
             let path = "/v1/apps/expenses/check?platform=ios&version=1.0"

@@ -270,7 +270,7 @@ extension DashboardTests {
             for revision in 0..<60 {
                 let reply = try await server.send(
                     .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
-                    json: .object(["enabled": .bool(true), "checkIntervalSeconds": .number(Double(600 + revision)), "reason": .string("step \(revision)")]),
+                    json: .object(["enabled": .bool(true), "checkIntervalSeconds": .number(JSONNumber(600 + revision)), "reason": .string("step \(revision)")]),
                     headers: [("If-Match", "\"\(revision)\"")])
                 #expect(reply.status == 200)
             }

@@ -177,7 +177,8 @@ import UpshiftTestSupport
                 }
             }
             let after = UUID()
-            #expect(try await server.postEvents([clientEvent(occurredAt: now, install: after)], key: harness.ingestKey).status == 200)
+            let afterReply = try await server.postEvents([clientEvent(occurredAt: now, install: after)], key: harness.ingestKey)
+            #expect(afterReply.status == 200, "\(String(decoding: afterReply.body, as: UTF8.self))")
             try await harness.waitForProjections()
 
             let letters = try await harness.sql { client in

@@ -26,6 +26,9 @@ final class ServerProcess: @unchecked Sendable {
         environment["UPSHIFT_PORT"] = String(port)
         environment["UPSHIFT_MIGRATIONS_DIR"] = TestEnvironment.migrationsDirectory.path
         environment["UPSHIFT_LOG_LEVEL"] = "info"
+        // Test clients all speak from loopback: tests of the event limits set them.
+        environment["UPSHIFT_EVENTS_RATE_LIMIT"] = "0"
+        environment["UPSHIFT_EVENTS_KEY_RATE_LIMIT"] = "0"
         for (key, value) in extraEnvironment { environment[key] = value }
         process.environment = environment
         let handle = try FileHandle(forWritingTo: output)

@@ -46,7 +46,7 @@ func sampleEvent(occurredAt: Date, app: String = "expenses", type: EventType = .
             try await log.ensurePartitions(now: now)
             let events = (0..<50).map { sampleEvent(occurredAt: now.addingTimeInterval(Double(-$0) * 86_400 / 2)) }
             let first = try await log.append(events, recordedAt: now)
-            #expect(first == Set(events.map(\.id)))
+            #expect(first == Set(events.map(\.key)))
             let again = try await log.append(events, recordedAt: now)
             #expect(again.isEmpty)
             let rows = try await client.query("SELECT count(*), count(DISTINCT event_id) FROM event_log")
@@ -59,6 +59,31 @@ func sampleEvent(occurredAt: Date, app: String = "expenses", type: EventType = .
                 #expect(os == "17.4")
                 #expect(abs(recorded.timeIntervalSince(now)) < 0.001)
             }
+        }
+    }
+
+    @Test func anIdIsOneEventPerAppWhateverItsTime() async throws {
+        let database = try await TestDatabases.shared.fresh()
+        try await withPostgres(database) { client in
+            let log = EventLog(client: client, logger: TestEnvironment.logger)
+            try await log.ensurePartitions(now: now)
+            let first = sampleEvent(occurredAt: now)
+            #expect(try await log.append([first], recordedAt: now) == [first.key])
+            // The same id an hour earlier (another partition key): not stored, and the stored one is found.
+            var moved = first
+            moved.occurredAt = now.addingTimeInterval(-3_600)
+            #expect(try await log.append([moved], recordedAt: now).isEmpty)
+            let stored = try await log.storedEvents(matching: [moved])
+            #expect(stored.map(\.occurredAt.microseconds) == [first.occurredAt.microseconds])
+            #expect(moved.firstDifference(from: try #require(stored.first)) == "occurredAt")
+            #expect(first.firstDifference(from: try #require(stored.first)) == nil)
+            // The same id in another app is that app's own event.
+            var elsewhere = first
+            elsewhere.appId = "another-app"
+            elsewhere.occurredAt = now.addingTimeInterval(-60)
+            #expect(try await log.append([elsewhere], recordedAt: now) == [elsewhere.key])
+            let rows = try await client.query("SELECT count(*)::int FROM event_log WHERE event_id = \(first.id)")
+            for try await count in rows.decode(Int.self) { #expect(count == 2) }
         }
     }
 }

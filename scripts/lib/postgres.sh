@@ -47,7 +47,7 @@ _upshift_pg_find_bindir() {
 
 # Client tools: prefer the server's version, fall back to PATH.
 _upshift_pg_tool() {
-    if [[ -x "$UPSHIFT_PG_BINDIR/$1" ]]; then
+    if [[ -n "${UPSHIFT_PG_BINDIR:-}" && -x "$UPSHIFT_PG_BINDIR/$1" ]]; then
         printf '%s\n' "$UPSHIFT_PG_BINDIR/$1"
     elif command -v "$1" >/dev/null 2>&1; then
         command -v "$1"

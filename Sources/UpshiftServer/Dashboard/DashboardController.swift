@@ -1,5 +1,7 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import UpshiftCore
 import UpshiftStore
@@ -13,17 +15,22 @@ import UpshiftStore
 /// `If-Match`: a stale form is refused and says so.
 struct DashboardController: Sendable {
     let sessions: SessionStore
-    let keys: KeyStore
+    let authenticator: KeyAuthenticator
     let catalog: CatalogStore
     let reports: ReportService
     let snapshot: CatalogSnapshot
     let clock: any WallClock
+    /// Sign-in attempts per client address, taken before the form is read (the check's limit).
+    let signInLimiter: RateLimiter
+    let trustedProxies: Set<String>
     let afterWrite: @Sendable () async -> Void
 
     static let cookie = "upshift_session"
     static let sessionLifetime: TimeInterval = 12 * 3_600
     static let maximumForm = 64 * 1024
     static let rangeChoices = [7, 30, 90, 180]
+    /// Only 5xx problems log, and those the page leaves to the problem middleware.
+    static let logger = Logger(label: "upshift.dashboard")
 
     func addRoutes(to router: Router<UpshiftRequestContext>) {
         router.get("/dashboard") { request, _ in
@@ -32,8 +39,8 @@ struct DashboardController: Sendable {
                 return home(session)
             }
         }
-        router.post("/dashboard/sign-in") { request, _ in
-            try await page(request) { try await signIn(request) }
+        router.post("/dashboard/sign-in") { request, context in
+            try await page(request) { try await signIn(request, context) }
         }
         router.post("/dashboard/sign-out") { request, _ in
             try await page(request) {
@@ -90,7 +97,7 @@ struct DashboardController: Sendable {
     /// A page that shows an app: a session whose key covers it, and an app that exists.
     private func viewing(_ request: Request, _ context: UpshiftRequestContext) async throws -> (DashboardSession, AppCatalog) {
         guard let session = try await session(request) else { throw SignInRequired() }
-        let appId = try context.parameters.require("app")
+        let appId = try context.appId()
         guard session.key.covers(app: appId) else { throw ProblemDetails.forbidden("your token does not cover app \(appId)") }
         guard let app = try await catalog.app(id: appId) else { throw ProblemDetails.notFound("no app \(appId)") }
         return (session, app)
@@ -117,7 +124,7 @@ struct DashboardController: Sendable {
     private func sameOrigin(_ request: Request) throws {
         guard let origin = request.headers[.origin] else { return }
         let host = request.head.authority ?? ""
-        guard let url = URL(string: origin), let originHost = url.host else {
+        guard origin.utf8.count <= 2_048, let url = URL(string: origin), let originHost = url.host else {
             throw ProblemDetails.forbidden("cross-site form submissions are refused")
         }
         let originAuthority = url.port.map { "\(originHost):\($0)" } ?? originHost
@@ -129,7 +136,7 @@ struct DashboardController: Sendable {
     /// `Secure` when a proxy says the browser spoke HTTPS (`X-Forwarded-Proto: https`). Trusting the header
     /// is harmless here: `Secure` only keeps the cookie off plain HTTP.
     private func sessionCookie(_ value: String, maxAge: Int, _ request: Request) -> String {
-        let https = request.headers[.init("X-Forwarded-Proto")!]?.lowercased() == "https"
+        let https = request.headers[.xForwardedProto]?.lowercased() == "https"
         return "\(Self.cookie)=\(value); Path=/dashboard; Max-Age=\(maxAge); HttpOnly; SameSite=Strict" + (https ? "; Secure" : "")
     }
 
@@ -148,12 +155,12 @@ struct DashboardController: Sendable {
             return try await body()
         } catch is SignInRequired {
             return request.method == .get ? redirect("/dashboard") : signInPage(error: "Your session has ended; sign in again.", status: .unauthorized)
-        } catch let problem as ProblemDetails {
+        } catch let error where !Database.isConnectionError(error) {
+            // Every client mistake, as the API maps it, on a page; anything else goes to the JSON
+            // problem middleware (a 503 or a logged 500).
+            let problem = ProblemDetails.from(error, logger: Self.logger)
+            guard problem.status.code < 500 else { throw error }
             return problemPage(problem)
-        } catch let error as CatalogError {
-            return problemPage(.catalog(error))
-        } catch let error as FieldError {
-            return problemPage(.invalidField(error))
         }
     }
 
@@ -202,11 +209,15 @@ struct DashboardController: Sendable {
         return Page(title: "Sign in", body: body).response(status: status)
     }
 
-    private func signIn(_ request: Request) async throws -> Response {
+    private func signIn(_ request: Request, _ context: UpshiftRequestContext) async throws -> Response {
+        let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
+        if let retryAfter = signInLimiter.acquire(client) {
+            throw ProblemDetails.rateLimited("too many sign-in attempts from your address; wait a moment", retryAfter: retryAfter)
+        }
         try sameOrigin(request)
         let form = try await Form.read(request, limit: Self.maximumForm)
         let token = (form["token"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !token.isEmpty, let key = try await keys.find(digest: KeySecret.digest(token)), key.scope != .ingest else {
+        guard let key = authenticator.key(secret: token), key.scope != .ingest else {
             return signInPage(error: "That token is unknown, revoked, or an ingest key. Use a read or admin token.", status: .unauthorized)
         }
         let (secret, _) = try await sessions.create(key: key, now: clock.now(), lifetime: Self.sessionLifetime)
@@ -233,7 +244,7 @@ struct DashboardController: Sendable {
     // MARK: Overview
 
     private func platform(_ request: Request, _ app: AppCatalog) throws -> String {
-        if let value = request.uri.queryParameters["platform"].map(String.init), !value.isEmpty {
+        if let value = try QueryParameters(request)["platform"], !value.isEmpty {
             guard EventValidator.isPlatform(value) else { throw ProblemDetails.badRequest("\(value) is not a platform name", field: "platform") }
             return value
         }
@@ -242,7 +253,7 @@ struct DashboardController: Sendable {
 
     private func overview(_ request: Request, session: DashboardSession, app: AppCatalog) async throws -> Response {
         let platform = try platform(request, app)
-        let days = try request.integerParameter("days", default: 30, range: 1...AdoptionReport.maximumDays)
+        let days = try QueryParameters(request).integer("days", default: 30, range: 1...AdoptionReport.maximumDays)
         let today = UTCDay(clock.now())
         let from = today.adding(days: -(days - 1))
         // Reports not built yet (a first start on a long log) leave the catalog on the page, with a word.
@@ -275,7 +286,7 @@ struct DashboardController: Sendable {
         }
         let active = CountChart(
             title: "Daily active installs", labels: report.days.map(\.day), values: report.days.map(\.activeInstalls))
-        let saved: HTML = request.uri.queryParameters["saved"] != nil ? "<p class=\"notice ok\" role=\"status\">Saved.</p>" : ""
+        let saved: HTML = try QueryParameters(request)["saved"] != nil ? "<p class=\"notice ok\" role=\"status\">Saved.</p>" : ""
         // Shown for as long as it holds, not only after the write that caused it.
         let warnings = app.policy(for: platform).warnings(among: app.releases(for: platform), platform: platform)
             .map { warning -> HTML in "<p class=\"notice error\" role=\"alert\">Warning: \(warning)</p>" }
@@ -360,10 +371,9 @@ struct DashboardController: Sendable {
         _ request: Request, _ context: UpshiftRequestContext, session: DashboardSession, app: AppCatalog
     ) async throws -> Response {
         let platform = try platform(request, app)
-        let text = try context.parameters.require("version")
-        guard let version = Version(text) else { throw ProblemDetails.badRequest("\(text) is not a version", field: "version") }
+        let version = try context.pathVersion()
         guard let report = try await reports.release(app: app.app.id, platform: platform, version: version) else {
-            throw ProblemDetails.notFound("no release \(text) of \(app.app.id) on \(platform) (yet)")
+            throw ProblemDetails.notFound("no release \(version) of \(app.app.id) on \(platform) (yet)")
         }
         let funnels = try await reports.funnels(app: app.app.id, platform: platform, target: version)
         let figures: [(String, String)] = [
@@ -409,9 +419,10 @@ struct DashboardController: Sendable {
     private func rolloutPage(_ request: Request, session: DashboardSession, app: AppCatalog) async throws -> Response {
         let platform = try platform(request, app)
         let policy = app.policy(for: platform)
-        let window = try request.integerParameter(
+        let query = try QueryParameters(request)
+        let window = try query.integer(
             "window", default: MinimumImpactReport.defaultWindowDays, range: 1...MinimumImpactReport.maximumWindowDays)
-        let candidateText = request.uri.queryParameters["candidate"].map(String.init) ?? ""
+        let candidateText = query["candidate"] ?? ""
         var preview: HTML = ""
         if !candidateText.isEmpty {
             guard let candidate = Version(candidateText) else {
@@ -496,7 +507,7 @@ struct DashboardController: Sendable {
     }
 
     private func savePolicy(_ request: Request, _ context: UpshiftRequestContext) async throws -> Response {
-        let appId = try context.parameters.require("app")
+        let appId = try context.appId()
         let (session, form) = try await changing(request, admin: true, app: appId)
         let (platform, revision, reason) = try writeContext(form)
         var body: [String: JSONValue] = [
@@ -511,7 +522,9 @@ struct DashboardController: Sendable {
         }
         for name in ["notifyAfterDays", "blockAfterDays", "versionsBehindThreshold", "remindIntervalSeconds", "checkIntervalSeconds"] {
             guard let text = form[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { continue }
-            guard let number = Double(text) else { throw ProblemDetails.badRequest("\(name): \(text) is not a number", field: name) }
+            guard let number = JSONNumber(literal: text) else {
+                throw ProblemDetails.badRequest("\(name): \(text) is not a number", field: name)
+            }
             body[name] = .number(number)
         }
         let policy = try CatalogInput.policy(.object(body))
@@ -531,7 +544,7 @@ struct DashboardController: Sendable {
 
     /// Applies a previewed minimum to the policy the preview was made against (its revision).
     private func raiseMinimum(_ request: Request, _ context: UpshiftRequestContext) async throws -> Response {
-        let appId = try context.parameters.require("app")
+        let appId = try context.appId()
         let (session, form) = try await changing(request, admin: true, app: appId)
         let (platform, revision, reason) = try writeContext(form)
         guard let text = form["minimumVersion"], let minimum = Version(text) else {
@@ -546,15 +559,14 @@ struct DashboardController: Sendable {
     }
 
     private func changeRelease(_ request: Request, _ context: UpshiftRequestContext) async throws -> Response {
-        let appId = try context.parameters.require("app")
+        let appId = try context.appId()
         let (session, form) = try await changing(request, admin: true, app: appId)
         let (platform, revision, reason) = try writeContext(form)
-        let text = try context.parameters.require("version")
-        guard let version = Version(text) else { throw ProblemDetails.badRequest("\(text) is not a version", field: "version") }
+        let version = try context.pathVersion()
         let patch: [String: JSONValue]
         switch form["action"] ?? "" {
         case "rollout":
-            guard let percent = form["percent"].flatMap(Double.init) else {
+            guard let percent = form["percent"].flatMap({ JSONNumber(literal: $0.trimmingCharacters(in: .whitespaces)) }) else {
                 throw ProblemDetails.badRequest("percent: a number from 0 to 100", field: "percent")
             }
             patch = ["rolloutPercent": .number(percent)]
@@ -588,14 +600,13 @@ struct DashboardController: Sendable {
         guard let platform = form["platform"], EventValidator.isPlatform(platform) else {
             throw ProblemDetails.badRequest("platform: not a platform name", field: "platform")
         }
-        guard let revision = form["revision"].flatMap(Int.init) else {
+        guard let revision = form["revision"].flatMap({ JSONNumber(literal: $0)?.integer(in: 0...Int(Int64.max)) }) else {
             throw ProblemDetails.badRequest("revision: missing; reload the page", field: "revision")
         }
         let reason = (form["reason"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard !reason.isEmpty else { throw ProblemDetails.badRequest("reason: say why (it goes into the history)", field: "reason") }
-        guard reason.count <= CatalogInput.maximumReasonLength else {
-            throw ProblemDetails.badRequest("reason: at most \(CatalogInput.maximumReasonLength) characters", field: "reason")
-        }
+        try CatalogInput.checkText(
+            reason, field: "reason", maximumLength: CatalogInput.maximumReasonLength, lineBreaks: true)
         return (platform, revision, reason)
     }
 
@@ -605,9 +616,8 @@ struct DashboardController: Sendable {
 
     /// Newest first, `historyPage` at a time; `before` (a stream version) pages back to the app's creation.
     private func historyPage(_ request: Request, session: DashboardSession, app: AppCatalog) async throws -> Response {
-        let before = try request.uri.queryParameters["before"].map { _ in
-            try request.integerParameter("before", default: 0, range: 1...Int(Int32.max))
-        }
+        let query = try QueryParameters(request)
+        let before = try query["before"].map { _ in try query.integer("before", default: 0, range: 1...Int(Int32.max)) }
         // One more than shown tells whether an older page exists.
         let entries = try await catalog.history(appId: app.app.id, before: before, limit: Self.historyPage + 1)
         let shown = entries.prefix(Self.historyPage)
@@ -643,32 +653,54 @@ struct DashboardController: Sendable {
     }
 
     static func number(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(value)
+        JSONNumber(value).literal
     }
 }
 
-/// `application/x-www-form-urlencoded` bodies, as browsers send forms.
+/// `application/x-www-form-urlencoded` bodies, as browsers send forms: every name and value
+/// percent-decoded (`+` is a space) to UTF-8 text without control characters (but line breaks, which a
+/// textarea sends), each name at most once, at most 10,000 characters a value. Anything else is a `400`
+/// naming the field.
 enum Form {
+    static let maximumValue = 10_000
+
     static func read(_ request: Request, limit: Int) async throws -> [String: String] {
+        try request.requireContentType("application/x-www-form-urlencoded")
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: limit)
         } catch is NIOTooManyBytesError {
             throw ProblemDetails.tooLarge("a form of at most \(limit / 1024) KiB")
         }
-        return parse(String(buffer: body))
+        return try parse(Array(body.readableBytesView))
     }
 
-    static func parse(_ text: String) -> [String: String] {
+    static func parse(_ bytes: [UInt8]) throws -> [String: String] {
         var fields: [String: String] = [:]
-        for pair in text.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ part: Substring) -> String {
-                String(part).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+        for pair in bytes.split(separator: UInt8(ascii: "&")) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ part: ArraySlice<UInt8>, field: String) throws -> String {
+                // `+` is a space in a form: decoded as the `%20` it stands for.
+                let raw = part.flatMap { $0 == UInt8(ascii: "+") ? Array("%20".utf8) : [$0] }
+                guard let text = RequestText.percentDecoded(raw) else {
+                    throw ProblemDetails.badRequest("\(field): not percent-encoded UTF-8 text", field: field)
+                }
+                return text
             }
-            let name = decode(parts[0])
-            guard !name.isEmpty, fields[name] == nil else { continue }  // the first value of a name counts
-            fields[name] = parts.count > 1 ? decode(parts[1]) : ""
+            let name = try decode(parts[0], field: "form")
+            let value = parts.count > 1 ? try decode(parts[1], field: name) : ""
+            if let violation = TextRules.violation(in: name, lineBreaks: false) {
+                throw ProblemDetails.badRequest("a field name \(violation)", field: "form")
+            }
+            if let violation = TextRules.violation(in: value, lineBreaks: true) {
+                throw ProblemDetails.badRequest("\(name): \(violation)", field: name)
+            }
+            guard TextRules.length(value) <= maximumValue else {
+                throw ProblemDetails.badRequest("\(name): at most \(maximumValue) characters", field: name)
+            }
+            guard fields.updateValue(value, forKey: name) == nil else {
+                throw ProblemDetails.badRequest("\(name) is sent more than once", field: name)
+            }
         }
         return fields
     }

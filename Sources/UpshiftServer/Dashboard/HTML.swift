@@ -11,17 +11,19 @@ struct HTML: Sendable, Equatable, CustomStringConvertible, ExpressibleByStringIn
 
     var description: String { text }
 
+    /// Escapes by Unicode scalar, not by `Character`: a `"` followed by a combining mark is one grapheme
+    /// cluster, and a per-character escape would let it through.
     static func escape(_ text: String) -> String {
         var escaped = ""
         escaped.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
+        for scalar in text.unicodeScalars {
+            switch scalar {
             case "&": escaped += "&amp;"
             case "<": escaped += "&lt;"
             case ">": escaped += "&gt;"
             case "\"": escaped += "&quot;"
             case "'": escaped += "&#39;"
-            default: escaped.append(character)
+            default: escaped.unicodeScalars.append(scalar)
             }
         }
         return escaped

@@ -48,7 +48,8 @@ struct FleetSimulation {
         configuration.clock = clock
         configuration.host = "127.0.0.1"
         configuration.port = FreePort.find()
-        configuration.check.ratePerClient = 0  // one loopback address speaks for the whole fleet
+        configuration.check.ratePerClient.rate = 0  // one loopback address speaks for the whole fleet
+        configuration.ingestion.ratePerClient.rate = 0
         configuration.logLevel = .error
         self.configuration = configuration
     }

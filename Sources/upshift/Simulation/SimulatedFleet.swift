@@ -54,7 +54,7 @@ struct ReleasePlan: Sendable {
     /// The policy: reminders after 2 days, checks every 6 hours; halfway, a minimum.
     func policy(minimum: Bool) -> JSONValue {
         var fields: [String: JSONValue] = [
-            "enabled": .bool(true), "remindIntervalSeconds": .number(2 * 86_400), "checkIntervalSeconds": .number(6 * 3_600),
+            "enabled": .bool(true), "remindIntervalSeconds": .number(JSONNumber(2 * 86_400)), "checkIntervalSeconds": .number(JSONNumber(6 * 3_600)),
         ]
         if minimum { fields["minimumVersion"] = .string(minimumVersion) }
         return .object(fields)

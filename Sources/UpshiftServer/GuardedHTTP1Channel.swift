@@ -1,0 +1,248 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import ServiceLifecycle
+import UpshiftCore
+
+/// How long a connection may take over each part of a request, and how large a request head may be.
+public struct ConnectionLimits: Sendable {
+    /// The request head complete within this time of its first byte (of the previous response, when it
+    /// arrived while that was being answered); else `408` and the connection closes.
+    public var headTimeout: Duration = .seconds(10)
+    /// The body complete within this time of the head; else `408`, even while bytes still arrive.
+    public var bodyTimeout: Duration = .seconds(30)
+    /// A connection with no request under way is closed after this time.
+    public var idleTimeout: Duration = .seconds(60)
+    /// Connections open at once; more wait in the accept backlog.
+    public var maximumConnections = 4_096
+    /// The request target and header fields together (names and values); more is `431`.
+    public var maximumHeadBytes = 16 * 1024
+    /// On SIGTERM, requests still running this long after the server stopped accepting are cut off.
+    public var shutdownTimeout: Duration = .seconds(25)
+
+    public init() {}
+}
+
+/// What a request whose body did not arrive in time throws from its body: answered `408`.
+struct RequestTimedOut: Error {}
+
+/// Hummingbird's HTTP/1.1 channel with the bounds of ``ConnectionLimits``: a head and a body deadline,
+/// an idle timeout, a limit on the head's size (`431`), and a last deadline on graceful shutdown after
+/// which a connection that still has not finished is closed.
+struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
+    typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
+
+    let responder: HTTPChannelHandler.Responder
+    let limits: ConnectionLimits
+
+    func setup(channel: any NIOCore.Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+            decoderLimits.maxHeaderFieldSize = limits.maximumHeadBytes
+            decoderLimits.maxHeaderListSize = limits.maximumHeadBytes
+            let pipeline = channel.pipeline.syncOperations
+            try pipeline.addHandler(ArrivalWatcher())
+            try pipeline.configureHTTPServerPipeline(
+                withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
+                withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
+            try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+            try pipeline.addHandler(RequestDeadlines(limits: limits))
+            // Hummingbird's own: closes idle connections on graceful shutdown, busy ones after their answer.
+            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
+            return try NIOAsyncChannel(
+                wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        let channel = value.channel
+        let deadline = limits.shutdownTimeout
+        await withGracefulShutdownHandler {
+            await handleHTTP(asyncChannel: value, logger: logger)
+        } onGracefulShutdown: {
+            // Whatever still runs then is cut off, so that shutdown ends within its bound.
+            channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { channel.close(promise: nil) }
+        }
+    }
+}
+
+/// Tells the handlers after the HTTP decoder that bytes arrived, before the decoder has a whole head.
+private struct BytesArrived {}
+
+private final class ArrivalWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireUserInboundEventTriggered(BytesArrived())
+        context.fireChannelRead(data)
+    }
+}
+
+/// The deadlines of one connection: idle (no request under way), head (bytes of a request arrived, its
+/// head not complete), body (head read, body not complete). Between a request's end and its answer
+/// nothing is timed: the application bounds its own work.
+private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private enum Timer {
+        case idle, head, body
+    }
+
+    private let limits: ConnectionLimits
+    private var scheduled: Scheduled<Void>?
+    private var timer: Timer?
+    /// A request's head read, its end not yet.
+    private var readingRequest = false
+    /// Requests read whose answer has not ended.
+    private var unanswered = 0
+    /// Bytes of a next request arrived while an answer was under way.
+    private var bytesWaiting = false
+    /// After the body deadline: close once the answer (a 408) is written.
+    private var closeAfterAnswer = false
+
+    init(limits: ConnectionLimits) {
+        self.limits = limits
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(.idle, context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if timer == nil { start(.idle, context: context) }
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        cancel()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        cancel()
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is BytesArrived else { return context.fireUserInboundEventTriggered(event) }
+        if readingRequest { return }
+        if unanswered > 0 {
+            bytesWaiting = true
+        } else if timer == .idle {
+            start(.head, context: context)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            readingRequest = true
+            unanswered += 1
+            bytesWaiting = false
+            start(.body, context: context)
+        case .body:
+            break
+        case .end:
+            readingRequest = false
+            if timer == .body { cancel() }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A head over the limit: 431, and the connection closes (the decoder cannot go on).
+        if let parserError = error as? HTTPParserError, parserError == .headerOverflow {
+            answer(
+                .requestHeaderFieldsTooLarge, type: "request-too-large", title: "Request header fields too large",
+                detail: "the request target and header fields may have \(limits.maximumHeadBytes) bytes together",
+                context: context)
+            return
+        }
+        context.fireErrorCaught(error)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        unanswered = max(0, unanswered - 1)
+        if closeAfterAnswer {
+            context.writeAndFlush(data, promise: promise)
+            context.close(promise: nil)
+            return
+        }
+        if unanswered == 0, !readingRequest {
+            start(bytesWaiting ? .head : .idle, context: context)
+            bytesWaiting = false
+        }
+        context.write(data, promise: promise)
+    }
+
+    private func start(_ kind: Timer, context: ChannelHandlerContext) {
+        cancel()
+        timer = kind
+        let duration =
+            switch kind {
+            case .idle: limits.idleTimeout
+            case .head: limits.headTimeout
+            case .body: limits.bodyTimeout
+            }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        scheduled = context.eventLoop.scheduleTask(in: TimeAmount(duration)) {
+            let (handler, context) = loopBound.value
+            handler.expired(kind, context: context)
+        }
+    }
+
+    private func cancel() {
+        scheduled?.cancel()
+        scheduled = nil
+        timer = nil
+    }
+
+    private func expired(_ kind: Timer, context: ChannelHandlerContext) {
+        scheduled = nil
+        timer = nil
+        switch kind {
+        case .idle:
+            context.close(promise: nil)
+        case .head:
+            answer(
+                .requestTimeout, type: "request-timeout", title: "Request timeout",
+                detail: "the request head did not arrive within \(limits.headTimeout)", context: context)
+        case .body:
+            // The application reads the body: it fails with RequestTimedOut and answers 408 (a problem,
+            // through the one error mapping); the connection closes after that answer, or soon if none comes.
+            closeAfterAnswer = true
+            context.fireErrorCaught(RequestTimedOut())
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .seconds(2)) { loopBound.value.close(promise: nil) }
+        }
+    }
+
+    /// Writes a problem response of its own (no request reached the application) and closes.
+    private func answer(
+        _ status: HTTPResponse.Status, type: String, title: String, detail: String, context: ChannelHandlerContext
+    ) {
+        cancel()
+        let body = ByteBuffer(
+            string: "{\"detail\":\(JSONText.quoted(detail)),\"status\":\(status.code),\"title\":\(JSONText.quoted(title)),"
+                + "\"type\":\"urn:upshift:problem:\(type)\"}")
+        let head = HTTPResponse(
+            status: status,
+            headerFields: [
+                .contentType: "application/problem+json", .contentLength: String(body.readableBytes),
+                .connection: "close", .cacheControl: "no-store",
+            ])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import Hummingbird
+import UpshiftCore
+
+/// The query of a request, read strictly: every parameter percent-decoded to UTF-8 text without control
+/// characters, each name at most once. A parameter that breaks a rule is a `400` naming it, wherever it
+/// is read, so that no value reaches a rule (or PostgreSQL) half-decoded.
+struct QueryParameters: Sendable {
+    private(set) var values: [String: String] = [:]
+
+    init(_ request: Request) throws {
+        try self.init(query: request.uri.query)
+    }
+
+    init(query: String?) throws {
+        guard let query, !query.isEmpty else { return }
+        for part in query.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let pieces = part.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            let name = try Self.decode(pieces[0], parameter: nil)
+            let value = pieces.count > 1 ? try Self.decode(pieces[1], parameter: name) : ""
+            guard values.updateValue(value, forKey: name) == nil else {
+                throw ProblemDetails.badRequest("\(name) is given more than once", field: name)
+            }
+        }
+    }
+
+    subscript(name: String) -> String? { values[name] }
+
+    /// A `400` naming the first parameter outside `allowed`.
+    func refuseUnknown(allowed: Set<String>) throws {
+        if let unknown = values.keys.sorted().first(where: { !allowed.contains($0) }) {
+            throw ProblemDetails.badRequest(
+                "unknown parameter \(unknown) (allowed: \(allowed.sorted().joined(separator: ", ")))", field: unknown)
+        }
+    }
+
+    /// An integer parameter within `range`, `value` when absent; otherwise a `400` naming it.
+    func integer(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text = values[name] else { return value }
+        guard text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(text),
+            range.contains(number)
+        else {
+            throw ProblemDetails.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)", field: name)
+        }
+        return number
+    }
+
+    /// Percent-decodes one name or value (RFC 3986: `+` stays `+`).
+    private static func decode(_ raw: Substring.UTF8View.SubSequence, parameter: String?) throws -> String {
+        let field = parameter ?? "query"
+        guard let text = RequestText.percentDecoded(raw) else {
+            throw ProblemDetails.badRequest("\(parameter ?? "a parameter name") is not percent-encoded UTF-8", field: field)
+        }
+        if let violation = TextRules.violation(in: text, lineBreaks: false) {
+            throw ProblemDetails.badRequest("\(parameter ?? "a parameter name") \(violation)", field: field)
+        }
+        return text
+    }
+}
+
+/// Text that arrives in a request's target (path segments, query parameters).
+enum RequestText {
+    /// `raw` percent-decoded, or nil when it holds a byte outside printable ASCII (a request target is
+    /// ASCII), a `%` not followed by two hex digits, or decodes to bytes that are not UTF-8.
+    static func percentDecoded(_ raw: some Collection<UInt8>) -> String? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(raw.count)
+        var iterator = raw.makeIterator()
+        while let byte = iterator.next() {
+            guard byte > 0x20, byte < 0x7F else { return nil }
+            if byte == UInt8(ascii: "%") {
+                guard let high = iterator.next().flatMap(UUIDText.nibble), let low = iterator.next().flatMap(UUIDText.nibble)
+                else { return nil }
+                bytes.append(high << 4 | low)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
+
+extension UpshiftRequestContext {
+    /// A path parameter, percent-decoded the same way on every route (`1.2.0%2B7` is `1.2.0+7`): a `400`
+    /// naming it when it does not decode to text without control characters.
+    func pathValue(_ name: String) throws -> String {
+        guard let raw = parameters.get(name) else { throw ProblemDetails.badRequest("\(name) is missing", field: name) }
+        guard let text = RequestText.percentDecoded(raw.utf8),
+            TextRules.violation(in: text, lineBreaks: false) == nil
+        else { throw ProblemDetails.badRequest("\(name) is not percent-encoded UTF-8 text", field: name) }
+        return text
+    }
+
+    /// The `{app}` of the path. Any text that is not an app id (or not text at all) names no app: `404`.
+    func appId() throws -> String {
+        guard let app = try? pathValue("app"), AppID.isValid(app) else {
+            throw ProblemDetails.notFound("no app \(parameters.get("app") ?? "")")
+        }
+        return app
+    }
+
+    /// A `{version}` of the path (DESIGN.md section 3).
+    func pathVersion(_ name: String = "version") throws -> Version {
+        let text = try pathValue(name)
+        guard let version = Version(text) else {
+            throw ProblemDetails.badRequest("\(name): '\(text)' is not a version (DESIGN.md section 3)", field: name)
+        }
+        return version
+    }
+
+    /// A `{platform}` of the path.
+    func pathPlatform() throws -> String {
+        let platform = try pathValue("platform")
+        guard EventValidator.isPlatform(platform) else {
+            throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
+        }
+        return platform
+    }
+}
+
+extension Request {
+    /// `Content-Type` is `mediaType` (parameters such as `charset=utf-8` aside), else `415`.
+    func requireContentType(_ mediaType: String) throws {
+        let value = headers[.contentType] ?? ""
+        let type = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        guard type.lowercased() == mediaType else {
+            throw ProblemDetails(
+                .unsupportedMediaType, type: "urn:upshift:problem:unsupported-media-type", title: "Unsupported media type",
+                detail: "send Content-Type: \(mediaType)")
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import NIOCore
+import Testing
+import UpshiftCore
+
+@testable import UpshiftServer
+
+/// The check-answer cache holds at most its budget of bytes, whatever it is asked.
+@Suite struct CheckCacheTests {
+    @Test func theTableNeverHoldsMoreThanItsCapacityAndForgetsTheLeastRecentlyUsed() {
+        var table = LRUTable<Int, String>(capacity: 10_000)
+        var generator = SplitMix64(seed: 7)
+        for _ in 0..<100_000 {
+            let key = generator.int(0...5_000)
+            if generator.unit() < 0.3 {
+                _ = table.value(for: key)
+            } else {
+                table.set("v", for: key, cost: generator.int(1...700))
+            }
+            #expect(table.used <= table.capacity)
+        }
+        var lru = LRUTable<String, Int>(capacity: 3)
+        for (index, key) in ["a", "b", "c"].enumerated() { lru.set(index, for: key) }
+        _ = lru.value(for: "a")  // b is now the least recently used
+        lru.set(3, for: "d")
+        #expect(lru.peek("b") == nil)
+        #expect(lru.peek("a") == 0 && lru.peek("c") == 2 && lru.peek("d") == 3)
+        lru.set(9, for: "huge", cost: 4)  // larger than the whole table: not kept, nothing evicted
+        #expect(lru.count == 3 && lru.peek("huge") == nil)
+    }
+
+    @Test func theAnswerCacheKeepsWithinItsBytesUnderRandomQuestions() {
+        let cache = CheckAnswerCache(byteLimit: 256 * 1024)
+        var generator = SplitMix64(seed: 11)
+        for round in 0..<20_000 {
+            let request = CheckRequest(
+                platform: "ios", version: Version("\(generator.int(1...99)).\(generator.int(0...99))")!,
+                os: Version("\(generator.int(12...18)).\(generator.int(0...9))"), locale: "de-AT")
+            let question = CheckAnswerCache.Question(request, app: "app\(generator.int(0...50))", generation: 1)
+            let body = ByteBuffer(repeating: 0x61, count: generator.int(100...8_000))
+            cache.store(
+                .init(
+                    body: body, etag: "\"\(round)\"", headers: [.contentType: "application/json"], action: .none,
+                    reason: .upToDate, latestVersion: nil, interval: 0, dependsOnInstall: false),
+                for: question)
+            let junk = String(repeating: "x", count: generator.int(0...1_100))
+            cache.store(request, app: "app", generation: 1, query: "platform=ios&junk=\(junk)")
+            #expect(cache.bytes <= cache.byteLimit)
+        }
+        #expect(cache.bytes > cache.byteLimit / 2, "the budget is used, not cleared")
+    }
+
+    /// Ignored parameters as long as the head allows, and thousands of distinct valid questions,
+    /// against a catalog with long notes: every one answered, the cache within its budget.
+    @Test func junkAndDistinctQuestionsStayWithinTheBudget() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        configuration.check.ratePerClient.rate = 0
+        configuration.check.cacheBytes = 256 * 1024
+        let now = harness.clock.now()
+        try await harness.run(configuration) { server in
+            let lines = (0..<10).map { "Line \($0): " + String(repeating: "ü", count: 400) }
+            for minor in 0..<5 {
+                let release: JSONValue = [
+                    "platform": "ios", "version": .string("2.\(minor)"), "releasedAt": .string(Timestamp.format(now.addingTimeInterval(-86_400))),
+                    "notes": ["en": .array(lines.map(JSONValue.string)), "de": .array(lines.map(JSONValue.string))],
+                ]
+                #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release).status == 201)
+            }
+            let junk = String(repeating: "j", count: 15_000)
+            try await Self.ask(10_000, server: server) { index in
+                "platform=ios&version=1.\(index % 7)&junk\(index)=\(junk)"
+            }
+            try await Self.ask(10_000, server: server) { index in
+                let (version, os, locale, previous) = (index % 25, index / 25 % 20, ["en", "de", "de_AT", "fr"][index / 500 % 4], index / 2_000)
+                return "platform=ios&version=1.\(version)&os=1\(os).0&locale=\(locale)&previous=0.\(previous)"
+            }
+            let metrics = try await server.request(.GET, "/metrics")
+            let line = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n")
+                .first { $0.hasPrefix("upshift_check_cache_bytes ") }
+            let bytes = try #require(line.flatMap { Double($0.split(separator: " ")[1]) })
+            #expect(bytes > 0)
+            #expect(bytes <= Double(256 * 1024))
+        }
+    }
+
+    static func ask(_ count: Int, server: Server, query: @escaping @Sendable (Int) -> String) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for index in stride(from: worker, to: count, by: 8) {
+                        let reply = try await server.request(.GET, "/v1/apps/expenses/check?" + query(index))
+                        #expect(reply.status == 200, "\(reply.status)")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// The `checked` event records the request it answers, not the one that filled the cache.
+    @Test func anObservationRecordsItsOwnBuildOSAndLocale() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        configuration.check.ratePerClient.rate = 0
+        try await harness.run(configuration) { server in
+            let installs = ["9f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e01", "9f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e02", "9f1c2d3e-4b5a-4c6d-8e7f-0a1b2c3d4e03"]
+            // Same question by the cache's key (build ignored, `de_AT` is `de-AT`, `16.0` is `16`).
+            let queries = [
+                "platform=ios&version=1.0&build=1&os=16.0&locale=de_AT&install=\(installs[0])",
+                "platform=ios&version=1.0&build=2&os=16&locale=de-AT&install=\(installs[1])",
+                "platform=ios&version=1.0&build=2&os=16&locale=de-AT&install=\(installs[2])",  // the query index
+            ]
+            var tags: Set<String> = []
+            for query in queries {
+                let reply = try await server.request(.GET, "/v1/apps/expenses/check?" + query)
+                #expect(reply.status == 200)
+                tags.insert(reply.etag ?? "")
+            }
+            #expect(tags.count == 1)
+            try await Self.waitForRows(harness, 3)
+            let rows = try await harness.sql { client in
+                var rows: [String: String] = [:]
+                for try await (install, data) in try await client.query(
+                    "SELECT install_id::text, data::text FROM event_log WHERE type = 'checked'"
+                ).decode((String, String).self) { rows[install] = data }
+                return rows
+            }
+            let decoded = try rows.mapValues { try JSONValue.parse(Data($0.utf8)) }
+            #expect(decoded[installs[0]]?["build"] == 1 && decoded[installs[0]]?["osVersion"] == "16.0")
+            #expect(decoded[installs[0]]?["locale"] == "de_AT")
+            for install in installs.dropFirst() {
+                #expect(decoded[install]?["build"] == 2 && decoded[install]?["osVersion"] == "16")
+                #expect(decoded[install]?["locale"] == "de-AT")
+            }
+        }
+    }
+
+    static func waitForRows(_ harness: Harness, _ count: Int) async throws {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        while try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'") < count {
+            guard ContinuousClock.now < deadline else { throw HarnessError("observations not written") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import NIOHTTP1
+import Testing
+import UpshiftCore
+import UpshiftStore
+
+@testable import UpshiftServer
+
+/// No domain error escapes as a 500: whatever a service throws for a client's mistake becomes its 4xx
+/// wherever it is thrown, also from a route that wraps nothing (STYLE.md rule 4: one mapping).
+@Suite struct ErrorMappingTests {
+    static let errors: [(name: String, error: any Error & Sendable, status: Int, field: String?)] = [
+        ("CatalogError.appNotFound", CatalogError.appNotFound("x"), 404, nil),
+        ("CatalogError.releaseNotFound", CatalogError.releaseNotFound("ios 1.0 of x"), 404, nil),
+        ("CatalogError.appExists", CatalogError.appExists("x"), 409, nil),
+        ("CatalogError.releaseExists", CatalogError.releaseExists("ios 1.0 of x"), 409, nil),
+        ("CatalogError.stale", CatalogError.stale(current: 3), 412, nil),
+        ("CatalogError.invalid", CatalogError.invalid(FieldError("notes.en", "bad")), 400, "notes.en"),
+        ("FieldError", FieldError("name", "too long"), 400, "name"),
+        ("FieldError inconsistent", FieldError("minimumOSVersion", "above", kind: .inconsistent), 422, "minimumOSVersion"),
+        ("JSONParseError", JSONParseError(path: "notes.en[2]", message: "not Unicode"), 400, "notes.en[2]"),
+        ("JSONParseError limit", JSONParseError(path: "events", message: "more than 500", isLimit: true), 413, nil),
+        ("IngestionError.databaseUnavailable", IngestionError.databaseUnavailable, 503, nil),
+        ("IngestionError.overloaded", IngestionError.overloaded, 503, nil),
+        ("IngestionError.shuttingDown", IngestionError.shuttingDown, 503, nil),
+        ("unauthorized", ProblemDetails.unauthorized("no key"), 401, nil),
+        ("forbidden", ProblemDetails.forbidden("not yours"), 403, nil),
+        ("body too large", NIOTooManyBytesError(maxBytes: 1), 413, nil),
+        ("body too slow", RequestTimedOut(), 408, nil),
+        ("request broke off", HTTPParserError.invalidEOFState, 400, nil),
+    ]
+
+    /// A route in the path space of each controller, throwing each error from a bare closure.
+    static let controllers = [
+        "/v1/apps/:app/check", "/v1/events", "/v1/apps/:app/releases", "/v1/apps/:app/reports/adoption", "/health/live",
+    ]
+
+    @Test func everyDomainErrorFromEveryControllerBecomesItsStatus() async throws {
+        let router = Router(context: UpshiftRequestContext.self)
+        router.middlewares.add(ProblemMiddleware())
+        for (index, entry) in Self.errors.enumerated() {
+            for path in Self.controllers {
+                let error = entry.error
+                router.get("\(path)/thrown/\(index)") { _, _ -> Response in throw error }
+            }
+        }
+        let app = Application(router: router)
+        try await app.test(.router) { client in
+            for (index, entry) in Self.errors.enumerated() {
+                for path in Self.controllers {
+                    let uri = path.replacingOccurrences(of: ":app", with: "expenses") + "/thrown/\(index)"
+                    try await client.execute(uri: uri, method: .get) { response in
+                        #expect(Int(response.status.code) == entry.status, "\(entry.name) at \(path)")
+                        #expect(response.headers[.contentType] == "application/problem+json")
+                        let problem = try JSONDecoder().decode(ProblemDetails.self, from: Data(response.body.readableBytesView))
+                        #expect(problem.field == entry.field, "\(entry.name)")
+                        #expect(problem.type != "urn:upshift:problem:internal", "\(entry.name)")
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+import Foundation
+import NIOHTTP1
+import Testing
+import UpshiftCore
+import UpshiftTestSupport
+
+/// Every public input probed as an attacker would: numbers of every class in every numeric field of
+/// every JSON body, text that is not Unicode or holds control characters in bodies, queries, paths and
+/// headers, parameters sent twice. Nothing crashes, nothing is a 5xx, and a refusal names its field.
+@Suite struct HostileInputTests {
+    /// The classes of JSON numbers the issue names, as written on the wire.
+    static let numberClasses = [
+        "1e19", "9223372036854775808", "1e308", "1e400", "-1", "1.5", "1.0", "1e2", "-0", String(repeating: "7", count: 400),
+    ]
+
+    /// A numeric field: where it is, and the exact range it documents.
+    struct NumericField: Sendable, CustomStringConvertible {
+        enum Place: Sendable { case checkPost, event, release, releasePatch, policy }
+        var place: Place
+        var name: String
+        var range: ClosedRange<Double>
+        var integer: Bool
+
+        var description: String { "\(place) \(name)" }
+
+        /// Whether the exact value of `literal` is one this field takes, and the value it is stored as.
+        func accepts(_ literal: String) -> Double? {
+            guard let value = Double(literal), value.isFinite, range.contains(value) else { return nil }
+            // The 400-digit integer parses to 7.77e399 (not finite); "1.5" is not an integer.
+            if integer, value != value.rounded() { return nil }
+            return value == 0 ? 0 : value
+        }
+    }
+
+    static let numericFields: [NumericField] = [
+        .init(place: .checkPost, name: "build", range: 0...9_007_199_254_740_991, integer: true),
+        .init(place: .event, name: "build", range: 0...9_007_199_254_740_991, integer: true),
+        .init(place: .release, name: "build", range: 0...9_007_199_254_740_991, integer: true),
+        .init(place: .release, name: "rolloutPercent", range: 0...100, integer: false),
+        .init(place: .releasePatch, name: "build", range: 0...9_007_199_254_740_991, integer: true),
+        .init(place: .releasePatch, name: "rolloutPercent", range: 0...100, integer: false),
+        .init(place: .policy, name: "notifyAfterDays", range: 0...3_650, integer: false),
+        .init(place: .policy, name: "blockAfterDays", range: 0...3_650, integer: false),
+        .init(place: .policy, name: "versionsBehindThreshold", range: 1...1_000, integer: true),
+        .init(place: .policy, name: "remindIntervalSeconds", range: 0...31_536_000, integer: true),
+        .init(place: .policy, name: "checkIntervalSeconds", range: 0...31_536_000, integer: true),
+    ]
+
+    @Test(arguments: numericFields)
+    func everyClassOfNumberIsAcceptedExactlyWhenInRangeElseNamed(_ field: NumericField) async throws {
+        let harness = try await Harness.make()
+        let now = harness.clock.now()
+        try await harness.run { server in
+            var revision = 0
+            if field.place == .releasePatch {
+                let created = try await server.send(
+                    .POST, "/v1/apps/expenses/releases", key: harness.adminKey,
+                    json: .object(["platform": "ios", "version": "1.0", "releasedAt": "2026-01-01T00:00:00Z"]))
+                #expect(created.status == 201)
+                revision = 1
+            }
+            for (index, literal) in Self.numberClasses.enumerated() {
+                let expected = field.accepts(literal)
+                let reply: Server.Reply
+                switch field.place {
+                case .checkPost:
+                    reply = try await Self.raw(
+                        server, .POST, "/v1/apps/expenses/check", #"{"platform":"ios","version":"1.0","build":\#(literal)}"#)
+                case .event:
+                    let event = clientEvent(occurredAt: now)
+                    let fields = event.map { "\"\($0.key)\":\"\($0.value)\"" }.joined(separator: ",")
+                    reply = try await Self.raw(
+                        server, .POST, "/v1/events", "{\"events\":[{\(fields),\"build\":\(literal)}]}", key: harness.ingestKey)
+                case .release:
+                    reply = try await Self.raw(
+                        server, .POST, "/v1/apps/expenses/releases",
+                        #"{"platform":"ios","version":"2.\#(index)","releasedAt":"2026-01-01T00:00:00Z","\#(field.name)":\#(literal)}"#,
+                        key: harness.adminKey)
+                case .releasePatch:
+                    reply = try await Self.raw(
+                        server, .PATCH, "/v1/apps/expenses/releases/ios/1.0", "{\"\(field.name)\":\(literal)}",
+                        key: harness.adminKey, headers: [("If-Match", "\"\(revision)\"")])
+                case .policy:
+                    reply = try await Self.raw(
+                        server, .PUT, "/v1/apps/expenses/policies/ios", "{\"enabled\":true,\"\(field.name)\":\(literal)}",
+                        key: harness.adminKey, headers: [("If-Match", "\"\(revision)\"")])
+                }
+                let context = "\(field) = \(literal.prefix(30)): \(reply.status) \(String(decoding: reply.body.prefix(300), as: UTF8.self))"
+                let body = try reply.value()
+                if field.place == .event {
+                    // Per event: the batch is answered, the event accepted or rejected naming the field.
+                    #expect(reply.status == 200, "\(context)")
+                    let result = body["results"]?.arrayValue?.first
+                    if expected != nil {
+                        #expect(result?["status"] == .string("accepted"), "\(context)")
+                    } else {
+                        #expect(result?["status"] == .string("rejected") && result?["field"] == .string("build"), "\(context)")
+                    }
+                    continue
+                }
+                if let expected {
+                    #expect((200..<300).contains(reply.status), "\(context)")
+                    if field.place == .releasePatch || field.place == .policy { revision += 1 }
+                    // Stored as exactly that value (never clamped, rounded or truncated).
+                    if field.place != .checkPost {
+                        #expect(body[field.name]?.doubleValue == expected, "\(context)")
+                    }
+                } else {
+                    #expect(reply.status == 400, "\(context)")
+                    #expect(body["field"] == .string(field.name), "\(context)")
+                }
+            }
+        }
+    }
+
+    /// Text a field refuses, as JSON escapes or raw bytes.
+    static let badText: [(name: String, json: String)] = [
+        ("NUL", #"a\u0000b"#), ("C0", #"a\u001fb"#), ("U+FFFE", #"a\ufffeb"#), ("U+FFFF", #"\uffff"#),
+        ("unpaired surrogate", #"a\ud800b"#), ("lone low surrogate", #"\udc00"#), ("not UTF-8", "a\u{FFFD}b"),
+    ]
+
+    @Test func textThatIsNotAllowedIsRefusedNamingItsFieldInEveryBody() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            for bad in Self.badText {
+                // `\u{FFFD}` stands for a raw 0xFF byte, which only a hand-made body can carry.
+                func body(_ template: String) -> Data {
+                    let text = template.replacingOccurrences(of: "BAD", with: bad.json)
+                    var bytes = Array(text.utf8)
+                    if bad.name == "not UTF-8" {
+                        bytes = Array(text.replacingOccurrences(of: "\u{FFFD}", with: "\u{1}").utf8).map { $0 == 1 ? 0xFF : $0 }
+                    }
+                    return Data(bytes)
+                }
+                let cases: [(HTTPMethod, String, String, String, [(String, String)])] = [
+                    (.POST, "/v1/apps", #"{"id":"x\#(bad.name.count)","name":"BAD"}"#, "name", []),
+                    (.POST, "/v1/apps", #"{"id":"y\#(bad.name.count)","name":"n","storeId":{"ios":"BAD"}}"#, "storeId.ios", []),
+                    (.POST, "/v1/apps/expenses/releases",
+                     #"{"platform":"ios","version":"9.9","releasedAt":"2026-01-01T00:00:00Z","notes":{"en":["fine","BAD"]}}"#,
+                     "notes.en[1]", []),
+                    (.POST, "/v1/apps/expenses/releases",
+                     #"{"platform":"ios","version":"9.8","releasedAt":"2026-01-01T00:00:00Z","updateURL":"https://x/BAD"}"#,
+                     "updateURL", []),
+                    (.PUT, "/v1/apps/expenses/policies/ios", #"{"enabled":true,"reason":"BAD"}"#, "reason", [("If-Match", "\"0\"")]),
+                    (.PUT, "/v1/apps/expenses/policies/ios", #"{"enabled":true,"minimumVersion":"1.0BAD"}"#, "minimumVersion",
+                     [("If-Match", "\"0\"")]),
+                    (.POST, "/v1/apps/expenses/check", #"{"platform":"ios","version":"1.0","locale":"BAD"}"#, "locale", []),
+                ]
+                for (method, path, template, field, headers) in cases {
+                    let reply = try await server.request(
+                        method, path,
+                        headers: [("Authorization", "Bearer \(harness.rootKey)"), ("Content-Type", "application/json")] + headers,
+                        body: body(template))
+                    let context = "\(bad.name) in \(field): \(reply.status) \(String(decoding: reply.body, as: UTF8.self))"
+                    #expect(reply.status == 400, "\(context)")
+                    #expect(try reply.value()["field"] == .string(field), "\(context)")
+                }
+                // An event's own fields: that event is rejected, or, when the body is not Unicode text,
+                // the batch is refused naming the member.
+                let event = body(#"{"events":[{"id":"BAD","type":"launched"}]}"#)
+                let reply = try await server.postEvents(body: event, key: harness.ingestKey)
+                #expect(reply.status == 200 || reply.status == 400, "\(bad.name): \(reply.status)")
+                if reply.status == 400 {
+                    #expect(try reply.value()["field"] == .string("events[0].id"))
+                } else {
+                    let result = try reply.value()["results"]?.arrayValue?.first
+                    #expect(result?["status"] == .string("rejected") && result?["field"] == .string("id"))
+                }
+            }
+            // Tab, line feed and carriage return: only in notes and reasons.
+            let notes = try await server.send(
+                .POST, "/v1/apps/expenses/releases", key: harness.adminKey,
+                json: .object([
+                    "platform": "ios", "version": "3.0", "releasedAt": "2026-01-01T00:00:00Z",
+                    "notes": .object(["en": .array([.string("line\none\tand\r\ntwo")])]), "reason": "why\nnot",
+                ]))
+            #expect(notes.status == 201)
+            let name = try await server.send(
+                .POST, "/v1/apps", key: harness.rootKey, json: .object(["id": "tabbed", "name": "a\tb"]))
+            #expect(try name.status == 400 && name.value()["field"] == .string("name"))
+        }
+    }
+
+    @Test func queryAndPathTextIsDecodedOnceAndStrictly() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let check = "/v1/apps/expenses/check?platform=ios"
+            for (query, field) in [
+                ("&version=1.0%00", "version"), ("&version=%FF", "version"), ("&version=1.0&locale=%ED%A0%80", "locale"),
+                ("&version=1.0&locale=en%EF%BF%BE", "locale"), ("&version=1.0&install=%zz", "install"),
+                ("&version=1.0&version=1.1", "version"), ("&version=1.0&install=a&install=b", "install"),
+                ("&version=1.0&build=1.0", "build"), ("&version=1.0&build=-1", "build"), ("&version=1.0&build=99999999999999999999", "build"),
+            ] {
+                let reply = try await server.request(.GET, check + query)
+                #expect(reply.status == 400, "\(query): \(reply.status)")
+                #expect(try reply.value()["field"] == .string(field), "\(query)")
+            }
+            // Reports and history read their queries the same way.
+            for path in [
+                "/v1/apps/expenses/reports/adoption?platform=ios&platform=ios",
+                "/v1/apps/expenses/reports/adoption?platform=i%00os", "/v1/apps/expenses/history?limit=1e2",
+                "/v1/apps/expenses/history?limit=99999999999999999999999", "/v1/apps/expenses/history?before=%FF",
+            ] {
+                let reply = try await server.send(.GET, path, key: harness.readKey)
+                #expect(reply.status == 400, "\(path): \(reply.status)")
+            }
+            // A version in a path is percent-decoded the same way on every route.
+            _ = try await server.send(
+                .POST, "/v1/apps/expenses/releases", key: harness.adminKey,
+                json: .object(["platform": "ios", "version": "1.2.0+7", "releasedAt": "2026-01-01T00:00:00Z"]))
+            let patch = try await server.send(
+                .PATCH, "/v1/apps/expenses/releases/ios/1.2.0%2B7", key: harness.adminKey,
+                json: .object(["rolloutPercent": 50]), headers: [("If-Match", "\"1\"")])
+            #expect(patch.status == 200)
+            let report = try await server.send(.GET, "/v1/apps/expenses/reports/releases/1.2%2B7?platform=ios", key: harness.readKey)
+            #expect(report.status == 200 || report.status == 404 || report.status == 503, "\(report.status)")
+            #expect(report.status != 400)
+            for bad in ["1.0%00", "%FF", "1.0%2", "%E2%82"] {
+                // As sent on the wire (an HTTP client library would re-encode some of these).
+                let connection = try await RawConnection.open(port: server.port)
+                await connection.send(
+                    "PATCH /v1/apps/expenses/releases/ios/\(bad) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(harness.adminKey)\r\n"
+                        + "If-Match: \"1\"\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+                try await ConnectionLimitsTests.waitUntil { connection.isClosed }
+                #expect(connection.status == 400, "\(bad): \(connection.answer.prefix(200))")
+                #expect(connection.answer.contains(#""field":"version""#), "\(bad)")
+            }
+            // A header the server reads: an ETag it cannot have is named.
+            for tag in ["\"7187100878738540342055441\"", "\"01\"", "\"1", "*", "\"1\", \"2\""] {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey, json: .object(["enabled": true]),
+                    headers: [("If-Match", tag)])
+                #expect(try reply.status == 400 && reply.value()["field"] == .string("If-Match"), "\(tag): \(reply.status)")
+            }
+        }
+    }
+
+    @Test func requestsForMethodsAPathDoesNotAnswerAre405WithAllow() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            for (method, path, allow) in [
+                (HTTPMethod.TRACE, "/v1/events", "POST"), (.DELETE, "/v1/apps/expenses", "GET"),
+                (.PUT, "/v1/apps/expenses/check", "GET, POST"), (.GET, "/v1/apps/expenses/releases/ios/1.0", "PATCH"),
+                (.POST, "/health/live", "GET"),
+            ] {
+                let reply = try await server.request(method, path)
+                #expect(reply.status == 405, "\(method) \(path)")
+                #expect(reply.headers["Allow"].first == allow, "\(method) \(path)")
+            }
+        }
+    }
+
+    @Test func apiAnswersAreNotSniffedAndAuthenticatedOnesNotStored() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let check = try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0")
+            #expect(check.headers["X-Content-Type-Options"].first == "nosniff")
+            #expect(check.headers["Cache-Control"].first?.hasPrefix("private, max-age=") == true)
+            for path in ["/v1/apps/expenses", "/v1/apps/expenses/policies/ios", "/v1/apps/expenses/history",
+                         "/v1/apps/expenses/reports/adoption?platform=ios", "/v1/apps/nope"] {
+                let reply = try await server.send(.GET, path, key: harness.adminKey)
+                #expect(reply.headers["X-Content-Type-Options"].first == "nosniff", "\(path)")
+                #expect(reply.headers["Cache-Control"].first == "no-store", "\(path) \(reply.status)")
+            }
+            let events = try await server.postEvents([clientEvent(occurredAt: harness.clock.now())], key: harness.ingestKey)
+            #expect(events.headers["Cache-Control"].first == "no-store")
+            #expect(events.headers["X-Content-Type-Options"].first == "nosniff")
+        }
+    }
+
+    /// A body as written, with a bearer token.
+    static func raw(
+        _ server: Server, _ method: HTTPMethod, _ path: String, _ body: String, key: String? = nil,
+        headers: [(String, String)] = []
+    ) async throws -> Server.Reply {
+        var all = [("Content-Type", "application/json")] + headers
+        if let key { all.append(("Authorization", "Bearer \(key)")) }
+        return try await server.request(method, path, headers: all, body: Data(body.utf8))
+    }
+}
