@@ -88,18 +88,20 @@ public struct CheckDecision: Sendable, Equatable, Codable {
         case updateType, allowSkip, remindAfterSeconds, checkAfterSeconds, releaseNotes, whatsNew, unsupported
     }
 
-    /// Optional fields appear only when they have a value, never as `null` (docs/openapi.yaml).
+    /// `latestVersion`, `updateURL`, `releasedAt` and `updateType` are always present, `null` when there is
+    /// nothing to offer (a store URL may be unset; a pre-release to its release has no update type); the
+    /// other optional fields appear only when they apply.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(action, forKey: .action)
         try container.encode(reason, forKey: .reason)
         try container.encode(installedVersion, forKey: .installedVersion)
-        try container.encodeIfPresent(latestVersion, forKey: .latestVersion)
+        try container.encode(latestVersion, forKey: .latestVersion)
         try container.encodeIfPresent(minimumVersion, forKey: .minimumVersion)
-        try container.encodeIfPresent(updateURL, forKey: .updateURL)
-        try container.encodeIfPresent(releasedAt, forKey: .releasedAt)
+        try container.encode(updateURL, forKey: .updateURL)
+        try container.encode(releasedAt, forKey: .releasedAt)
         try container.encodeIfPresent(versionsBehind, forKey: .versionsBehind)
-        try container.encodeIfPresent(updateType, forKey: .updateType)
+        try container.encode(updateType, forKey: .updateType)
         try container.encodeIfPresent(allowSkip, forKey: .allowSkip)
         try container.encodeIfPresent(remindAfterSeconds, forKey: .remindAfterSeconds)
         try container.encode(checkAfterSeconds, forKey: .checkAfterSeconds)

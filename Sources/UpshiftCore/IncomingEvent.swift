@@ -63,6 +63,13 @@ public struct IncomingEvent: Sendable {
         var invalid: (field: Field, message: String)?
         try parser.members(depth: depth) { (parser, key) throws(JSONParseError) in
             guard let field = Field(rawValue: key) else { return try parser.skip(depth: depth + 1) }
+            let first = try parser.peek()
+            guard first != UInt8(ascii: "{"), first != UInt8(ascii: "[") else {
+                // A container where a scalar belongs: checked as JSON, never built.
+                try parser.skip(depth: depth + 1)
+                if invalid == nil { invalid = (field, field == .build ? "must be an integer" : "must be a string") }
+                return
+            }
             switch try parser.value(depth: depth + 1) {
             case .null: break
             case .string(let text) where field != .build: strings[field] = text

@@ -61,6 +61,8 @@ public struct JSONParser {
     }
 
     /// Calls `body` with each member's key, the parser placed at its value; `body` must consume the value.
+    /// A name twice is an error. Names compare as Swift strings (canonically equivalent spellings are one
+    /// name), as the dictionaries they are read into compare them, so no member is silently lost.
     public mutating func members(
         depth: Int, _ body: (inout JSONParser, String) throws(JSONParseError) -> Void
     ) throws(JSONParseError) {

@@ -28,3 +28,20 @@ public enum TextRules {
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 }
+
+extension TextRules {
+    /// `text` as an integer in `range` when it is ASCII decimal digits and nothing else (no sign, no
+    /// space; leading zeros are read as zeros), else nil; a value past `Int` is out of range, never a trap.
+    public static func integer(_ text: some StringProtocol, in range: ClosedRange<Int>) -> Int? {
+        guard !text.isEmpty else { return nil }
+        var value = 0
+        for byte in text.utf8 {
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            let (times, overflowTimes) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowSum) = times.addingReportingOverflow(Int(byte - 0x30))
+            guard !overflowTimes, !overflowSum else { return nil }
+            value = sum
+        }
+        return range.contains(value) ? value : nil
+    }
+}

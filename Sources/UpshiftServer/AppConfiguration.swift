@@ -163,8 +163,7 @@ struct EnvironmentReader {
 
     func integer(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
         guard let text = value(name) else { return nil }
-        guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = JSONNumber(literal: text)?.integer(in: range)
-        else {
+        guard let number = TextRules.integer(text, in: range) else {
             throw ConfigurationError.invalid(name, text, expected: "an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return number

@@ -76,12 +76,7 @@ struct CheckController: Sendable {
             try limit(request, context)
             try request.requireContentType("application/json")
             let body = try await request.body.collect(upTo: Self.maximumBody)
-            let fields: [String: String]
-            do {
-                fields = try Self.fields(JSONValue.parse(Data(body.readableBytesView)))
-            } catch let error as JSONParseError {
-                throw ProblemDetails.invalidField(FieldError(error))
-            }
+            let fields = try Self.fields(JSONValue.parse(Data(body.readableBytesView)))
             return try check(try Self.parse(fields), request: request, app: app(context), context: context)
         }
     }
@@ -90,11 +85,8 @@ struct CheckController: Sendable {
     private func limit(_ request: Request, _ context: UpshiftRequestContext) throws {
         guard limiter.isOn else { return }
         let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
-        if let retryAfter = limiter.acquire(client) {
-            limited.increment()
-            throw ProblemDetails.rateLimited(
-                "at most \(limiter.rate.formatted()) checks per second per client", retryAfter: retryAfter)
-        }
+        try limiter.enforce(
+            client, refused: limited, detail: "at most \(limiter.rate.formatted()) checks per second per client")
     }
 
     /// The app of the path, when it exists (a malformed request is a `400` whether or not it does).
@@ -158,11 +150,11 @@ struct CheckController: Sendable {
     }
 
     /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent). `clean` is false when the query may
-    /// name `install` in another way (twice, or percent-encoded): then only a full parse may answer.
+    /// name `install` in another way (twice, or a percent-encoded name): then only a full parse answers.
     static func splitInstall(_ query: String) -> (rest: String, install: Substring?, clean: Bool) {
-        guard hasInstall(query.utf8) else { return (query, nil, true) }
+        guard hasInstall(query.utf8) else { return (query, nil, !hasEncodedName(query)) }
         var install: Substring?
-        var clean = true
+        var clean = !hasEncodedName(query)
         var rest: [Substring] = []
         for part in query.split(separator: "&") {
             if part.hasPrefix("install=") {
@@ -173,6 +165,20 @@ struct CheckController: Sendable {
             }
         }
         return (rest.joined(separator: "&"), install, clean)
+    }
+
+    /// Whether a parameter name of the query holds a `%` (it could decode to `install`).
+    private static func hasEncodedName(_ query: String) -> Bool {
+        var inName = true
+        for byte in query.utf8 {
+            switch byte {
+            case UInt8(ascii: "&"): inName = true
+            case UInt8(ascii: "="): inName = false
+            case UInt8(ascii: "%") where inName: return true
+            default: continue
+            }
+        }
+        return false
     }
 
     /// Whether a parameter of the query is `install=…`: a byte scan without allocation (Foundation's
@@ -252,9 +258,7 @@ struct CheckController: Sendable {
         }
         var build: Int?
         if let text = fields["build"] {
-            guard (1...16).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                let value = Int(text), value <= EventValidator.maximumBuild
-            else {
+            guard let value = TextRules.integer(text, in: 0...EventValidator.maximumBuild) else {
                 throw ProblemDetails.badRequest("build must be an integer from 0 to \(EventValidator.maximumBuild)", field: "build")
             }
             build = value

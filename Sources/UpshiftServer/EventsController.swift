@@ -52,23 +52,35 @@ struct EventsController: Sendable {
     }
 
     func post(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
-        // Before the body is read: the client's bucket, the key (from memory), the key's bucket.
+        // Before the body is read, a token from each bucket pays for reading it: the client's, then
+        // (the key from memory) the key's. A request the key's bucket refuses gives the client's back.
         let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
-        try limit(perClient, client, cost: 1, take: false, who: "client address")
+        try limit(perClient, client, cost: 1)
         let key = try authenticator.authenticate(request)
         guard key.scope == .ingest, let appId = key.appId else {
             throw ProblemDetails.forbidden("only an ingest key may post events")
         }
         let keyId = key.id.uuidString
-        try limit(perKey, keyId, cost: 1, take: false, who: "ingest key")
+        do {
+            try limit(perKey, keyId, cost: 1)
+        } catch {
+            perClient.refund(client, cost: 1)
+            throw error
+        }
         try request.requireContentType("application/json")
         let body = try await readBody(request)
         let batch = try IncomingBatch.parse(Array(body.readableBytesView), maximumEvents: Self.maximumEvents)
-        // A batch costs one token per event, from both buckets or from neither.
-        let cost = Double(max(1, batch.events.count))
-        try limit(perClient, client, cost: cost, take: false, who: "client address")
-        try limit(perKey, keyId, cost: cost, take: true, who: "ingest key")
-        try limit(perClient, client, cost: cost, take: true, who: "client address")
+        // The rest of the batch, a token per event past the first, from both buckets or from neither.
+        let rest = Double(max(0, batch.events.count - 1))
+        if rest > 0 {
+            try limit(perKey, keyId, cost: rest)
+            do {
+                try limit(perClient, client, cost: rest)
+            } catch {
+                perKey.refund(keyId, cost: rest)
+                throw error
+            }
+        }
 
         let now = clock.now()
         var results: [IngestResponse.Result] = []
@@ -141,12 +153,11 @@ struct EventsController: Sendable {
                 message: "another event with this id is stored; its \(field) differs (ids are never reused)"))
     }
 
-    private func limit(_ limiter: RateLimiter, _ who: String, cost: Double, take: Bool, who kind: String) throws {
-        guard let retryAfter = limiter.acquire(who, cost: cost, take: take) else { return }
-        limited.increment()
-        throw ProblemDetails.rateLimited(
-            "at most \(limiter.rate.formatted()) events per second per \(kind) (bursts of \(limiter.burst.formatted()))",
-            retryAfter: retryAfter)
+    private func limit(_ limiter: RateLimiter, _ client: String, cost: Double) throws {
+        let kind = limiter === perKey ? "ingest key" : "client address"
+        try limiter.enforce(
+            client, cost: cost, refused: limited,
+            detail: "at most \(limiter.rate.formatted()) events per second per \(kind) (bursts of \(limiter.burst.formatted()))")
     }
 
     /// The body, decompressed when `Content-Encoding: gzip`, refused (413) past 1 MiB as received or

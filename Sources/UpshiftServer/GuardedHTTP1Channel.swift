@@ -62,11 +62,21 @@ struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     func handle(value: Value, logger: Logger) async {
         let channel = value.channel
         let deadline = limits.shutdownTimeout
-        await withGracefulShutdownHandler {
-            await handleHTTP(asyncChannel: value, logger: logger)
-        } onGracefulShutdown: {
-            // Whatever still runs then is cut off, so that shutdown ends within its bound.
-            channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { channel.close(promise: nil) }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await handleHTTP(asyncChannel: value, logger: logger) }
+            group.addTask {
+                // `deadline` after graceful shutdown begins, whatever still runs is cut off: the connection
+                // closes and its request's task is cancelled, so that shutdown ends within its bound.
+                do {
+                    try await gracefulShutdown()
+                    try await Task.sleep(for: deadline)
+                } catch {
+                    return  // the connection ended first
+                }
+                channel.close(promise: nil)
+            }
+            await group.next()
+            group.cancelAll()
         }
     }
 }
@@ -152,17 +162,30 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
             break
         case .end:
             readingRequest = false
-            if timer == .body { cancel() }
+            if unanswered == 0 {
+                // Answered before its body ended (a 401, a 404 …): idle from now on.
+                start(bytesWaiting ? .head : .idle, context: context)
+                bytesWaiting = false
+            } else if timer == .body {
+                cancel()
+            }
         }
         context.fireChannelRead(data)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A head over the limit: 431, and the connection closes (the decoder cannot go on).
+        // A head over the limit: 431 and the connection closes (the decoder cannot go on); while another
+        // request is being read or answered (a pipelined head, oversized trailers) only the close.
         if let parserError = error as? HTTPParserError, parserError == .headerOverflow {
+            guard unanswered == 0, !readingRequest else {
+                context.close(promise: nil)
+                return
+            }
             answer(
-                .requestHeaderFieldsTooLarge, type: "request-too-large", title: "Request header fields too large",
-                detail: "the request target and header fields may have \(limits.maximumHeadBytes) bytes together",
+                ProblemDetails(
+                    .requestHeaderFieldsTooLarge, type: "urn:upshift:problem:request-too-large",
+                    title: "Request header fields too large",
+                    detail: "the request target and header fields may have \(limits.maximumHeadBytes) bytes together"),
                 context: context)
             return
         }
@@ -214,8 +237,10 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
             context.close(promise: nil)
         case .head:
             answer(
-                .requestTimeout, type: "request-timeout", title: "Request timeout",
-                detail: "the request head did not arrive within \(limits.headTimeout)", context: context)
+                ProblemDetails(
+                    .requestTimeout, type: "urn:upshift:problem:request-timeout", title: "Request timeout",
+                    detail: "the request head did not arrive within \(limits.headTimeout)"),
+                context: context)
         case .body:
             // The application reads the body: it fails with RequestTimedOut and answers 408 (a problem,
             // through the one error mapping); the connection closes after that answer, or soon if none comes.
@@ -227,20 +252,13 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
     }
 
     /// Writes a problem response of its own (no request reached the application) and closes.
-    private func answer(
-        _ status: HTTPResponse.Status, type: String, title: String, detail: String, context: ChannelHandlerContext
-    ) {
+    private func answer(_ problem: ProblemDetails, context: ChannelHandlerContext) {
         cancel()
-        let body = ByteBuffer(
-            string: "{\"detail\":\(JSONText.quoted(detail)),\"status\":\(status.code),\"title\":\(JSONText.quoted(title)),"
-                + "\"type\":\"urn:upshift:problem:\(type)\"}")
-        let head = HTTPResponse(
-            status: status,
-            headerFields: [
-                .contentType: "application/problem+json", .contentLength: String(body.readableBytes),
-                .connection: "close", .cacheControl: "no-store",
-            ])
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        var fields = problem.headers
+        let body = problem.body
+        fields[.contentLength] = String(body.readableBytes)
+        fields[.connection] = "close"
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: problem.status, headerFields: fields))), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         context.close(promise: nil)

@@ -61,13 +61,11 @@ struct LRUTable<Key: Hashable, Value> {
         used += cost
     }
 
-    /// Changes the value of an entry in place (same cost), marking it used; false when absent.
-    @discardableResult
-    mutating func update(_ key: Key, _ change: (inout Value) -> Void) -> Bool {
-        guard let slot = index[key] else { return false }
+    /// Changes the value of an entry in place (same cost), marking it used; nothing when absent.
+    mutating func update(_ key: Key, _ change: (inout Value) -> Void) {
+        guard let slot = index[key] else { return }
         change(&nodes[slot]!.value)
         moveToFront(slot)
-        return true
     }
 
     mutating func remove(_ key: Key) {

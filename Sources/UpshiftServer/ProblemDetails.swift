@@ -57,17 +57,25 @@ public struct ProblemDetails: Error, HTTPResponseError, Codable, Sendable {
         return copy
     }
 
-    /// Never cached, never sniffed.
     public func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// Never cached, never sniffed.
+    var headers: HTTPFields {
         var headers: HTTPFields = [
             .contentType: "application/problem+json", .cacheControl: "no-store", .xContentTypeOptions: "nosniff",
         ]
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         if let allow { headers[.allow] = allow }
+        return headers
+    }
+
+    /// The problem as JSON (sorted keys).
+    var body: ByteBuffer {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let data = try encoder.encode(self)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return ByteBuffer(bytes: (try? encoder.encode(self)) ?? Data(#"{"status":500}"#.utf8))
     }
 }
 

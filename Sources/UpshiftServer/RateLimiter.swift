@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import Prometheus
 import Synchronization
 
 /// Token buckets per client (an address, or a key): `rate` tokens per second on average, at most `burst`
@@ -26,9 +27,8 @@ final class RateLimiter: Sendable {
     var isOn: Bool { rate > 0 }
 
     /// Takes `cost` tokens for `client`, all or none: nil when taken, else the seconds until they are
-    /// there (at least 1). With `take: false` it only asks whether they are there (a request checked
-    /// before its body tells its real cost).
-    func acquire(_ client: String, cost: Double = 1, take: Bool = true) -> Int? {
+    /// there (at least 1).
+    func acquire(_ client: String, cost: Double = 1) -> Int? {
         guard rate > 0 else { return nil }
         let now = ContinuousClock.now
         return buckets.withLock { buckets in
@@ -39,7 +39,7 @@ final class RateLimiter: Sendable {
             bucket.updated = now
             var wait: Int?
             if bucket.tokens >= cost {
-                if take { bucket.tokens -= cost }
+                bucket.tokens -= cost
             } else {
                 // Capped: a cost above the burst is never there; a day is as good as never for Retry-After.
                 let seconds = min((min(cost, burst) - bucket.tokens) / rate, 86_400)
@@ -47,6 +47,25 @@ final class RateLimiter: Sendable {
             }
             buckets.set(bucket, for: client)
             return wait
+        }
+    }
+
+    /// Takes `cost` tokens for `client`, or throws `429` with `Retry-After` and `detail` (counting the
+    /// refusal in `refused`).
+    func enforce(_ client: String, cost: Double = 1, refused: Prometheus.Counter? = nil, detail: @autoclosure () -> String) throws {
+        guard let retryAfter = acquire(client, cost: cost) else { return }
+        refused?.increment()
+        throw ProblemDetails.rateLimited(detail(), retryAfter: retryAfter)
+    }
+}
+
+extension RateLimiter {
+    /// Gives back `cost` tokens taken from `client` (a request that another limit then refused), up to
+    /// the burst.
+    func refund(_ client: String, cost: Double) {
+        guard rate > 0 else { return }
+        buckets.withLock { buckets in
+            buckets.update(client) { $0.tokens = min(burst, $0.tokens + cost) }
         }
     }
 }

@@ -20,7 +20,7 @@ struct ReportsController {
             let (app, platform, query) = try scope(request, context, allowed: ["platform", "from", "to"])
             let today = UTCDay(clock.now())
             let to = try day(query, "to") ?? today
-            let from = try day(query, "from") ?? to.adding(days: -29)
+            let from = try day(query, "from") ?? max(to.adding(days: -29), Self.firstDay)
             guard from <= to else {
                 throw FieldError("from", "must not be after to", kind: .inconsistent)
             }
@@ -76,9 +76,15 @@ struct ReportsController {
         return (app, platform, query)
     }
 
+    /// Report days: no event is older than the epoch, and PostgreSQL has no year 0.
+    static let firstDay = UTCDay(number: 0)
+    static let lastDay = UTCDay("9999-12-31")!
+
     private func day(_ query: QueryParameters, _ name: String) throws -> UTCDay? {
         guard let text = query[name] else { return nil }
-        guard let day = UTCDay(text) else { throw ProblemDetails.badRequest("\(name) must be a date such as 2026-04-01", field: name) }
+        guard let day = UTCDay(text), (Self.firstDay...Self.lastDay).contains(day) else {
+            throw ProblemDetails.badRequest("\(name) must be a date from 1970-01-01 to 9999-12-31, such as 2026-04-01", field: name)
+        }
         return day
     }
 

@@ -14,14 +14,7 @@ struct QueryParameters: Sendable {
 
     init(query: String?) throws {
         guard let query, !query.isEmpty else { return }
-        for part in query.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
-            let pieces = part.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-            let name = try Self.decode(pieces[0], parameter: nil)
-            let value = pieces.count > 1 ? try Self.decode(pieces[1], parameter: name) : ""
-            guard values.updateValue(value, forKey: name) == nil else {
-                throw ProblemDetails.badRequest("\(name) is given more than once", field: name)
-            }
-        }
+        values = try RequestText.pairs(Array(query.utf8), of: "query", plusIsSpace: false, lineBreaksInValues: false)
     }
 
     subscript(name: String) -> String? { values[name] }
@@ -37,29 +30,47 @@ struct QueryParameters: Sendable {
     /// An integer parameter within `range`, `value` when absent; otherwise a `400` naming it.
     func integer(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text = values[name] else { return value }
-        guard text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(text),
-            range.contains(number)
-        else {
+        guard let number = TextRules.integer(text, in: range) else {
             throw ProblemDetails.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)", field: name)
         }
         return number
     }
-
-    /// Percent-decodes one name or value (RFC 3986: `+` stays `+`).
-    private static func decode(_ raw: Substring.UTF8View.SubSequence, parameter: String?) throws -> String {
-        let field = parameter ?? "query"
-        guard let text = RequestText.percentDecoded(raw) else {
-            throw ProblemDetails.badRequest("\(parameter ?? "a parameter name") is not percent-encoded UTF-8", field: field)
-        }
-        if let violation = TextRules.violation(in: text, lineBreaks: false) {
-            throw ProblemDetails.badRequest("\(parameter ?? "a parameter name") \(violation)", field: field)
-        }
-        return text
-    }
 }
 
-/// Text that arrives in a request's target (path segments, query parameters).
+/// Text that arrives in a request's target (path segments, query parameters) or in a form.
 enum RequestText {
+    /// `name=value&…` (a query, or an `application/x-www-form-urlencoded` body) as names and values,
+    /// percent-decoded to UTF-8 text without control characters (line breaks only in values, and only
+    /// when `lineBreaksInValues`), each name at most once. `+` is a space in a form, itself in a query
+    /// (RFC 3986). Anything else is a `400` naming the parameter (`whole` for a name that is not text).
+    static func pairs(
+        _ bytes: [UInt8], of whole: String, plusIsSpace: Bool, lineBreaksInValues: Bool
+    ) throws -> [String: String] {
+        var pairs: [String: String] = [:]
+        for pair in bytes.split(separator: UInt8(ascii: "&")) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ raw: ArraySlice<UInt8>, _ name: String?) throws -> String {
+                let field = name ?? whole
+                let what = name ?? "a name"
+                // `+` as a space: decoded as the `%20` it stands for.
+                let spaced = plusIsSpace ? raw.flatMap { $0 == UInt8(ascii: "+") ? Array("%20".utf8) : [$0] } : Array(raw)
+                guard let text = percentDecoded(spaced) else {
+                    throw ProblemDetails.badRequest("\(what) is not percent-encoded UTF-8", field: field)
+                }
+                if let violation = TextRules.violation(in: text, lineBreaks: name != nil && lineBreaksInValues) {
+                    throw ProblemDetails.badRequest("\(what) \(violation)", field: field)
+                }
+                return text
+            }
+            let name = try decode(parts[0], nil)
+            let value = parts.count > 1 ? try decode(parts[1], name) : ""
+            guard pairs.updateValue(value, forKey: name) == nil else {
+                throw ProblemDetails.badRequest("\(name) is given more than once", field: name)
+            }
+        }
+        return pairs
+    }
+
     /// `raw` percent-decoded, or nil when it holds a byte outside printable ASCII (a request target is
     /// ASCII), a `%` not followed by two hex digits, or decodes to bytes that are not UTF-8.
     static func percentDecoded(_ raw: some Collection<UInt8>) -> String? {

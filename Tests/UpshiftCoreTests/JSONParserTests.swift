@@ -138,4 +138,14 @@ import UpshiftCore
     func updateURLsHaveTheDocumentedShape(_ url: String, _ valid: Bool) {
         #expect(CatalogInput.isURL(url) == valid)
     }
+
+    /// Digits only, in range, and never a trap past `Int` (build numbers, revisions, settings, limits).
+    @Test(arguments: [
+        ("0", 0), ("007", 7), ("9007199254740991", 9_007_199_254_740_991), ("9007199254740992", nil),
+        ("99999999999999999999999", nil), ("", nil), ("-1", nil), ("+1", nil), (" 1", nil), ("1.0", nil),
+        ("١٢", nil), ("1e3", nil),
+    ] as [(String, Int?)])
+    func integersAreASCIIDigitsInRange(_ text: String, _ value: Int?) {
+        #expect(TextRules.integer(text, in: 0...9_007_199_254_740_991) == value)
+    }
 }

@@ -108,6 +108,24 @@ import UpshiftTestSupport
         }
     }
 
+    /// A request answered before its body ended (a `404` needs no body) still ends in an idle timer: the
+    /// connection that then goes quiet is closed, it does not hold its slot for ever.
+    @Test func aConnectionAnsweredBeforeItsBodyEndedIsClosedWhenItThenGoesQuiet() async throws {
+        let harness = try await Harness.make()
+        try await harness.run(Self.configuration(harness)) { server in
+            let early = try await RawConnection.open(port: server.port)
+            await early.send("POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1\r\n\r\n")
+            try await Self.waitUntil { early.status != nil }
+            #expect(early.status == 404)
+            await early.send("{")
+            let quiet = ContinuousClock.now
+            try await Self.waitUntil({ early.isClosed }, timeout: .seconds(8))
+            // Closed by the idle timeout (2 s here), not at once.
+            #expect(ContinuousClock.now - quiet >= .seconds(1))
+            await early.close()
+        }
+    }
+
     /// The real binary (Hummingbird's in-process test server leaves the connection limit out).
     @Test func connectionsBeyondTheLimitWaitInTheBacklogAndAreAnsweredLater() async throws {
         let harness = try await Harness.make()

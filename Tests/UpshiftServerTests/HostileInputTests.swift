@@ -200,10 +200,18 @@ import UpshiftTestSupport
                 "/v1/apps/expenses/reports/adoption?platform=ios&platform=ios",
                 "/v1/apps/expenses/reports/adoption?platform=i%00os", "/v1/apps/expenses/history?limit=1e2",
                 "/v1/apps/expenses/history?limit=99999999999999999999999", "/v1/apps/expenses/history?before=%FF",
+                // Days PostgreSQL cannot hold (there is no year 0), or before any event.
+                "/v1/apps/expenses/reports/adoption?platform=ios&to=0001-01-01",
+                "/v1/apps/expenses/reports/adoption?platform=ios&from=0000-01-01&to=0000-01-02",
+                "/v1/apps/expenses/reports/adoption?platform=ios&from=1969-12-31",
             ] {
                 let reply = try await server.send(.GET, path, key: harness.readKey)
                 #expect(reply.status == 400, "\(path): \(reply.status)")
             }
+            // The first days there are: the default `from` stops at 1970-01-01.
+            let early = try await server.send(.GET, "/v1/apps/expenses/reports/adoption?platform=ios&to=1970-01-05", key: harness.readKey)
+            #expect(early.status == 200, "\(early.status)")
+            #expect(try early.value()["from"] == .string("1970-01-01"))
             // A version in a path is percent-decoded the same way on every route.
             _ = try await server.send(
                 .POST, "/v1/apps/expenses/releases", key: harness.adminKey,

@@ -77,13 +77,46 @@ import UpshiftTestSupport
             #expect(try await post(100, from: "2001:db8:1:2:ffff::9").status == 200)
             #expect(try await post(1, from: "2001:db8:1:2:abcd::1").status == 429)
             #expect(try await post(1, from: "2001:db8:1:3::1").status == 429)  // another /64, but the key is spent
-            // The key's burst of 1,200 is spent (refused requests cost nothing): any address is refused now.
+            // The key's burst of 1,200 is spent (a request the key refuses gives the address's token back):
+            // any address is refused now.
             let overKey = try await post(1, from: "198.51.100.7")
             #expect(overKey.status == 429)
             #expect((try overKey.json()["detail"] as? String ?? "").contains("per ingest key"))
         }
         // Refused batches stored nothing.
         #expect(try await harness.count("SELECT count(*)::int FROM event_log WHERE install_id IS NOT NULL") == 1_200)
+    }
+
+    /// Reading a request costs a token before its body is read, so bodies that are refused (not JSON,
+    /// too large) are limited like batches; a request its key refuses gives the address's token back.
+    @Test func everyRequestTakesATokenBeforeItsBodyIsRead() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        configuration.ingestion.ratePerClient = RateLimit(rate: 0.001, burst: 3)
+        configuration.ingestion.ratePerKey = RateLimit(rate: 0.001, burst: 2)
+        configuration.trustedProxies = ["127.0.0.1"]
+        try await harness.run(configuration) { server in
+            func post(_ body: String, from client: String) async throws -> Int {
+                try await server.postEvents(
+                    body: Data(body.utf8), key: harness.ingestKey, extraHeaders: [("X-Forwarded-For", client)]
+                ).status
+            }
+            // The key's two tokens go to two bodies that are not JSON.
+            #expect(try await post("{", from: "203.0.113.1") == 400)
+            #expect(try await post("[]", from: "203.0.113.1") == 400)
+            // The key's bucket is empty: refused, whatever the body, and the address keeps its third token.
+            #expect(try await post("{\"events\":[]}", from: "203.0.113.1") == 429)
+            // Without a key only the address's bucket counts: its third token, then nothing.
+            let unauthenticated = try await server.request(
+                .POST, "/v1/events", headers: [("Content-Type", "application/json"), ("X-Forwarded-For", "203.0.113.1")],
+                body: Data("{}".utf8))
+            #expect(unauthenticated.status == 401)
+            let spent = try await server.request(
+                .POST, "/v1/events", headers: [("Content-Type", "application/json"), ("X-Forwarded-For", "203.0.113.1")],
+                body: Data("{}".utf8))
+            #expect(spent.status == 429)
+            #expect((try spent.json()["detail"] as? String ?? "").contains("per client address"))
+        }
     }
 
     /// Tokens that cannot be keys cost no look-up; keys are read from memory, so a flood of made-up

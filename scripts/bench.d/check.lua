@@ -7,7 +7,10 @@
 --   vary     URL is .../v1/apps/bench/check; each request carries another platform=ios&version=&os=&locale=
 --            (versions of the bench catalog and a few older ones, OS 15.x-18.x, locales with and without
 --            region, `_` and `-`), case (c);
---   install  as vary, plus a distinct install=<uuid> per request, case (d).
+--   install  as vary, plus a distinct install=<uuid> per request, case (d);
+--   memory   URL is .../v1/apps/bench-notes/check; every other request carries a distinct parameter of
+--            about 15 KB that the check ignores, the others a distinct (version, os, locale, previous),
+--            case (e).
 -- PACE_MS: when given, delay() holds each connection this many milliseconds (on average) between an
 -- answer and its next request, for the paced latency runs.
 --
@@ -53,15 +56,22 @@ local format = string.format
 local fixed_request = nil
 local pool = {}
 local next_index = 0
+local junk = {}
+local memory_locales = { "en", "de", "de_AT", "de-CH", "en_GB", "fr", "ja", "es", "pt-BR", "it" }
 
 function init(args)
     mode = args[1] or "fixed"
-    assert(mode == "fixed" or mode == "vary" or mode == "install", "MODE must be fixed, vary or install")
+    assert(mode == "fixed" or mode == "vary" or mode == "install" or mode == "memory",
+        "MODE must be fixed, vary, install or memory")
     pace_ms = tonumber(args[2] or "")
     if pace_ms == nil then delay = nil end
     math.randomseed(seed)
     if mode == "fixed" then
         fixed_request = wrk.format()
+        return
+    end
+    if mode == "memory" then
+        for i = 1, 16 do junk[i] = string.rep(string.char(96 + i), 15000) end
         return
     end
     local base = wrk.path .. (wrk.path:find("?", 1, true) and "&" or "?")
@@ -77,6 +87,18 @@ function request()
     local counter = requests_sent
     requests_sent = requests_sent + 1
     if fixed_request then return fixed_request end
+    if mode == "memory" then
+        local tag = format("%s%04x%04x%04x", prefix, floor(counter / 4294967296) % 65536,
+            floor(counter / 65536) % 65536, counter % 65536)
+        if counter % 2 == 0 then
+            return wrk.format(nil, format("%s?platform=ios&version=1.0.0&j%s=%s", wrk.path, tag, junk[counter % 16 + 1]))
+        end
+        -- Distinct questions: 200 versions below the releases x 100 OS versions x 10 locales x 50 previous.
+        local n = floor(counter / 2)
+        return wrk.format(nil, format("%s?platform=ios&version=0.%d&os=%d.%d&locale=%s&previous=0.0.%d", wrk.path,
+            n % 200, 12 + floor(n / 200) % 10, floor(n / 2000) % 10, memory_locales[floor(n / 20000) % 10 + 1],
+            floor(n / 200000) % 50))
+    end
     next_index = next_index % pool_size + 1
     if mode == "vary" then return pool[next_index] end
     return wrk.format(nil, format("%s&install=%s%04x%04x%04x", pool[next_index], prefix,

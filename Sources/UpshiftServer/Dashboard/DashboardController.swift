@@ -211,9 +211,7 @@ struct DashboardController: Sendable {
 
     private func signIn(_ request: Request, _ context: UpshiftRequestContext) async throws -> Response {
         let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
-        if let retryAfter = signInLimiter.acquire(client) {
-            throw ProblemDetails.rateLimited("too many sign-in attempts from your address; wait a moment", retryAfter: retryAfter)
-        }
+        try signInLimiter.enforce(client, detail: "too many sign-in attempts from your address; wait a moment")
         try sameOrigin(request)
         let form = try await Form.read(request, limit: Self.maximumForm)
         let token = (form["token"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
@@ -676,31 +674,9 @@ enum Form {
     }
 
     static func parse(_ bytes: [UInt8]) throws -> [String: String] {
-        var fields: [String: String] = [:]
-        for pair in bytes.split(separator: UInt8(ascii: "&")) {
-            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ part: ArraySlice<UInt8>, field: String) throws -> String {
-                // `+` is a space in a form: decoded as the `%20` it stands for.
-                let raw = part.flatMap { $0 == UInt8(ascii: "+") ? Array("%20".utf8) : [$0] }
-                guard let text = RequestText.percentDecoded(raw) else {
-                    throw ProblemDetails.badRequest("\(field): not percent-encoded UTF-8 text", field: field)
-                }
-                return text
-            }
-            let name = try decode(parts[0], field: "form")
-            let value = parts.count > 1 ? try decode(parts[1], field: name) : ""
-            if let violation = TextRules.violation(in: name, lineBreaks: false) {
-                throw ProblemDetails.badRequest("a field name \(violation)", field: "form")
-            }
-            if let violation = TextRules.violation(in: value, lineBreaks: true) {
-                throw ProblemDetails.badRequest("\(name): \(violation)", field: name)
-            }
-            guard TextRules.length(value) <= maximumValue else {
-                throw ProblemDetails.badRequest("\(name): at most \(maximumValue) characters", field: name)
-            }
-            guard fields.updateValue(value, forKey: name) == nil else {
-                throw ProblemDetails.badRequest("\(name) is sent more than once", field: name)
-            }
+        let fields = try RequestText.pairs(bytes, of: "form", plusIsSpace: true, lineBreaksInValues: true)
+        if let (name, _) = fields.sorted(by: { $0.key < $1.key }).first(where: { TextRules.length($0.value) > maximumValue }) {
+            throw ProblemDetails.badRequest("\(name): at most \(maximumValue) characters", field: name)
         }
         return fields
     }

@@ -48,8 +48,10 @@ struct FleetSimulation {
         configuration.clock = clock
         configuration.host = "127.0.0.1"
         configuration.port = FreePort.find()
-        configuration.check.ratePerClient.rate = 0  // one loopback address speaks for the whole fleet
+        // One loopback address and one key speak for the whole fleet, faster than real time.
+        configuration.check.ratePerClient.rate = 0
         configuration.ingestion.ratePerClient.rate = 0
+        configuration.ingestion.ratePerKey.rate = 0
         configuration.logLevel = .error
         self.configuration = configuration
     }
@@ -72,12 +74,14 @@ struct FleetSimulation {
     /// Runs the fleet; returns the ground truth and the server's reports, compared.
     func run() async throws -> Result {
         try await checkTheLogLeavesThePeriodOpen()
+        // Keys before the server: it loads every key as it starts (later ones take up to a second).
+        let keys = try await createApp()
         let app = try await buildApplication(configuration, logger: logger)
         // Stopped gracefully at the end (cancelling it would log the open connections as errors).
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         let server = Task { try await group.run() }
         do {
-            let result = try await drive()
+            let result = try await drive(keys: keys)
             await group.triggerGracefulShutdown()
             try await server.value
             return result
@@ -88,11 +92,10 @@ struct FleetSimulation {
     }
 
     /// The fleet against the running server.
-    private func drive() async throws -> Result {
+    private func drive(keys: (ingest: String, read: String, admin: String)) async throws -> Result {
         let http = HTTP(baseURL: baseURL)
         try await http.waitUntilReady()
 
-        let keys = try await createApp()
         let recorder = RecordingTransport(clock: clock)
         var random = SplitMix64(seed: options.seed)
         let plan = ReleasePlan(start: start, days: options.days)
