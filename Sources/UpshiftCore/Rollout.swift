@@ -28,7 +28,19 @@ public enum Rollout {
 /// Locale tags as apps send them: matched ignoring case, with `_` read as `-` (`de_AT` is `de-AT`).
 public enum LocaleTag {
     public static func normalize(_ tag: String) -> String {
-        tag.lowercased().replacingOccurrences(of: "_", with: "-")
+        // Tags are ASCII (every input is validated so): one pass over the bytes, on the check's hot path.
+        guard tag.utf8.allSatisfy({ $0 < 0x80 }) else { return tag.lowercased().replacingOccurrences(of: "_", with: "-") }
+        return String(unsafeUninitializedCapacity: tag.utf8.count) { buffer in
+            for (index, byte) in tag.utf8.enumerated() {
+                buffer[index] =
+                    switch byte {
+                    case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte | 0x20
+                    case UInt8(ascii: "_"): UInt8(ascii: "-")
+                    default: byte
+                    }
+            }
+            return tag.utf8.count
+        }
     }
 
     /// The notes for `locale`: the exact tag, then its language, then the app's default locale, else `[]`.

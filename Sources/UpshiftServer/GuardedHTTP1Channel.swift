@@ -108,8 +108,13 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
     }
 
     private let limits: ConnectionLimits
-    private var scheduled: Scheduled<Void>?
+    /// The running deadline: which one and when it passes (nil: none runs).
     private var timer: Timer?
+    private var deadline = NIODeadline.distantFuture
+    /// One wake-up at a time, never further ahead than the shortest timeout, so that a deadline which
+    /// starts or moves (three per request) needs no task of its own: the wake-up compares and sleeps on.
+    private var wakeUp: Scheduled<Void>?
+    private let longestSleep: TimeAmount
     /// A request's head read, its end not yet.
     private var readingRequest = false
     /// Requests read whose answer has not ended.
@@ -121,6 +126,7 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
 
     init(limits: ConnectionLimits) {
         self.limits = limits
+        self.longestSleep = TimeAmount(min(limits.headTimeout, limits.bodyTimeout, limits.idleTimeout))
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -133,11 +139,11 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        cancel()
+        stop()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        cancel()
+        stop()
         context.fireChannelInactive()
     }
 
@@ -208,7 +214,6 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
     }
 
     private func start(_ kind: Timer, context: ChannelHandlerContext) {
-        cancel()
         timer = kind
         let duration =
             switch kind {
@@ -216,21 +221,41 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
             case .head: limits.headTimeout
             case .body: limits.bodyTimeout
             }
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        scheduled = context.eventLoop.scheduleTask(in: TimeAmount(duration)) {
-            let (handler, context) = loopBound.value
-            handler.expired(kind, context: context)
-        }
+        deadline = .now() + TimeAmount(duration)
+        if wakeUp == nil { scheduleWakeUp(context: context) }
     }
 
+    /// The deadline no longer runs; the pending wake-up finds nothing to do.
     private func cancel() {
-        scheduled?.cancel()
-        scheduled = nil
         timer = nil
     }
 
+    /// The connection is gone: no wake-up either.
+    private func stop() {
+        timer = nil
+        wakeUp?.cancel()
+        wakeUp = nil
+    }
+
+    private func scheduleWakeUp(context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        wakeUp = context.eventLoop.scheduleTask(deadline: min(deadline, .now() + longestSleep)) {
+            let (handler, context) = loopBound.value
+            handler.wokeUp(context: context)
+        }
+    }
+
+    private func wokeUp(context: ChannelHandlerContext) {
+        wakeUp = nil
+        guard let kind = timer else { return }
+        if NIODeadline.now() < deadline {
+            scheduleWakeUp(context: context)
+        } else {
+            expired(kind, context: context)
+        }
+    }
+
     private func expired(_ kind: Timer, context: ChannelHandlerContext) {
-        scheduled = nil
         timer = nil
         switch kind {
         case .idle:

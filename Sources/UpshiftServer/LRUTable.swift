@@ -6,8 +6,13 @@ struct LRUTable<Key: Hashable, Value> {
         var key: Key
         var value: Value
         var cost: Int
-        var newer: Int?
-        var older: Int?
+    }
+
+    /// The neighbours of a slot in recency order (-1: none), apart from the nodes so that marking an
+    /// entry used never copies its key or value.
+    private struct Links {
+        var newer = -1
+        var older = -1
     }
 
     let capacity: Int
@@ -15,9 +20,10 @@ struct LRUTable<Key: Hashable, Value> {
     private(set) var used = 0
     private var index: [Key: Int] = [:]
     private var nodes: [Node?] = []
+    private var links: [Links] = []
     private var free: [Int] = []
-    private var newest: Int?
-    private var oldest: Int?
+    private var newest = -1
+    private var oldest = -1
 
     init(capacity: Int) {
         self.capacity = max(0, capacity)
@@ -42,10 +48,10 @@ struct LRUTable<Key: Hashable, Value> {
     mutating func set(_ value: Value, for key: Key, cost: Int = 1) {
         remove(key)
         guard cost <= capacity else { return }
-        while used + cost > capacity, let last = oldest {
-            remove(nodes[last]!.key)
+        while used + cost > capacity, oldest >= 0 {
+            remove(nodes[oldest]!.key)
         }
-        let node = Node(key: key, value: value, cost: cost, newer: nil, older: newest)
+        let node = Node(key: key, value: value, cost: cost)
         let slot: Int
         if let reused = free.popLast() {
             slot = reused
@@ -53,10 +59,9 @@ struct LRUTable<Key: Hashable, Value> {
         } else {
             slot = nodes.count
             nodes.append(node)
+            links.append(Links())
         }
-        if let first = newest { nodes[first]!.newer = slot }
-        newest = slot
-        if oldest == nil { oldest = slot }
+        link(slot)
         index[key] = slot
         used += cost
     }
@@ -69,11 +74,11 @@ struct LRUTable<Key: Hashable, Value> {
     }
 
     mutating func remove(_ key: Key) {
-        guard let slot = index.removeValue(forKey: key), let node = nodes[slot] else { return }
-        unlink(slot, node)
+        guard let slot = index.removeValue(forKey: key), let cost = nodes[slot]?.cost else { return }
+        unlink(slot)
         nodes[slot] = nil
         free.append(slot)
-        used -= node.cost
+        used -= cost
     }
 
     mutating func removeAll() {
@@ -81,17 +86,22 @@ struct LRUTable<Key: Hashable, Value> {
     }
 
     private mutating func moveToFront(_ slot: Int) {
-        guard newest != slot, let node = nodes[slot] else { return }
-        unlink(slot, node)
-        nodes[slot]!.older = newest
-        nodes[slot]!.newer = nil
-        if let first = newest { nodes[first]!.newer = slot }
-        newest = slot
-        if oldest == nil { oldest = slot }
+        guard newest != slot else { return }
+        unlink(slot)
+        link(slot)
     }
 
-    private mutating func unlink(_ slot: Int, _ node: Node) {
-        if let newer = node.newer { nodes[newer]!.older = node.older } else { newest = node.older }
-        if let older = node.older { nodes[older]!.newer = node.newer } else { oldest = node.newer }
+    /// Makes `slot` the newest.
+    private mutating func link(_ slot: Int) {
+        links[slot] = Links(newer: -1, older: newest)
+        if newest >= 0 { links[newest].newer = slot }
+        newest = slot
+        if oldest < 0 { oldest = slot }
+    }
+
+    private mutating func unlink(_ slot: Int) {
+        let around = links[slot]
+        if around.newer >= 0 { links[around.newer].older = around.older } else { newest = around.older }
+        if around.older >= 0 { links[around.older].newer = around.newer } else { oldest = around.newer }
     }
 }

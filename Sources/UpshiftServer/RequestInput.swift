@@ -74,6 +74,10 @@ enum RequestText {
     /// `raw` percent-decoded, or nil when it holds a byte outside printable ASCII (a request target is
     /// ASCII), a `%` not followed by two hex digits, or decodes to bytes that are not UTF-8.
     static func percentDecoded(_ raw: some Collection<UInt8>) -> String? {
+        // Nothing to decode (the common case): the text as it is.
+        if raw.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "%") }) {
+            return String(decoding: raw, as: UTF8.self)
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(raw.count)
         var iterator = raw.makeIterator()

@@ -139,6 +139,11 @@ import UpshiftCore
         #expect(CatalogInput.isURL(url) == valid)
     }
 
+    @Test(arguments: [("de_AT", "de-at"), ("EN-us", "en-us"), ("zh_Hant_TW", "zh-hant-tw"), ("", ""), ("Ärger_X", "ärger-x")])
+    func localeTagsMatchIgnoringCaseWithUnderscoresAsHyphens(_ tag: String, _ normalized: String) {
+        #expect(LocaleTag.normalize(tag) == normalized)
+    }
+
     /// Digits only, in range, and never a trap past `Int` (build numbers, revisions, settings, limits).
     @Test(arguments: [
         ("0", 0), ("007", 7), ("9007199254740991", 9_007_199_254_740_991), ("9007199254740992", nil),

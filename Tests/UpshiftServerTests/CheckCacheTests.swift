@@ -19,6 +19,41 @@ import UpshiftCore
             }
             #expect(table.used <= table.capacity)
         }
+        // Against a plain model (keys oldest first), under random reads, writes, updates and removals.
+        var model: [(key: Int, value: Int, cost: Int)] = []
+        var checked = LRUTable<Int, Int>(capacity: 1_000)
+        for step in 0..<20_000 {
+            let key = generator.int(0...60)
+            switch generator.int(0...3) {
+            case 0:
+                let found = model.firstIndex { $0.key == key }
+                #expect(checked.value(for: key) == found.map { model[$0].value })
+                if let found { model.append(model.remove(at: found)) }
+            case 1:
+                let cost = generator.int(1...300)
+                model.removeAll { $0.key == key }
+                if cost <= 1_000 {
+                    while model.map(\.cost).reduce(0, +) + cost > 1_000 { model.removeFirst() }
+                    model.append((key, step, cost))
+                }
+                checked.set(step, for: key, cost: cost)
+            case 2:
+                checked.update(key) { $0 = -step }
+                if let found = model.firstIndex(where: { $0.key == key }) {
+                    model[found].value = -step
+                    model.append(model.remove(at: found))
+                }
+            default:
+                checked.remove(key)
+                model.removeAll { $0.key == key }
+            }
+            #expect(checked.used == model.map(\.cost).reduce(0, +))
+            #expect(checked.count == model.count)
+        }
+        for key in 0...60 {
+            #expect(checked.peek(key) == model.first { $0.key == key }?.value)
+        }
+
         var lru = LRUTable<String, Int>(capacity: 3)
         for (index, key) in ["a", "b", "c"].enumerated() { lru.set(index, for: key) }
         _ = lru.value(for: "a")  // b is now the least recently used
