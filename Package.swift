@@ -10,11 +10,13 @@ let testSwiftSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny"
 
 let package = Package(
     name: "upshift",
-    platforms: [.macOS(.v15), .iOS(.v17)],
+    // The SDK (UpshiftClient) runs on every Apple platform at these minimums; the server needs macOS 15 or Linux.
+    platforms: [.macOS(.v15), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+    // Libraries only: an app that adds this package resolves what the products it links need. The
+    // `upshift` executable target is built by name (`swift build --product upshift`).
     products: [
-        .executable(name: "upshift", targets: ["upshift"]),
-        .library(name: "UpshiftCore", targets: ["UpshiftCore"]),
         .library(name: "UpshiftClient", targets: ["UpshiftClient"]),
+        .library(name: "UpshiftCore", targets: ["UpshiftCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -32,15 +34,22 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
+        // What apps and the server exchange (decisions, notes, event types, versions, JSON): Foundation only.
         .target(
-            name: "UpshiftCore",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            name: "UpshiftWire",
             swiftSettings: swiftSettings
         ),
-        // The SDK for apps: Core and Foundation only, so an app resolves none of the server's packages.
+        .target(
+            name: "UpshiftCore",
+            dependencies: ["UpshiftWire", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        // The SDK for apps: the wire types and Foundation only, so an app resolves none of the server's packages.
         .target(
             name: "UpshiftClient",
-            dependencies: ["UpshiftCore"],
+            dependencies: ["UpshiftWire"],
+            // Apple's privacy manifest: what the SDK collects and why (App Store submissions read it).
+            resources: [.copy("PrivacyInfo.xcprivacy")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -83,12 +92,20 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "UpshiftCoreTests",
             dependencies: ["UpshiftCore", "UpshiftTestData"],
+            swiftSettings: testSwiftSettings
+        ),
+        // The SDK on its own, as an app has it: this target imports UpshiftClient and nothing of the server.
+        .testTarget(
+            name: "UpshiftClientTests",
+            dependencies: ["UpshiftClient"],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

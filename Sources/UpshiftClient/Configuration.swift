@@ -1,5 +1,5 @@
 import Foundation
-import UpshiftCore
+import UpshiftWire
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -19,11 +19,18 @@ public struct UpshiftConfiguration: Sendable {
     /// Where the SDK keeps its state and its event queue (created when missing).
     public var storageDirectory: URL
 
+    /// From the bundle unless given (`CFBundleShortVersionString`).
     public var appVersion: String
+    /// `CFBundleVersion` when it is an integer; otherwise left out.
     public var build: Int?
+    /// The OS version; left out on Mac Catalyst and for iOS apps on a Mac (a macOS version is no iOS one).
     public var osVersion: String?
+    /// A BCP 47 tag `lang[-Script][-REGION]`: the app's interface language with the device's region
+    /// (``DeviceFacts/locale(appLanguage:deviceLocale:)``); a given one is reduced the same way.
     public var locale: String?
     public var channel: Channel = .live
+    /// The app's App Store id (`1234567890`): where "Update" goes when a decision carries no `updateURL`.
+    public var appStoreId: String?
 
     /// How long `check()` waits for the server before it answers from what it stored.
     public var checkTimeout: Duration = .seconds(3)
@@ -35,10 +42,20 @@ public struct UpshiftConfiguration: Sendable {
     public var queueCapacity = 1_000
     public var retry = RetryPolicy()
 
+    /// Debug builds record nothing and send checks without the install id (they are not real users),
+    /// unless this is true. SwiftUI previews never send anything.
+    public var sendFromDebugBuilds = false
+    /// Whether this is a debug build (`DEBUG` set when the package was compiled, as Xcode does for the
+    /// Debug configuration) and whether it runs in an Xcode preview; tests set them.
+    public var isDebugBuild = UpshiftConfiguration.compiledForDebug
+    public var isPreview = ApplePlatform.isPreview
+
     /// The clock of decisions, reminders and event times; tests pass one they control.
     public var clock: any WallClock = DeviceClock()
     /// How requests travel; tests pass one that fails or stalls on purpose.
     public var transport: any UpshiftTransport = URLSessionTransport()
+    /// Where the SDK keeps its files; tests pass one that fails as a locked device does.
+    public var fileSystem: any UpshiftFileSystem = DeviceFileSystem()
     /// Where the SDK says what it dropped or retries (standard error by default).
     public var log: @Sendable (String) -> Void = { message in
         FileHandle.standardError.write(Data("Upshift: \(message)\n".utf8))
@@ -55,10 +72,36 @@ public struct UpshiftConfiguration: Sendable {
         self.storageDirectory = storageDirectory
         let info = Bundle.main.infoDictionary ?? [:]
         self.appVersion = appVersion ?? (info["CFBundleShortVersionString"] as? String) ?? "0.0.0"
-        self.build = build ?? (info["CFBundleVersion"] as? String).flatMap { Int($0) }
+        bundleBuild = info["CFBundleVersion"] as? String
+        self.build = build ?? DeviceFacts.build(bundleBuild)
         let os = ProcessInfo.processInfo.operatingSystemVersion
-        self.osVersion = osVersion ?? "\(os.majorVersion).\(os.minorVersion).\(os.patchVersion)"
-        self.locale = locale ?? Locale.current.identifier
+        self.osVersion =
+            osVersion
+            ?? DeviceFacts.osVersion(
+                major: os.majorVersion, minor: os.minorVersion, patch: os.patchVersion, runtime: .current)
+        self.locale =
+            if let locale { DeviceFacts.locale(locale) } else {
+                DeviceFacts.locale(
+                    appLanguage: Bundle.main.preferredLocalizations.first, deviceLocale: Locale.current.identifier)
+            }
+    }
+
+    /// `CFBundleVersion` as the bundle has it: when it is no integer, `build` is left out (and logged).
+    var bundleBuild: String?
+}
+
+extension UpshiftConfiguration {
+    static var compiledForDebug: Bool {
+        #if DEBUG
+            return true
+        #else
+            return false
+        #endif
+    }
+
+    /// Whether events and install ids leave the device from this build.
+    var sendsFromThisBuild: Bool {
+        !isPreview && (!isDebugBuild || sendFromDebugBuilds)
     }
 }
 

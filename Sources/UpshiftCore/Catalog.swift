@@ -1,10 +1,5 @@
 import Foundation
 
-/// A release channel (DESIGN.md section 4): `live` sees live releases, `beta` sees beta and live ones.
-public enum Channel: String, Sendable, Codable, CaseIterable {
-    case live, beta
-}
-
 /// Whether a release is offered at all.
 public enum ReleaseStatus: String, Sendable, Codable, CaseIterable {
     case live, withdrawn

@@ -65,8 +65,8 @@ public struct EventValidator: Sendable {
         var data = EventData()
         data.add("build", event.build)
         data.add("osVersion", try version(event, .osVersion, required: false))
-        if let locale = event[.locale] {
-            guard Self.isLocale(locale) else { throw EventRejection.invalid(.locale, "not a locale tag") }
+        if let text = event[.locale] {
+            guard let locale = Self.localeTag(text) else { throw EventRejection.invalid(.locale, "not a locale tag") }
             data.add("locale", locale)
         }
         switch type {
@@ -136,6 +136,25 @@ public struct EventValidator: Sendable {
         return bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D }
     }
 
+    /// ICU keywords after a locale tag (`@calendar=japanese;rg=gbzzzz`), which are dropped.
+    public static let maximumLocaleKeywordsLength = 64
+
+    /// The locale of a device as apps send it: a tag (``isLocale(_:)``), optionally followed by ICU keywords
+    /// after `@` (`en_JP@calendar=japanese`, as Apple devices report their locale). Answers the tag without
+    /// the keywords, or nil when `text` is no such locale. With keywords the tag has at most three subtags
+    /// after its language (`zh_Hans_CN_POSIX`; at most 35 characters so), and the keywords are 1–64
+    /// characters of letters, digits, `=`, `;`, `-` and `_`.
+    public static func localeTag(_ text: String) -> String? {
+        guard let at = text.utf8.firstIndex(of: UInt8(ascii: "@")) else { return isLocale(text) ? text : nil }
+        let tag = String(text[..<at])
+        let keywords = text.utf8[text.utf8.index(after: at)...]
+        guard (1...maximumLocaleKeywordsLength).contains(keywords.count),
+            keywords.allSatisfy({ isASCIILetter($0) || isASCIIDigit($0) || Array("=;-_".utf8).contains($0) }),
+            isLocale(tag), tag.utf8.count { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") } <= 3
+        else { return nil }
+        return tag
+    }
+
     /// A language subtag of 2–8 letters, then subtags of 1–8 letters or digits, joined by `-` or `_`.
     public static func isLocale(_ text: String) -> Bool {
         guard text.utf8.count <= maximumLocaleLength else { return false }
@@ -144,11 +163,15 @@ public struct EventValidator: Sendable {
             language.utf8.allSatisfy(isASCIILetter)
         else { return false }
         return parts.dropFirst().allSatisfy { part in
-            (1...8).contains(part.utf8.count) && part.utf8.allSatisfy { isASCIILetter($0) || ($0 >= 0x30 && $0 <= 0x39) }
+            (1...8).contains(part.utf8.count) && part.utf8.allSatisfy { isASCIILetter($0) || isASCIIDigit($0) }
         }
     }
 
     private static func isASCIILetter(_ byte: UInt8) -> Bool {
         (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+    }
+
+    private static func isASCIIDigit(_ byte: UInt8) -> Bool {
+        byte >= 0x30 && byte <= 0x39
     }
 }

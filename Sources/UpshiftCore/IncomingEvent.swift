@@ -116,3 +116,9 @@ public struct EventRejection: Error, Sendable, Equatable {
         EventRejection(code: "invalid_field", field: field.rawValue, message: "\(field.rawValue): \(message)")
     }
 }
+
+extension IngestResponse.Result {
+    public init(index: Int, id: String?, status: IngestResponse.Status, rejection: EventRejection?) {
+        self.init(index: index, id: id, status: status, error: rejection?.code, field: rejection?.field, message: rejection?.message)
+    }
+}

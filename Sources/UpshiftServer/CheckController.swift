@@ -270,8 +270,12 @@ struct CheckController: Sendable {
             }
             install = uuid.uuidString.lowercased()
         }
-        if let locale = fields["locale"], !EventValidator.isLocale(locale) {
-            throw ProblemDetails.badRequest("locale is not a locale tag", field: "locale")
+        var locale: String?
+        if let text = fields["locale"] {
+            guard let tag = EventValidator.localeTag(text) else {
+                throw ProblemDetails.badRequest("locale is not a locale tag", field: "locale")
+            }
+            locale = tag
         }
         var channel = Channel.live
         if let text = fields["channel"] {
@@ -282,7 +286,7 @@ struct CheckController: Sendable {
         }
         return CheckRequest(
             platform: platform, version: installed, build: build, os: try version("os"), install: install,
-            locale: fields["locale"], channel: channel, previous: try version("previous"))
+            locale: locale, channel: channel, previous: try version("previous"))
     }
 
     static let encoder = CatalogCoding.encoder()

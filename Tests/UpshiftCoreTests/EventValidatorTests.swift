@@ -85,12 +85,27 @@ import UpshiftCore
         (IncomingEvent.Field.id, "not-a-uuid"), (.installId, "1234"), (.occurredAt, "2026-04-01 12:00:00"),
         (.occurredAt, "2026-02-30T12:00:00Z"), (.appVersion, "v1.2"), (.appVersion, "1..2"),
         (.osVersion, "seventeen"), (.platform, "iOS"), (.platform, String(repeating: "a", count: 33)),
-        (.locale, "english-language-tag-that-is-far-too-long"), (.locale, "e"),
+        (.locale, "english-language-tag-that-is-far-too-long"), (.locale, "e"), (.locale, "en@"),
+        (.locale, "@calendar=japanese"), (.locale, "en_US@calendar japanese"), (.locale, "en@rg=\u{0}"),
+        (.locale, "en_a_b_c_d@rg=gbzzzz"), (.locale, "en_US@" + String(repeating: "a", count: 65)),
     ])
     func invalidValuesNameTheirField(_ field: IncomingEvent.Field, _ value: String) {
         let result = rejection(Self.event([field: value]))
         #expect(result?.code == "invalid_field", "\(field) = \(value)")
         #expect(result?.field == field.rawValue)
+    }
+
+    /// Apple devices report ICU keywords after `@`: they are dropped, and the tag is what is stored.
+    @Test(arguments: [
+        ("en_JP@calendar=japanese", "en_JP"), ("en_US@rg=gbzzzz", "en_US"), ("ar_SA@numbers=latn", "ar_SA"),
+        ("zh_Hant_TW@collation=stroke;calendar=roc", "zh_Hant_TW"), ("de", "de"), ("en_a_b_c_d", "en_a_b_c_d"),
+        ("ca_ES_VALENCIA@x=y", "ca_ES_VALENCIA"), ("en_US@" + String(repeating: "a", count: 64), "en_US"),
+    ])
+    func icuKeywordsAreDropped(_ text: String, _ stored: String) throws {
+        #expect(EventValidator.localeTag(text) == stored)
+        let event = try validator.validate(Self.event([.locale: text]), appId: "expenses", now: Self.now).get()
+        let data = try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any]
+        #expect(data?["locale"] as? String == stored)
     }
 
     @Test func typeSpecificFieldsAreRequired() {

@@ -57,7 +57,7 @@ import UpshiftTestSupport
         #expect(again.origin == .stored && again.action == .none && again.suppressedBy == .remindLater)
         await sdk.stop()
         // The `checked` row is written beside the check's answer, not before it: wait for it.
-        let install = await sdk.installId.uuidString.lowercased()
+        let install = try #require(await sdk.installId).uuidString.lowercased()
         let query: PostgresQuery = "SELECT type FROM event_log WHERE install_id = \(install)::uuid ORDER BY type"
         var types = try await harness.strings(query)
         let deadline = ContinuousClock.now + .seconds(5)
@@ -150,12 +150,12 @@ import UpshiftTestSupport
             let after = Upshift(configuration: Self.configuration(server, harness, version: "1.0", directory: directory))
             #expect(await after.pendingEvents == 3)
             let (installBefore, installAfter) = (await before.installId, await after.installId)
-            #expect(installAfter == installBefore)
+            #expect(installAfter != nil && installAfter == installBefore)
             await after.flush()
             #expect(await after.pendingEvents == 0)
             let installs = try await harness.strings(
                 "SELECT DISTINCT install_id::text FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'")
-            #expect(installs == [installAfter.uuidString.lowercased()])
+            #expect(installs == [installAfter?.uuidString.lowercased()])
             #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'") == 3)
         }
     }
@@ -345,39 +345,79 @@ import UpshiftTestSupport
         }
     }
 
-    @Test func migrationStepsRunInOrderOnceEachAcrossSkippedVersions() async throws {
-        let directory = Self.directory()
-        let ran = LogLines()
-        let failOnce = LogLines()
-        func steps() -> [MigrationStep] {
-            ["1.4", "1.1", "1.3", "1.2"].compactMap { version in
-                MigrationStep(version: version) {
-                    if version == "1.2", failOnce.lines.isEmpty {
-                        failOnce.append("failed")
-                        throw InjectedFailure()
-                    }
-                    ran.append(version)
-                }
+    /// Device locale identifiers as Apple devices report them: the SDK reduces them to tags, and the server
+    /// takes them as they are too (from SDKs that send them raw), dropping the ICU keywords after `@`.
+    @Test func deviceLocalesAreAcceptedInChecksAndEvents() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            try await Self.release("2.0", on: server, harness: harness)
+            let identifiers = [
+                ("en_JP@calendar=japanese", "en_JP"), ("en_US@rg=gbzzzz", "en_US"), ("ar_SA@numbers=latn", "ar_SA"),
+                ("zh-Hans_CN", "zh-Hans_CN"), ("es_419", "es_419"), ("sr-Latn_RS", "sr-Latn_RS"),
+            ]
+            for (identifier, stored) in identifiers {
+                // Through the SDK.
+                var configuration = Self.configuration(server, harness, version: "1.0")
+                configuration.locale = DeviceFacts.locale(identifier)
+                let sdk = Upshift(configuration: configuration)
+                let decision = await sdk.check()
+                #expect(decision.origin == .server, "\(identifier)")
+                await sdk.record(.launched)
+                await sdk.flush()
+                #expect(await sdk.pendingEvents == 0)
+                await sdk.stop()
+                // Raw, as an older client sends it.
+                let query = "platform=ios&version=1.0&locale=" + identifier.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let check = try await server.request(.GET, "/v1/apps/\(harness.appId)/check?\(query)")
+                #expect(check.status == 200, "\(identifier): \(String(decoding: check.body, as: UTF8.self))")
+                let id = UUID()
+                let reply = try await server.postEvents(
+                    [clientEvent(id: id, occurredAt: Self.start, extra: ["locale": identifier])], key: harness.ingestKey)
+                #expect(reply.status == 200)
+                let locales = try await harness.strings(
+                    "SELECT data->>'locale' FROM event_log WHERE event_id = \(id)")
+                #expect(locales == [stored], "\(identifier)")
             }
+            // What the SDK sent (the raw identifiers above kept their `_`).
+            let resolved = try await harness.strings(
+                "SELECT DISTINCT data->>'locale' FROM event_log WHERE type = 'launched' AND data->>'locale' LIKE '%-%' AND position('_' IN data->>'locale') = 0 ORDER BY 1")
+            #expect(resolved == ["ar-SA", "en-JP", "en-US", "es-419", "sr-Latn-RS", "zh-Hans-CN"])
         }
-        func launch(_ version: String) async {
-            var configuration = UpshiftConfiguration(
-                appId: "expenses", platform: "ios", ingestKey: "unused", baseURL: URL(string: "http://127.0.0.1:9")!,
-                storageDirectory: directory, appVersion: version)
-            configuration.log = { _ in }
-            let sdk = Upshift(configuration: configuration)
-            await sdk.launch(migrations: steps())
+    }
+
+    /// The presenter's funnel as the server stores it: a soft prompt shown and put off, then a blocking
+    /// screen (the minimum raised) shown, blocked once, and the update started from it.
+    @Test func thePresentersFunnelIsWhatTheServerStores() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            try await Self.release("2.0", on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("soft") }
+            let sdk = Upshift(configuration: Self.configuration(server, harness, version: "1.0"))
+            let presenter = await UpshiftPresenter(upshift: sdk)
+            await presenter.show(await sdk.check())
+            #expect(await presenter.presentation.softPrompt?.targetVersion == "2.0")
+            await presenter.later()
+            try await Self.policy(["minimumVersion": .string("2.0")], on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("force") }
+            await presenter.show(await sdk.check(force: true))
+            #expect(await presenter.presentation.blockingScreen?.targetVersion == "2.0")
+            await presenter.show(await sdk.check(force: true))  // the same screen: nothing new
+            _ = await presenter.update()
+            await sdk.flush()
+            #expect(await sdk.pendingEvents == 0)
+            let install = try #require(await sdk.installId).uuidString.lowercased()
+            let rows = try await harness.strings(
+                """
+                SELECT type || ':' || coalesce(data->>'promptKind', '') || ':' || coalesce(data->>'dismissAction', '')
+                FROM event_log WHERE install_id = \(install)::uuid AND type <> 'checked' ORDER BY occurred_at, recorded_at, type
+                """)
+            #expect(
+                rows.sorted() == [
+                    "blocked::", "prompt_dismissed:soft:later", "prompt_shown:force:", "prompt_shown:soft:",
+                    "update_started:force:",
+                ])
             await sdk.stop()
         }
-        await launch("1.0")  // a fresh install: nothing to migrate
-        #expect(ran.lines.isEmpty)
-        await launch("1.3")  // 1.1 runs, 1.2 fails: the sequence stops there
-        #expect(ran.lines == ["1.1"])
-        await launch("1.3")  // 1.2 again, then 1.3; 1.4 is not out for this app version
-        #expect(ran.lines == ["1.1", "1.2", "1.3"])
-        await launch("1.3")
-        await launch("1.4")
-        #expect(ran.lines == ["1.1", "1.2", "1.3", "1.4"])
     }
 
     // MARK: Helpers
@@ -399,6 +439,7 @@ import UpshiftTestSupport
         configuration.clock = harness.clock
         configuration.transport = transport
         configuration.log = { _ in }
+        configuration.sendFromDebugBuilds = true  // `swift test` builds for debug
         return configuration
     }
 

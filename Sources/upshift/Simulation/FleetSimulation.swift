@@ -220,6 +220,7 @@ struct FleetSimulation {
         configuration.transport = transport
         configuration.checkTimeout = .seconds(60)  // a check the server answered late is still one it stored
         configuration.log = { _ in }
+        configuration.sendFromDebugBuilds = true  // simulated users, whichever build runs them
         return configuration
     }
 

@@ -1,4 +1,6 @@
+import CompressNIO
 import Foundation
+import NIOCore
 import UpshiftClient
 import UpshiftCore
 
@@ -197,7 +199,7 @@ final class RecordingTransport: UpshiftTransport, @unchecked Sendable {
                     recorded.append(Fact(install: install, at: at, version: version, type: "checked", order: recorded.count))
                 }
             }
-        } else if let body = request.httpBody,
+        } else if let body = Self.json(of: request),
             let sent = (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["events"] as? [[String: Any]],
             let reply = try? JSONDecoder().decode(IngestResponse.self, from: data)
         {
@@ -220,6 +222,15 @@ final class RecordingTransport: UpshiftTransport, @unchecked Sendable {
             }
         }
         return (data, response)
+    }
+
+    /// The JSON of an events request, decompressed when the SDK sent it gzipped (it always does).
+    static func json(of request: URLRequest) -> Data? {
+        guard let body = request.httpBody else { return nil }
+        guard request.value(forHTTPHeaderField: "Content-Encoding") == "gzip" else { return body }
+        var buffer = ByteBuffer(bytes: body)
+        guard let plain = try? buffer.decompress(with: .gzip(), maxSize: 16 << 20) else { return nil }
+        return Data(plain.readableBytesView)
     }
 }
 

@@ -49,6 +49,11 @@ public enum CheckReason: String, Sendable, Codable {
 public struct VersionNotes: Sendable, Equatable, Codable {
     public var version: String
     public var notes: [String]
+
+    public init(version: String, notes: [String]) {
+        self.version = version
+        self.notes = notes
+    }
 }
 
 /// The newest release the device's OS cannot run, so that the app can warn.
@@ -56,6 +61,12 @@ public struct Unsupported: Sendable, Equatable, Codable {
     public var latestVersion: String
     public var minimumOSVersion: String?
     public var maximumOSVersion: String?
+
+    public init(latestVersion: String, minimumOSVersion: String? = nil, maximumOSVersion: String? = nil) {
+        self.latestVersion = latestVersion
+        self.minimumOSVersion = minimumOSVersion
+        self.maximumOSVersion = maximumOSVersion
+    }
 }
 
 /// The check response (DESIGN.md section 4).

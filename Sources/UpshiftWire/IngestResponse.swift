@@ -14,13 +14,13 @@ public struct IngestResponse: Codable, Sendable, Equatable {
         public var field: String?
         public var message: String?
 
-        public init(index: Int, id: String?, status: Status, rejection: EventRejection? = nil) {
+        public init(index: Int, id: String?, status: Status, error: String? = nil, field: String? = nil, message: String? = nil) {
             self.index = index
             self.id = id
             self.status = status
-            self.error = rejection?.code
-            self.field = rejection?.field
-            self.message = rejection?.message
+            self.error = error
+            self.field = field
+            self.message = message
         }
     }
 

@@ -1,0 +1,53 @@
+import Foundation
+
+#if os(iOS) || os(tvOS) || os(visionOS)
+    import UIKit
+#elseif os(macOS)
+    import AppKit
+#elseif os(watchOS)
+    import WatchKit
+#endif
+
+// Apple-only lines (listed in docs/SDK.md under "Compiled only on Apple"): the system's lifecycle
+// notifications fed to `Upshift.follow(_:whileInBackground:)`, which holds the logic.
+#if os(iOS) || os(tvOS) || os(visionOS) || os(macOS) || os(watchOS)
+    extension Upshift {
+        /// Follows the app's lifecycle as the system reports it: a check on returning to the foreground, a
+        /// flush on going to the background (in a background task on iOS). Runs until its task is cancelled.
+        public nonisolated func followSystemLifecycle() async {
+            let (events, continuation) = AsyncStream.makeStream(of: AppLifecycleEvent.self)
+            let names: [(Notification.Name, AppLifecycleEvent)] = Self.lifecycleNotifications
+            let watchers = names.map { name, event in
+                Task {
+                    for await _ in NotificationCenter.default.notifications(named: name) { continuation.yield(event) }
+                }
+            }
+            await withTaskCancellationHandler {
+                await follow(events, whileInBackground: Self.inBackgroundTask)
+            } onCancel: {
+                for watcher in watchers { watcher.cancel() }
+                continuation.finish()
+            }
+        }
+
+        private static var lifecycleNotifications: [(Notification.Name, AppLifecycleEvent)] {
+            #if os(iOS) || os(tvOS) || os(visionOS)
+                [(UIApplication.willEnterForegroundNotification, .foreground), (UIApplication.didEnterBackgroundNotification, .background)]
+            #elseif os(macOS)
+                [(NSApplication.didBecomeActiveNotification, .foreground), (NSApplication.didResignActiveNotification, .background)]
+            #else
+                [(WKApplication.willEnterForegroundNotification, .foreground), (WKApplication.didEnterBackgroundNotification, .background)]
+            #endif
+        }
+
+        @Sendable private static func inBackgroundTask(_ work: @Sendable () async -> Void) async {
+            #if os(iOS) || os(visionOS)
+                let task = await MainActor.run { UIApplication.shared.beginBackgroundTask(withName: "Upshift flush") }
+                await work()
+                await MainActor.run { UIApplication.shared.endBackgroundTask(task) }
+            #else
+                await work()
+            #endif
+        }
+    }
+#endif

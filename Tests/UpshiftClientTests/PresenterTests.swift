@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+import UpshiftClient
+
+/// Every transition of the presenter and the funnel events it records (what the server stores for them
+/// is tested in `UpshiftServerTests/ClientSDKTests`).
+@MainActor
+@Suite struct PresenterTests {
+    let server = FakeServer()
+    let sdk: Upshift
+
+    init() {
+        var configuration = Fixture.configuration(directory: Fixture.directory(), server: server)
+        configuration.appStoreId = "1234567890"
+        sdk = Upshift(configuration: configuration)
+    }
+
+    func recorded() async -> [String] {
+        await sdk.flush()
+        return server.types()
+    }
+
+    @Test func aSoftPromptIsShownOnceAndLaterClosesIt() async throws {
+        server.decision = FakeServer.decision(.soft, updateURL: "https://apps.apple.com/app/id42")
+        let presenter = UpshiftPresenter(upshift: sdk)
+        await presenter.show(await sdk.check())
+        let prompt = try #require(presenter.presentation.softPrompt)
+        #expect(prompt.targetVersion == "2.0" && prompt.allowSkip)
+        #expect(prompt.notes == [VersionNotes(version: "2.0", notes: ["Faster."])])
+        await presenter.show(await sdk.check())  // the same prompt still up: not shown again
+        #expect(await recorded() == ["prompt_shown"])
+        await presenter.later()
+        #expect(presenter.presentation == .none)
+        #expect(await recorded() == ["prompt_shown", "prompt_dismissed"])
+        #expect(server.events.last?["dismissAction"] == .string("later"))
+        // Held back on the device now.
+        await presenter.show(await sdk.check())
+        #expect(presenter.presentation == .none)
+        await sdk.stop()
+    }
+
+    @Test func skipHoldsBackThatVersion() async throws {
+        server.decision = FakeServer.decision(.soft)
+        let presenter = UpshiftPresenter(upshift: sdk)
+        await presenter.show(await sdk.check())
+        await presenter.skip()
+        #expect(presenter.presentation == .none)
+        #expect(server.events.isEmpty)
+        #expect(await recorded() == ["prompt_shown", "prompt_dismissed"])
+        #expect(server.events.last?["dismissAction"] == .string("skip"))
+        await presenter.show(await sdk.check(force: true))
+        #expect(presenter.presentation == .none)
+        await sdk.stop()
+    }
+
+    @Test func updateRecordsTheStartAndAnswersTheStoreLinkAtOnce() async throws {
+        server.decision = FakeServer.decision(.soft, updateURL: "https://apps.apple.com/app/id42")
+        let presenter = UpshiftPresenter(upshift: sdk)
+        await presenter.show(await sdk.check())
+        server.down = true  // opening the store does not wait for the network
+        let url = await presenter.update()
+        #expect(url == URL(string: "https://apps.apple.com/app/id42"))
+        #expect(presenter.presentation == .none)
+        server.down = false
+        #expect(await recorded() == ["prompt_shown", "update_started"])
+        #expect(server.events.last?["promptKind"] == .string("soft"))
+        await sdk.stop()
+    }
+
+    @Test func aBlockingScreenStaysRecordsBlockedOncePerSessionAndFallsBackToTheAppStoreId() async throws {
+        server.decision = FakeServer.decision(.force)
+        let presenter = UpshiftPresenter(upshift: sdk)
+        await presenter.show(await sdk.check())
+        let prompt = try #require(presenter.presentation.blockingScreen)
+        #expect(prompt.kind == .force)
+        #expect(prompt.storeURL == URL(string: "https://apps.apple.com/app/id1234567890"))
+        let url = await presenter.update()
+        #expect(url == prompt.storeURL)
+        #expect(presenter.presentation.blockingScreen != nil)  // no way around it but updating
+        await presenter.later()  // not offered on a blocking screen: nothing happens
+        #expect(presenter.presentation.blockingScreen != nil)
+        // A new target is a new presentation: shown again, but `blocked` stays once per session.
+        server.decision = FakeServer.decision(.force, latest: "2.1")
+        await presenter.show(await sdk.check(force: true))
+        #expect(await recorded() == ["prompt_shown", "blocked", "update_started", "prompt_shown"])
+        await sdk.stop()
+    }
+
+    @Test func whatsNewComesAfterThePromptsAndIsShownOnce() async throws {
+        let directory = Fixture.directory()
+        let server = FakeServer()
+        let old = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory, server: server))
+        await old.launch()
+        await old.stop()
+        let sdk = Upshift(configuration: Fixture.configuration(version: "2.0", directory: directory, server: server))
+        await sdk.launch()
+        var decision = FakeServer.decision(.soft, latest: "2.1")
+        decision.whatsNew = [VersionNotes(version: "2.0", notes: ["Shared budgets."])]
+        server.decision = decision
+        let presenter = UpshiftPresenter(upshift: sdk)
+        await presenter.show(await sdk.check())
+        #expect(presenter.presentation.softPrompt?.targetVersion == "2.1")  // the prompt first
+        await presenter.later()
+        #expect(presenter.presentation == .whatsNew([VersionNotes(version: "2.0", notes: ["Shared budgets."])]))
+        await presenter.whatsNewDismissed()
+        #expect(presenter.presentation == .none)
+        await presenter.show(await sdk.check())
+        #expect(presenter.presentation == .none)
+        await sdk.flush()
+        #expect(server.types() == ["updated", "prompt_shown", "prompt_dismissed", "whats_new_shown"])
+        await sdk.stop()
+    }
+
+    @Test func followShowsEveryDecisionTheSDKGives() async throws {
+        server.decision = FakeServer.decision(.force)
+        let presenter = UpshiftPresenter(upshift: sdk)
+        let following = Task { await presenter.follow() }
+        try await Task.sleep(for: .milliseconds(50))  // subscribed
+        _ = await sdk.check()
+        for _ in 0..<100 where presenter.presentation.blockingScreen == nil { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(presenter.presentation.blockingScreen?.targetVersion == "2.0")
+        following.cancel()
+        await sdk.stop()
+    }
+
+    @Test func textsComeFromAnOverridableTable() {
+        var strings = UpshiftStrings.english
+        #expect(strings.fill(strings.softMessage, version: "2.0") == "Version 2.0 is available.")
+        strings.softMessage = "Version {version} ist da."
+        let presenter = UpshiftPresenter(upshift: sdk, strings: strings)
+        #expect(presenter.strings.fill(presenter.strings.softMessage, version: "2.0") == "Version 2.0 ist da.")
+    }
+}

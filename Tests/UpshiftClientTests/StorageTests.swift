@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+import UpshiftClient
+
+/// The SDK's files: what it does when they are missing, cannot be read now, or make no sense. Tests run as
+/// root, so `chmod` proves nothing: failures come through the file-system seam.
+@Suite struct StorageTests {
+    @Test func aLockedDeviceChangesNothingAndTheSDKCatchesUpWhenItCanReadAgain() async throws {
+        let directory = Fixture.directory()
+        let server = FakeServer()
+        server.down = true
+        let first = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory, server: server))
+        await first.launch(migrations: [], baseline: .freshInstall)
+        await first.record(.launched)
+        let install = try #require(await first.installId)
+        await first.stop()
+        let before = Fixture.files(in: directory).map { ($0, Fixture.bytes(of: $0, in: directory)) }
+
+        // Launched in the background before the first unlock: nothing can be read.
+        let fileSystem = FaultyFileSystem()
+        fileSystem.locked = true
+        let ran = Lines()
+        let steps = [MigrationStep(version: "1.1") { ran.append("1.1") }]
+        let sdk = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory, server: server, fileSystem: fileSystem))
+        let report = await sdk.launch(migrations: steps, baseline: .freshInstall)
+        #expect(report.storageUnavailable)
+        #expect(await sdk.installId == nil)
+        #expect(await sdk.isStorageAvailable == false)
+        #expect(ran.lines.isEmpty)  // not marked done either: it runs once the files can be read
+        await sdk.record(.promptShown(kind: .soft, targetVersion: "2.0"))
+        server.down = false
+        _ = await sdk.check()
+        #expect(server.lastCheck("install") == nil)  // the install id is unknown: not made up
+        await sdk.flush()
+        #expect(server.events.isEmpty)
+        let during = Fixture.files(in: directory).map { ($0, Fixture.bytes(of: $0, in: directory)) }
+        #expect(during.map(\.0) == before.map(\.0))
+        #expect(zip(during, before).allSatisfy { $0.1 == $1.1 })  // not one byte overwritten
+
+        // Unlocked: the next call reads the files, completes the launch that waited, sends everything.
+        fileSystem.locked = false
+        await sdk.flush()
+        #expect(await sdk.installId == install)
+        #expect(ran.lines == ["1.1"])
+        #expect(await sdk.lastLaunch?.updatedFrom == "1.0")
+        #expect(await sdk.lastLaunch?.stepsRun == ["1.1"])
+        #expect(Set(server.types()) == ["launched", "prompt_shown", "updated"])
+        #expect(server.events.allSatisfy { $0["installId"] == .string(install.uuidString.lowercased()) })
+        await sdk.stop()
+    }
+
+    @Test func aStateCutShortIsMovedAsideKeepingTheInstallIdAndTheHistoryUnknown() async throws {
+        let directory = Fixture.directory()
+        let first = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory))
+        await first.launch(migrations: [], baseline: .freshInstall)
+        let install = try #require(await first.installId)
+        await first.stop()
+        let state = try #require(Fixture.bytes(of: "state.json", in: directory))
+        try state.prefix(state.count / 2).write(to: directory.appendingPathComponent("state.json"))
+
+        let ran = Lines()
+        let steps = [MigrationStep(version: "1.1") { ran.append("1.1") }]
+        let log = Lines()
+        let sdk = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory, log: log))
+        // A fresh-install baseline is not believed: the SDK ran here before.
+        let report = await sdk.launch(migrations: steps, baseline: .freshInstall)
+        #expect(await sdk.installId == install)
+        #expect(report.dataVersionUnknown)
+        #expect(ran.lines.isEmpty)
+        #expect(Fixture.files(in: directory).contains { $0.hasPrefix("state.json.corrupt-") })
+        #expect(log.lines.contains { $0.contains("moved aside") })
+        await sdk.stop()
+
+        // Not marked done: a baseline that can tell lets the step run on a later launch.
+        let later = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory))
+        let next = await later.launch(migrations: steps, baseline: .existingData(version: "1.0"))
+        #expect(next.stepsRun == ["1.1"])
+        #expect(ran.lines == ["1.1"])
+        await later.stop()
+    }
+
+    @Test func aStateWithoutSomeFieldsOrWithUnknownOnesLoads() async throws {
+        let directory = Fixture.directory()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Written by an older SDK (no schema version, no queue fields) with a field a newer one added.
+        try Data(#"{"launchedVersion":"1.0","migratedThrough":"1.0","futureField":{"x":1}}"#.utf8)
+            .write(to: directory.appendingPathComponent("state.json"))
+        let ran = Lines()
+        let sdk = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory))
+        let report = await sdk.launch(migrations: [MigrationStep(version: "1.1") { ran.append("1.1") }], baseline: .freshInstall)
+        #expect(report.updatedFrom == "1.0")
+        #expect(report.stepsRun == ["1.1"])
+        #expect(await sdk.pendingEvents == 1)  // updated
+        await sdk.stop()
+    }
+
+    @Test func theFilesOfThePreviousSDKAreTakenOver() async throws {
+        let directory = Fixture.directory()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let install = "0190b0c4-6b7e-7c1d-9a2b-3c4d5e6f7a8b"
+        try Data(#"{"installId":"\#(install.uppercased())","launchedVersion":"1.0","migratedThrough":"1.0","skippedVersions":["1.5"]}"#.utf8)
+            .write(to: directory.appendingPathComponent("state.json"))
+        try Data(#"[{"id":"0190b0c4-0000-7000-8000-000000000001","body":{"id":"0190b0c4-0000-7000-8000-000000000001","type":"launched"}}]"#.utf8)
+            .write(to: directory.appendingPathComponent("queue.json"))
+        let server = FakeServer()
+        let sdk = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory, server: server))
+        #expect(await sdk.installId?.uuidString.lowercased() == install)
+        #expect(await sdk.pendingEvents == 1)
+        await sdk.flush()
+        #expect(server.events.count == 1)
+        #expect(server.events.first?["installId"] == .string(install))
+        #expect(!Fixture.files(in: directory).contains("queue.json"))
+        #expect(String(decoding: Fixture.bytes(of: "install-id", in: directory) ?? Data(), as: UTF8.self) == install)
+        await sdk.stop()
+    }
+
+    @Test func aQueueLineCutShortLosesThatLineOnly() async throws {
+        let directory = Fixture.directory()
+        let server = FakeServer()
+        server.down = true
+        let first = Upshift(configuration: Fixture.configuration(directory: directory, server: server))
+        for _ in 0..<3 { await first.record(.launched) }
+        await first.stop()
+        let handle = try FileHandle(forWritingTo: directory.appendingPathComponent("queue.jsonl"))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(#"{"id":"0190b0c4-0000-7000-8000-0000000"#.utf8))
+        try handle.close()
+        let log = Lines()
+        let sdk = Upshift(configuration: Fixture.configuration(directory: directory, server: server, log: log))
+        #expect(await sdk.pendingEvents == 3)
+        #expect(log.lines.contains { $0.contains("1 unreadable lines") })
+        await sdk.stop()
+    }
+
+    @Test func recordingAppendsAndOnlyASendRewritesTheQueue() async throws {
+        let directory = Fixture.directory()
+        let fileSystem = FaultyFileSystem()
+        let server = FakeServer()
+        let sdk = Upshift(configuration: Fixture.configuration(directory: directory, server: server, fileSystem: fileSystem))
+        for _ in 0..<10 { await sdk.record(.launched) }
+        #expect(fileSystem.appends.filter { $0 == "queue.jsonl" }.count == 10)
+        #expect(!fileSystem.writes.contains("queue.jsonl"))
+        await sdk.flush()
+        #expect(fileSystem.writes.filter { $0 == "queue.jsonl" }.count == 1)
+        #expect(server.events.count == 10)
+        #expect(Fixture.bytes(of: "queue.jsonl", in: directory)?.isEmpty == true)
+        await sdk.stop()
+    }
+}
