@@ -18,6 +18,8 @@ RUN swift package resolve $([ -f Package.resolved ] && echo --force-resolved-ver
 # SwiftPM checks every target's folder, test targets included, so Tests/ is needed too.
 COPY Sources ./Sources
 COPY Tests ./Tests
+COPY sql ./sql
+COPY docs/openapi.yaml ./docs/openapi.yaml
 RUN swift build -c release --product upshift --static-swift-stdlib \
     && install -D "$(swift build -c release --show-bin-path)/upshift" /staging/upshift
 
@@ -29,11 +31,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin upshift
 COPY --from=build /staging/upshift /usr/local/bin/upshift
-# Migrations are read from disk at run time (upshift migrate); the API's description is served at
-# GET /openapi.yaml from docs/ beside them.
-COPY sql /app/sql
-COPY docs/openapi.yaml /app/docs/openapi.yaml
-ENV UPSHIFT_MIGRATIONS_DIR=/app/sql UPSHIFT_HOST=0.0.0.0 UPSHIFT_PORT=8080
+# The binary carries the migrations of sql/ and docs/openapi.yaml (the EmbedFiles plugin compiles them in).
+ENV UPSHIFT_HOST=0.0.0.0 UPSHIFT_PORT=8080
 WORKDIR /app
 USER upshift:upshift
 EXPOSE 8080

@@ -59,8 +59,14 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedFiles"]  // the migrations of sql/
         ),
+        // Files of the repository compiled into the binary (sql/, docs/openapi.yaml): it runs from any folder.
+        .executableTarget(name: "upshift-embed", path: "Sources/UpshiftEmbedTool"),
+        .plugin(
+            name: "EmbedFiles", capability: .buildTool(), dependencies: ["upshift-embed"],
+            path: "Sources/EmbedFilesPlugin"),
         .target(
             name: "UpshiftServer",
             dependencies: [
@@ -78,22 +84,38 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedFiles"]  // docs/openapi.yaml
         ),
-        .executableTarget(
-            name: "upshift",
+        // The fleet simulation and its ground truth (`upshift simulate`, `upshift demo`): part of no product.
+        .target(
+            name: "UpshiftSimulation",
             dependencies: [
                 "UpshiftClient",
                 "UpshiftCore",
                 "UpshiftStore",
                 "UpshiftServer",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "upshift",
+            dependencies: [
+                "UpshiftCore",
+                "UpshiftStore",
+                "UpshiftServer",
+                "UpshiftSimulation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -51,7 +51,7 @@ public struct UpshiftConfiguration: Sendable {
     public var isPreview = ApplePlatform.isPreview
 
     /// The clock of decisions, reminders and event times; tests pass one they control.
-    public var clock: any WallClock = DeviceClock()
+    public var clock: any WallClock = SystemClock()
     /// How requests travel; tests pass one that fails or stalls on purpose.
     public var transport: any UpshiftTransport = URLSessionTransport()
     /// Where the SDK keeps its files; tests pass one that fails as a locked device does.
@@ -128,11 +128,6 @@ public struct RetryPolicy: Sendable {
     }
 }
 
-/// The device's clock.
-public struct DeviceClock: WallClock {
-    public init() {}
-    public func now() -> Date { Date() }
-}
 
 /// Sends one HTTP request. The SDK's only way out; tests wrap it.
 public protocol UpshiftTransport: Sendable {

@@ -1,31 +1,5 @@
 import Foundation
 
-/// A request field that is missing or wrong, named so that the API can say which.
-public struct FieldError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// A field that breaks its own rule (`400`), or one that is valid alone but contradicts another
-    /// field or the stored value (`422`: `minimumOSVersion` above `maximumOSVersion`).
-    public enum Kind: Sendable {
-        case invalid, inconsistent
-    }
-
-    public var field: String
-    public var message: String
-    public var kind: Kind
-
-    public init(_ field: String, _ message: String, kind: Kind = .invalid) {
-        self.field = field
-        self.message = message
-        self.kind = kind
-    }
-
-    /// The error of a request body that is not acceptable JSON, naming the member at fault.
-    public init(_ error: JSONParseError) {
-        self.init(error.path.isEmpty ? "body" : error.path, error.message)
-    }
-
-    public var description: String { "\(field): \(message)" }
-}
-
 /// Validates admin request bodies (apps, releases, release edits, policies) into catalog values.
 /// Unknown fields are errors: a misspelt `minimumVerison` must not be silently ignored.
 public enum CatalogInput {

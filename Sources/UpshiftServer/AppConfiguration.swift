@@ -214,9 +214,3 @@ public struct ConfigurationError: Error, CustomStringConvertible {
         ConfigurationError(description: "\(name) has an invalid value: \(value)" + (expected.map { " (expected \($0))" } ?? ""))
     }
 }
-
-/// The system clock, for production.
-public struct SystemClock: WallClock {
-    public init() {}
-    public func now() -> Date { Date() }
-}

@@ -44,8 +44,7 @@ public struct ApplicationParts {
         }()
         self.logger = logger
 
-        guard let migrationsDirectory = configuration.migrationsDirectory else { throw MigrationError.directoryNotFound }
-        let migrations = try Migration.load(from: migrationsDirectory)
+        let migrations = try configuration.migrationsDirectory.map(Migration.load(from:)) ?? Migration.embedded()
 
         let database = Database(
             settings: configuration.database, maximumConnections: configuration.maximumConnections, logger: logger)

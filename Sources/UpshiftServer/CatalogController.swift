@@ -53,6 +53,17 @@ struct CatalogController: Sendable {
             let platforms = query["platform"].map { [$0] } ?? catalog.releases.keys.sorted()
             return try JSONResponse.make(ReleaseList(releases: platforms.flatMap { catalog.releases(for: $0) }), encoder: CatalogCoding.encoder())
         }
+        router.get("/v1/apps/:app/releases/:platform/:version") { request, context in
+            let (_, appId) = try scope(request, context, write: false)
+            let platform = try context.pathPlatform()
+            let version = try context.pathVersion()
+            try QueryParameters(request).refuseUnknown(allowed: [])
+            guard let catalog = try await store.app(id: appId) else { throw ProblemDetails.notFound("no app \(appId)") }
+            guard let release = catalog.releases(for: platform).first(where: { $0.version == version }) else {
+                throw ProblemDetails.notFound("no release \(version.text) of \(appId) on \(platform)")
+            }
+            return try revisioned(CatalogWrite(value: release, revision: release.revision, warnings: []), status: .ok)
+        }
         router.patch("/v1/apps/:app/releases/:platform/:version") { request, context in
             let (key, appId) = try scope(request, context, write: true)
             let platform = try context.pathPlatform()

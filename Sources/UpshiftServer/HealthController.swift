@@ -85,9 +85,13 @@ struct OpenAPIDocument: Sendable {
         migrations.deletingLastPathComponent().appendingPathComponent("docs/openapi.yaml")
     }
 
+    /// `file` when given, else `docs/openapi.yaml` as this binary was built with it.
     static func load(_ file: URL?, logger: Logger) -> OpenAPIDocument? {
-        guard let file, let data = FileManager.default.contents(atPath: file.path) else {
-            logger.warning("no OpenAPI document to serve at /openapi.yaml", metadata: ["file": "\(file?.path ?? "none")"])
+        guard let file else {
+            return embeddedFiles.first.flatMap { Data(base64Encoded: $0.base64) }.map { OpenAPIDocument(bytes: ByteBuffer(bytes: $0)) }
+        }
+        guard let data = FileManager.default.contents(atPath: file.path) else {
+            logger.warning("no OpenAPI document to serve at /openapi.yaml", metadata: ["file": "\(file.path)"])
             return nil
         }
         return OpenAPIDocument(bytes: ByteBuffer(bytes: data))

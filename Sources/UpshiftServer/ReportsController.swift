@@ -91,7 +91,7 @@ struct ReportsController {
     private func version(_ query: QueryParameters, _ name: String) throws -> Version? {
         guard let text = query[name] else { return nil }
         guard let version = Version(text) else {
-            throw ProblemDetails.badRequest("\(name) '\(text)' is not a version (DESIGN.md section 3)", field: name)
+            throw ProblemDetails.badRequest("\(name) '\(text)' is not a version (\(Version.syntax))", field: name)
         }
         return version
     }

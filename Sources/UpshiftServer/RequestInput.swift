@@ -118,7 +118,7 @@ extension UpshiftRequestContext {
     func pathVersion(_ name: String = "version") throws -> Version {
         let text = try pathValue(name)
         guard let version = Version(text) else {
-            throw ProblemDetails.badRequest("\(name): '\(text)' is not a version (DESIGN.md section 3)", field: name)
+            throw ProblemDetails.badRequest("\(name): '\(text)' is not a version (\(Version.syntax))", field: name)
         }
         return version
     }

@@ -164,3 +164,22 @@ private final class FirstOutcome<T: Sendable>: Sendable {
         continuation.resume(with: result)
     }
 }
+
+extension Database {
+    /// Runs `body` with a client of two connections for `settings`, for one command (the CLI, the
+    /// simulation): the client runs while `body` does and stops after it.
+    public static func withClient<T: Sendable>(
+        _ settings: DatabaseSettings, logger: Logger,
+        _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
+    ) async throws -> T {
+        let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await body(client, logger)
+        }
+    }
+}

@@ -93,6 +93,24 @@ public struct EventLog: Sendable {
         return stored
     }
 
+    /// When the newest event of the log was recorded; nil for an empty log.
+    public func latestRecordedAt() async throws -> Date? {
+        var latest: Date?
+        for try await value in try await client.query("SELECT max(recorded_at) FROM event_log", logger: logger).decode(Date?.self) {
+            latest = value
+        }
+        return latest
+    }
+
+    /// The events of `app` that belong to an install (client events, and checks that carried one).
+    public func installEventCount(app: String) async throws -> Int {
+        var count = 0
+        for try await value in try await client.query(
+            "SELECT count(*)::int8 FROM event_log WHERE app_id = \(app) AND install_id IS NOT NULL", logger: logger
+        ).decode(Int.self) { count = value }
+        return count
+    }
+
     /// Creates the monthly partitions that cover (now − 31 days) … (now + 2 months), as DESIGN.md 5.1
     /// asks, and returns how many were new.
     @discardableResult

@@ -20,13 +20,32 @@ public struct Migration: Sendable, Equatable {
 
     /// Reads `NNNN_name.sql` files of `directory`, in version order.
     public static func load(from directory: URL) throws -> [Migration] {
-        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }
+        return try ordered(
+            files.map { file in (file, try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)) })
+    }
+
+    /// The migrations of the repository's `sql/` folder as this binary was built with them (the EmbedFiles
+    /// plugin compiles them in), so that `upshift` needs no folder at run time.
+    public static func embedded() throws -> [Migration] {
+        try ordered(
+            embeddedFiles.map { file in
+                guard let data = Data(base64Encoded: file.base64) else { throw MigrationError.badFileName(file.name) }
+                return (file.name, String(decoding: data, as: UTF8.self))
+            })
+    }
+
+    /// `UPSHIFT_MIGRATIONS_DIR` when set, else the migrations built in.
+    public static func configured(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> [Migration] {
+        try locateDirectory(environment: environment).map(load(from:)) ?? embedded()
+    }
+
+    private static func ordered(_ files: [(name: String, sql: String)]) throws -> [Migration] {
         var migrations: [Migration] = []
-        for file in files where file.hasSuffix(".sql") {
+        for (file, sql) in files {
             guard let prefix = file.split(separator: "_").first, let version = Int(prefix) else {
                 throw MigrationError.badFileName(file)
             }
-            let sql = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
             migrations.append(Migration(version: version, name: file, sql: sql))
         }
         migrations.sort { $0.version < $1.version }
@@ -36,26 +55,11 @@ public struct Migration: Sendable, Equatable {
         return migrations
     }
 
-    /// Finds the `sql/` folder: `UPSHIFT_MIGRATIONS_DIR`, else `sql/` in the working directory or in a
-    /// folder above the executable (a checkout running `.build/…/upshift`).
+    /// A folder of migrations given at run time (`UPSHIFT_MIGRATIONS_DIR`): tests and operators who apply
+    /// other files than those built in. Nil: the built-in ones are used.
     public static func locateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
-        if let path = environment["UPSHIFT_MIGRATIONS_DIR"], !path.isEmpty {
-            return URL(fileURLWithPath: path, isDirectory: true)
-        }
-        var candidates = [URL(fileURLWithPath: FileManager.default.currentDirectoryPath)]
-        var folder = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath()
-            .deletingLastPathComponent()
-        for _ in 0..<6 {
-            candidates.append(folder)
-            folder = folder.deletingLastPathComponent()
-        }
-        for candidate in candidates {
-            let sql = candidate.appendingPathComponent("sql", isDirectory: true)
-            if FileManager.default.fileExists(atPath: sql.appendingPathComponent("0001_event_log.sql").path) {
-                return sql
-            }
-        }
-        return nil
+        guard let path = environment["UPSHIFT_MIGRATIONS_DIR"], !path.isEmpty else { return nil }
+        return URL(fileURLWithPath: path, isDirectory: true)
     }
 }
 
@@ -64,7 +68,6 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
     case duplicateVersion(String, String)
     /// An applied file whose content changed since: never rewrite history, add a new file instead.
     case modified(String)
-    case directoryNotFound
     /// A migration's SQL failed; nothing of it was applied.
     case failed(String, String)
 
@@ -74,7 +77,6 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
         case .duplicateVersion(let a, let b): "migrations \(a) and \(b) have the same number"
         case .modified(let name):
             "migration \(name) was edited after it was applied (checksum differs); add a new migration instead"
-        case .directoryNotFound: "no sql/ folder found: set UPSHIFT_MIGRATIONS_DIR"
         case .failed(let name, let message): "migration \(name) failed and was rolled back: \(message)"
         }
     }

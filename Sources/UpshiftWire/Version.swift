@@ -5,6 +5,9 @@
 /// missing components read as 0 (`1.0 == 1.0.0`), a pre-release ranks below its release and
 /// compares by SemVer 2.0 §11, and `+build` metadata is ignored.
 public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// What a version looks like, for error messages.
+    public static let syntax = "1 to 6 numbers joined by dots, optionally -prerelease and +build, such as 2.4.1"
+
     /// The largest value one numeric component may hold.
     public static let maximumComponent = 999_999_999
     /// The most numeric components a version may have.

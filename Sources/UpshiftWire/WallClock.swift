@@ -5,3 +5,9 @@ import Foundation
 public protocol WallClock: Sendable {
     func now() -> Date
 }
+
+/// The system's clock: production, and the device's clock in the SDK.
+public struct SystemClock: WallClock {
+    public init() {}
+    public func now() -> Date { Date() }
+}

@@ -17,32 +17,24 @@ func withDatabase<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logg
     return try await withDatabase(settings, body)
 }
 
-/// Runs `body` with a PostgreSQL client (two connections) for `settings`.
+/// Runs `body` with a PostgreSQL client (two connections) for `settings`; a database error is a
+/// `CommandFailure` with the server's message.
 func withDatabase<T: Sendable>(
     _ settings: DatabaseSettings, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
 ) async throws -> T {
     var logger = Logger(label: "upshift")
     logger.logLevel = .error
-    let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask {
-            await client.run()
-            return nil
-        }
-        defer { group.cancelAll() }
-        do {
-            return try await body(client, logger)
-        } catch let error as PSQLError {
-            throw CommandFailure(description: "database error: \(error.serverInfo?[.message] ?? String(describing: error.code))")
-        }
+    do {
+        return try await Database.withClient(settings, logger: logger, body)
+    } catch let error as PSQLError {
+        throw CommandFailure(error)
     }
 }
 
-/// The numbered migrations of `directory`, else of UPSHIFT_MIGRATIONS_DIR or ./sql.
+/// The numbered migrations of `directory`, else of UPSHIFT_MIGRATIONS_DIR, else those built into the binary.
 func loadMigrations(from directory: String? = nil) throws -> [Migration] {
-    let folder = directory.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? Migration.locateDirectory()
-    guard let folder else { throw ValidationError(MigrationError.directoryNotFound.description) }
-    return try Migration.load(from: folder)
+    if let directory { return try Migration.load(from: URL(fileURLWithPath: directory, isDirectory: true)) }
+    return try Migration.configured()
 }
 
 /// Applies pending migrations; returns the names applied.
@@ -54,4 +46,13 @@ func migrateDatabase(_ migrations: [Migration]) async throws -> [String] {
 /// Prints a failure to standard error and exits non-zero (no stack of Swift types for an operator).
 struct CommandFailure: Error, CustomStringConvertible {
     var description: String
+
+    init(description: String) {
+        self.description = description
+    }
+
+    /// A database error, by the server's message.
+    init(_ error: PSQLError) {
+        description = "database error: \(error.serverInfo?[.message] ?? String(describing: error.code))"
+    }
 }

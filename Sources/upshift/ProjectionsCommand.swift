@@ -56,8 +56,7 @@ struct ProjectionsCommand: AsyncParsableCommand {
             guard let definition = Projections.named(name) else {
                 throw ValidationError("no projection \(name) (known: \(Projections.all.map(\.name).joined(separator: ", ")))")
             }
-            guard let folder = Migration.locateDirectory() else { throw ValidationError(MigrationError.directoryNotFound.description) }
-            let migrations = try Migration.load(from: folder)
+            let migrations = try loadMigrations()
             let (batchSize, inBatches) = (batchSize, inBatches)
             let result = try await withDatabase { client, logger in
                 try await Migrator(client: client, logger: logger).migrate(migrations)
@@ -77,68 +76,5 @@ struct ProjectionsCommand: AsyncParsableCommand {
             }
             print("\(result.name): generation \(result.generation) (version \(result.version)) is \(result.state.rawValue), \(result.events) events")
         }
-    }
-}
-
-/// `[#######.....]  61%  6,100,000 events  52,310 events/s  ETA 1m 14s` on standard error: redrawn in
-/// place on a terminal, a line every few seconds otherwise.
-final class ProgressBar: Sendable {
-    private struct State {
-        var lastDraw = ContinuousClock.now - .seconds(10)
-        var started = ContinuousClock.now
-    }
-
-    private let total: Int64
-    private let state = Mutex(State())
-    private let isTerminal = isatty(STDERR_FILENO) != 0
-
-    init(total: Int64) { self.total = total }
-
-    func update(_ generation: ProjectionGeneration) {
-        let now = ContinuousClock.now
-        let line: String? = state.withLock { state in
-            guard now - state.lastDraw >= (isTerminal ? .milliseconds(200) : .seconds(5)) else { return nil }
-            state.lastDraw = now
-            return Self.line(generation, total: total, elapsed: now - state.started)
-        }
-        if let line { draw(line) }
-    }
-
-    func finish(_ generation: ProjectionGeneration) {
-        let elapsed = state.withLock { ContinuousClock.now - $0.started }
-        draw(Self.line(generation, total: max(total, generation.checkpoint.position), elapsed: elapsed))
-        if isTerminal { FileHandle.standardError.write(Data("\n".utf8)) }
-    }
-
-    private func draw(_ line: String) {
-        FileHandle.standardError.write(Data((isTerminal ? "\r" + line : line + "\n").utf8))
-    }
-
-    static func line(_ generation: ProjectionGeneration, total: Int64, elapsed: Duration) -> String {
-        let done = generation.checkpoint.position
-        let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 1
-        let width = 30
-        let filled = Int(fraction * Double(width))
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let rate = seconds > 0 ? Double(generation.events) / seconds : 0
-        let remaining = rate > 0 ? Double(max(0, total - done)) * (Double(generation.events) / Double(max(done, 1))) / rate : 0
-        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] "
-            + String(format: "%3.0f%%", fraction * 100)
-            + "  \(grouped(Int(generation.events))) events  \(grouped(Int(rate))) events/s  ETA \(duration(remaining))"
-    }
-
-    static func grouped(_ value: Int) -> String {
-        let digits = Array(String(value))
-        var out = ""
-        for (index, digit) in digits.enumerated() {
-            if index > 0, (digits.count - index) % 3 == 0 { out.append(",") }
-            out.append(digit)
-        }
-        return out
-    }
-
-    static func duration(_ seconds: Double) -> String {
-        let total = Int(seconds.rounded())
-        return total >= 60 ? "\(total / 60)m \(total % 60)s" : "\(total)s"
     }
 }

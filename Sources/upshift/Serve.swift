@@ -45,9 +45,9 @@ struct Serve: AsyncParsableCommand {
 }
 
 struct Migrate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply pending SQL migrations of sql/ and exit.")
+    static let configuration = CommandConfiguration(abstract: "Apply pending SQL migrations (built into the binary from sql/) and exit.")
 
-    @Option(help: "The folder of numbered migrations (UPSHIFT_MIGRATIONS_DIR, default ./sql).") var directory: String?
+    @Option(help: "A folder of numbered migrations to apply instead of those built in (also UPSHIFT_MIGRATIONS_DIR).") var directory: String?
 
     func run() async throws {
         let migrations = try loadMigrations(from: directory)

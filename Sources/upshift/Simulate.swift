@@ -4,6 +4,7 @@ import Logging
 import PostgresNIO
 import UpshiftCore
 import UpshiftServer
+import UpshiftSimulation
 import UpshiftStore
 
 struct Simulate: AsyncParsableCommand {
@@ -48,11 +49,7 @@ struct Demo: AsyncParsableCommand {
         try await migrateDatabase(loadMigrations())
         let (exists, events) = try await withDatabase { client, logger in
             let exists = try await CatalogStore(client: client, logger: logger).app(id: "demo") != nil
-            var events = 0
-            for try await count in try await client.query(
-                "SELECT count(*)::int8 FROM event_log WHERE app_id = 'demo' AND install_id IS NOT NULL", logger: logger
-            ).decode(Int.self) { events = count }
-            return (exists, events)
+            return (exists, try await EventLog(client: client, logger: logger).installEventCount(app: "demo"))
         }
         if events > 0 {
             print("demo: the app demo already has its data; nothing to do")
@@ -77,19 +74,22 @@ func runSimulation(_ options: FleetSimulation.Options) async throws -> FleetSimu
     } catch {
         throw ValidationError("\(error)")
     }
-    guard let migrations = Migration.locateDirectory() else { throw ValidationError(MigrationError.directoryNotFound.description) }
-    base.migrationsDirectory = migrations
     // The simulation reads the log before its server starts (and migrates): a fresh database works too.
-    try await migrateDatabase(Migration.load(from: migrations))
+    try await migrateDatabase(loadMigrations())
     var logger = Logger(label: "upshift-simulate")
     logger.logLevel = .warning
     let started = ContinuousClock.now
     let simulation = FleetSimulation(options: options, configuration: base, logger: logger)
-    let result = try await simulation.run()
+    let result: FleetSimulation.Result
+    do {
+        result = try await simulation.run()
+    } catch let error as PSQLError {
+        throw CommandFailure(error)
+    }
     let elapsed = ContinuousClock.now - started
     print(
         "simulate: app \(options.appId), \(options.installs) installs, \(options.days) days, seed \(options.seed): "
-            + "\(ProgressBar.grouped(result.stored)) events stored (checks included) in \(elapsed.formatted(.units(allowed: [.minutes, .seconds])))")
+            + "\(result.stored.grouped) events stored (checks included) in \(elapsed.formatted(.units(allowed: [.minutes, .seconds])))")
     print("simulate: ground truth: \(result.summary)")
     guard result.differences.isEmpty else {
         for line in result.differences.prefix(50) { FileHandle.standardError.write(Data((line + "\n").utf8)) }

@@ -17,7 +17,7 @@ final class Updates {
             .appendingPathComponent("Upshift")
     ) {
         var configuration = UpshiftConfiguration(
-            appId: "expenses", platform: "ios", ingestKey: "ik_live_example",
+            appId: "expenses", platform: "ios", ingestKey: "upshift_ingest_…",
             baseURL: URL(string: "https://upshift.example.com")!, storageDirectory: storage)
         configuration.appStoreId = "1234567890"
         upshift = Upshift(configuration: configuration)

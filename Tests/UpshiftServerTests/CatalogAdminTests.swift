@@ -67,6 +67,18 @@ import UpshiftTestSupport
             #expect(paused.etag == "\"2\"")
             #expect(try paused.value()["rolloutPaused"] == .bool(true))
             #expect(try await server.send(.PATCH, "/v1/apps/expenses/releases/ios/9.9", key: key, json: pause, headers: [("If-Match", "\"1\"")]).status == 404)
+            // One release, with the ETag its next edit needs (any spelling of its version; read tokens too).
+            let read = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.4.0", key: harness.readKey)
+            #expect(read.status == 200)
+            #expect(read.etag == "\"2\"")
+            #expect(try read.value()["rolloutPaused"] == .bool(true))
+            let resume: JSONValue = .object(["rolloutPaused": .bool(false)])
+            #expect(try await server.send(.PATCH, path, key: key, json: resume, headers: [("If-Match", read.etag!)]).status == 200)
+            #expect(try await server.send(.GET, "/v1/apps/expenses/releases/ios/9.9", key: key).status == 404)
+            #expect(try await server.send(.GET, "/v1/apps/expenses/releases/android/2.4", key: key).status == 404)
+            #expect(try await server.send(.GET, "/v1/apps/expenses/releases/ios/v2", key: key).status == 400)
+            #expect(try await server.send(.GET, "\(path)?x=1", key: key).status == 400)
+            #expect(try await server.send(.GET, path, key: nil).status == 401)
 
             let policyPath = "/v1/apps/expenses/policies/ios"
             let unset = try await server.send(.GET, policyPath, key: key)

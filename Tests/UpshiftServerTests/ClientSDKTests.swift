@@ -43,7 +43,7 @@ import UpshiftTestSupport
         try await Self.release("2.0", on: server, harness: harness)
         try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("soft") }
         var configuration = Self.configuration(server, harness, version: "1.0")
-        configuration.clock = DeviceClock()
+        configuration.clock = SystemClock()
         configuration.transport = URLSessionTransport()
         let sdk = Upshift(configuration: configuration)
         await sdk.launch()

@@ -11,7 +11,9 @@ final class ServerProcess: @unchecked Sendable {
     let port: Int
     let output: URL
 
-    init(database: DatabaseSettings, port: Int, extraEnvironment: [String: String] = [:]) throws {
+    init(
+        database: DatabaseSettings, port: Int, extraEnvironment: [String: String] = [:], workingDirectory: URL? = nil
+    ) throws {
         self.port = port
         output = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-serve-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
@@ -31,6 +33,7 @@ final class ServerProcess: @unchecked Sendable {
         environment["UPSHIFT_EVENTS_KEY_RATE_LIMIT"] = "0"
         for (key, value) in extraEnvironment { environment[key] = value }
         process.environment = environment
+        if let workingDirectory { process.currentDirectoryURL = workingDirectory }
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle
         process.standardError = handle

@@ -202,7 +202,7 @@ struct DashboardController: Sendable {
             \(notice)<form class="stack" method="post" action="/dashboard/sign-in">
             <label>Read or admin token<input type="password" name="token" autocomplete="current-password" required \
             placeholder="upshift_read_…" aria-describedby="token-help"></label>
-            <p id="token-help" class="muted">Create one with <code>upshift keys create --scope read</code>. Read tokens see \
+            <p id="token-help" class="muted">Create one with <code>upshift keys create --scope read --name NAME</code>. Read tokens see \
             reports; admin tokens also change rollouts.</p>
             <button class="primary" type="submit">Sign in</button></form>
             """
@@ -357,7 +357,7 @@ struct DashboardController: Sendable {
         return """
             <tr><td colspan="5"><form class="inline" method="post" action="\(action)" aria-label="Rollout of \(release.version.normalized)">\(hidden)\
             <label>Rollout %<input id="\(id)-percent" name="percent" type="number" min="0" max="100" step="0.1" value="\(Self.number(release.rolloutPercent))" size="5"></label>\
-            <label>Reason<input id="\(id)-reason" name="reason" required maxlength="500" placeholder="why"></label>\
+            <label>Reason<input id="\(id)-reason" name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" placeholder="why"></label>\
             <button type="submit" name="action" value="rollout">Set rollout</button>\(pause)\
             <button class="danger" type="submit" name="action" value="withdraw">Withdraw</button></form></td></tr>
             """
@@ -453,7 +453,7 @@ struct DashboardController: Sendable {
             <label>Remind interval (seconds)<input name="remindIntervalSeconds" type="number" min="0" value="\(policy.remindIntervalSeconds)"></label>
             <label>Check interval (seconds)<input name="checkIntervalSeconds" type="number" min="0" value="\(policy.checkIntervalSeconds)"></label>
             <label class="check"><input type="checkbox" name="allowSkip" value="true"\(policy.allowSkip ? HTML(" checked") : "")> Users may skip a version</label>
-            <label>Reason (required)<input name="reason" required maxlength="500"></label>
+            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)"></label>
             <button class="primary" type="submit">Save the policy</button></form>
             """
         return frame(session, title: "Rollout · \(app.app.name) · \(platform)", app: app.app.id, platform: platform, body: body).response()
@@ -499,7 +499,7 @@ struct DashboardController: Sendable {
         return """
             <form class="inline" method="post" action="/dashboard/apps/\(app)/minimum" aria-label="Apply minimum \(minimum)">
             \(writeFields(session, platform: platform, revision: policy.revision))<input type="hidden" name="minimumVersion" value="\(minimum)">\
-            <label>Reason (required)<input name="reason" required maxlength="500" placeholder="why raise the minimum"></label>\
+            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" placeholder="why raise the minimum"></label>\
             <button class="primary" type="submit">Apply minimum \(minimum)</button></form>
             """
     }

@@ -35,6 +35,18 @@ public struct ProjectionStore: Sendable {
 
     // MARK: Registry
 
+    /// Active projections that have not applied every event of the log yet.
+    public func activeBehind() async throws -> Int {
+        var behind = 0
+        for try await value in try await client.query(
+            """
+            SELECT count(*)::int8 FROM projections p WHERE p.state = 'active' AND EXISTS (
+                SELECT 1 FROM event_log e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos))
+            """, logger: logger
+        ).decode(Int.self) { behind = value }
+        return behind
+    }
+
     public func generations() async throws -> [ProjectionGeneration] {
         try await client.withLiveConnection { [logger] connection in try await Self.generations(on: connection, logger: logger) }
     }

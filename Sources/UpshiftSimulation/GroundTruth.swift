@@ -233,18 +233,11 @@ extension FleetSimulation {
     func waitForStoredEvents(expected: Int) async throws {
         let (settings, app) = (configuration.database, options.appId)
         let deadline = ContinuousClock.now + .seconds(300)
-        try await withDatabase(settings) { client, _ in
+        try await Database.withClient(settings, logger: logger) { client, logger in
+            let (log, projections) = (EventLog(client: client, logger: logger), ProjectionStore(client: client, logger: logger))
             while ContinuousClock.now < deadline {
-                var stored = 0
-                var behind = 1
-                for try await (count, lagging) in try await client.query(
-                    """
-                    SELECT (SELECT count(*) FROM event_log WHERE app_id = \(app) AND install_id IS NOT NULL)::int8,
-                           (SELECT count(*) FROM projections p WHERE p.state = 'active' AND EXISTS (
-                                SELECT 1 FROM event_log e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos)))::int8
-                    """
-                ).decode((Int, Int).self) { (stored, behind) = (count, lagging) }
-                if stored >= expected, behind == 0 { return }
+                let stored = try await log.installEventCount(app: app)
+                if stored >= expected, try await projections.activeBehind() == 0 { return }
                 try await Task.sleep(for: .milliseconds(200))
             }
             throw HTTP.Failure(description: "the server did not store and project \(expected) events within 300 s")

@@ -2,7 +2,7 @@ import ArgumentParser
 
 /// The one `upshift` executable: parsing only; the work lives in the libraries.
 @main
-struct Upshift: AsyncParsableCommand {
+struct UpshiftCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upshift",
         abstract: "Upshift: update checks, upgrade events and adoption reports for apps.",

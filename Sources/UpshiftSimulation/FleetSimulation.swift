@@ -16,18 +16,27 @@ import UpshiftStore
 /// Upshift application started in-process on loopback, on a clock the simulation moves. Every request
 /// passes a recording transport, which is the simulation's ground truth: the events the server accepted,
 /// and the checks it answered (each stored as a `checked` event).
-struct FleetSimulation {
-    struct Options: Sendable {
-        var installs: Int
-        var days: Int
-        var seed: UInt64
-        var appId: String
+public struct FleetSimulation {
+    public struct Options: Sendable {
+        public var installs: Int
+        public var days: Int
+        public var seed: UInt64
+        public var appId: String
         /// The end of the simulated period (its last day ends here).
-        var end: Date
-        var progress: Bool
+        public var end: Date
+        public var progress: Bool
         /// False when the app exists already (an empty `demo` made by `scripts/run`).
-        var createApp = true
-        var appName = "Simulated fleet"
+        public var createApp = true
+        public var appName = "Simulated fleet"
+
+        public init(installs: Int, days: Int, seed: UInt64, appId: String, end: Date, progress: Bool) {
+            self.installs = installs
+            self.days = days
+            self.seed = seed
+            self.appId = appId
+            self.end = end
+            self.progress = progress
+        }
     }
 
     let options: Options
@@ -35,7 +44,7 @@ struct FleetSimulation {
     let clock: SimulatedClock
     let logger: Logger
 
-    init(options: Options, configuration base: AppConfiguration, logger: Logger) {
+    public init(options: Options, configuration base: AppConfiguration, logger: Logger) {
         var options = options
         // Whole seconds: events travel with millisecond timestamps, checks are stored at the server's
         // clock; the same instant must read the same on both paths.
@@ -59,20 +68,20 @@ struct FleetSimulation {
     var start: Date { options.end.addingTimeInterval(-Double(options.days) * 86_400) }
     var baseURL: URL { URL(string: "http://127.0.0.1:\(configuration.port)")! }
 
-    struct Result: Sendable {
+    public struct Result: Sendable {
         /// Rows the server stored for the fleet: events and answered checks.
-        var stored: Int
+        public var stored: Int
         /// Time-to-update of the releases of the period, by the ground truth.
-        var summary: String
+        public var summary: String
         /// Where a report differs from the ground truth, one line each.
-        var differences: [String]
+        public var differences: [String]
         /// The keys the simulation made for its app.
-        var readKey: String
-        var adminKey: String
+        public var readKey: String
+        public var adminKey: String
     }
 
     /// Runs the fleet; returns the ground truth and the server's reports, compared.
-    func run() async throws -> Result {
+    public func run() async throws -> Result {
         try await checkTheLogLeavesThePeriodOpen()
         // Keys before the server: it loads every key as it starts (later ones take up to a second).
         let keys = try await createApp()
@@ -230,12 +239,8 @@ struct FleetSimulation {
     /// before the simulation reaches them: refuse, saying so, rather than report differences.
     private func checkTheLogLeavesThePeriodOpen() async throws {
         let (settings, start) = (configuration.database, start)
-        let latest: Date? = try await withDatabase(settings) { client, _ in
-            var latest: Date?
-            for try await value in try await client.query("SELECT max(recorded_at) FROM event_log").decode(Date?.self) {
-                latest = value
-            }
-            return latest
+        let latest = try await Database.withClient(settings, logger: logger) { client, logger in
+            try await EventLog(client: client, logger: logger).latestRecordedAt()
         }
         guard let latest, UTCDay(start) < UTCDay(latest).adding(days: -AdoptionFold.openDays) else { return }
         let days = max(0, Int(options.end.timeIntervalSince(latest.addingTimeInterval(-Double(AdoptionFold.openDays) * 86_400)) / 86_400) - 1)
@@ -251,7 +256,7 @@ struct FleetSimulation {
         let settings = configuration.database
         let (app, name, now, end, create) = (options.appId, options.appName, clock.now(), options.end, options.createApp)
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return try await withDatabase(settings) { client, logger in
+        return try await Database.withClient(settings, logger: logger) { client, logger in
             if create {
                 _ = try await CatalogStore(client: client, logger: logger).createApp(
                     AppInfo(id: app, name: name, updateURL: ["ios": "https://apps.apple.com/app/id1"]),
@@ -268,42 +273,5 @@ struct FleetSimulation {
             let admin = try await keys.create(name: "\(app)-simulate-admin-\(suffix)", scope: .admin, appId: app, now: now).1
             return (ingest, read, admin)
         }
-    }
-}
-
-/// The simulation's clock: set by the simulation only, read by the server and the SDK.
-final class SimulatedClock: WallClock, @unchecked Sendable {
-    private let lock = NSLock()
-    private var current: Date
-
-    init(_ start: Date) { current = start }
-
-    func now() -> Date { lock.withLock { current } }
-
-    /// Moves forward only: the server's `recorded_at` and decisions must not go back.
-    func set(_ date: Date) { lock.withLock { current = max(current, date) } }
-}
-
-/// A port the kernel has just handed out and let go.
-enum FreePort {
-    static func find() -> Int {
-        #if canImport(Glibc)
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-            let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -104,7 +104,7 @@ struct SimulatedInstall: Sendable {
             version = target
             pendingUpdate = nil
         }
-        let sdk = UpshiftClient.Upshift(configuration: configuration(version))
+        let sdk = Upshift(configuration: configuration(version))
         await sdk.launch()
         launched = true
         let decision = await sdk.check()
@@ -243,7 +243,7 @@ struct ProgressLine: Sendable {
 
     func update(day: Int, events: Int) {
         guard enabled else { return }
-        let line = "day \(day)/\(days)  \(ProgressBar.grouped(events)) events  \(ProgressBar.grouped(rate(events))) events/s"
+        let line = "day \(day)/\(days)  \(events.grouped) events  \(rate(events).grouped) events/s"
         FileHandle.standardError.write(Data((terminal ? "\r" + line : line + "\n").utf8))
     }
 
