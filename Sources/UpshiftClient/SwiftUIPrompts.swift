@@ -43,9 +43,10 @@
             if let url = await presenter.update() { openURL(url) }
         }
 
-        /// Shown while the presentation is of that kind; closing is done through the presenter's actions.
+        /// Shown while the presentation is of that kind; closing is done through the presenter's actions
+        /// (read here, on the main actor, so no closure reads the presenter elsewhere).
         private func shows<Value>(_ part: KeyPath<UpdatePresentation, Value?>) -> Binding<Bool> {
-            Binding(get: { presenter.presentation[keyPath: part] != nil }, set: { _ in })
+            .constant(presenter.presentation[keyPath: part] != nil)
         }
     }
 

@@ -248,7 +248,7 @@ import UpshiftTestSupport
         try await harness.run { server in
             for (method, path, allow) in [
                 (HTTPMethod.TRACE, "/v1/events", "POST"), (.DELETE, "/v1/apps/expenses", "GET"),
-                (.PUT, "/v1/apps/expenses/check", "GET, POST"), (.GET, "/v1/apps/expenses/releases/ios/1.0", "PATCH"),
+                (.PUT, "/v1/apps/expenses/check", "GET, POST"), (.DELETE, "/v1/apps/expenses/releases/ios/1.0", "GET, PATCH"),
                 (.POST, "/health/live", "GET"),
             ] {
                 let reply = try await server.request(method, path)
