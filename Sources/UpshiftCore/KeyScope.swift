@@ -34,14 +34,19 @@ public enum KeySecret {
         for scope in KeyScope.allCases {
             let prefix = "upshift_\(scope.rawValue)_"
             guard text.utf8.starts(with: prefix.utf8) else { continue }
-            let rest = text.utf8.dropFirst(prefix.utf8.count)
-            return rest.count == 43
-                && rest.allSatisfy { byte in
-                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                        || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-                }
+            return isRandomToken(text.utf8.dropFirst(prefix.utf8.count))
         }
         return false
+    }
+
+    /// Whether `text` has the shape of `randomToken()`: 43 base64url characters (a dashboard session's
+    /// cookie). Anything else names no session and is never looked up.
+    public static func isRandomToken(_ text: some Collection<UInt8>) -> Bool {
+        text.count == 43
+            && text.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            }
     }
 
     /// The stored form of a secret: the hex SHA-256 of its UTF-8 bytes.

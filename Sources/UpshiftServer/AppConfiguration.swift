@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import NIOCore
-import Prometheus
 import UpshiftCore
 import UpshiftStore
 
@@ -35,6 +34,7 @@ public struct AppConfiguration: Sendable {
     public var openAPIFile: URL?
     public var ingestion = IngestionSettings()
     public var check = CheckSettings()
+    public var dashboard = DashboardSettings()
     public var projections = ProjectionSettings()
     public var connections = ConnectionLimits()
     /// How often the server asks whether a key was created or revoked (then it reloads them all): a
@@ -42,7 +42,6 @@ public struct AppConfiguration: Sendable {
     public var keyRefresh: Duration = .seconds(1)
     /// Database connections of the pool.
     public var maximumConnections = 16
-    public var metrics = PrometheusCollectorRegistry()
 
     public init(database: DatabaseSettings) {
         self.database = database
@@ -74,6 +73,12 @@ public struct AppConfiguration: Sendable {
         }
         if let burst = try read.decimal("UPSHIFT_CHECK_RATE_BURST", in: 1...1_000_000_000) {
             configuration.check.ratePerClient.burst = burst
+        }
+        if let rate = try read.decimal("UPSHIFT_DASHBOARD_RATE_LIMIT", in: 0...1_000_000_000) {
+            configuration.dashboard.ratePerClient.rate = rate
+        }
+        if let burst = try read.decimal("UPSHIFT_DASHBOARD_RATE_BURST", in: 1...1_000_000_000) {
+            configuration.dashboard.ratePerClient.burst = burst
         }
         // An event burst below one full batch would refuse every batch of 500.
         let eventBursts = Double(EventsController.maximumEvents)...1_000_000_000
@@ -203,6 +208,16 @@ public struct IngestionSettings: Sendable {
     public var ratePerClient = RateLimit(rate: 100, burst: 10_000)
     /// Events per second per ingest key, and the burst: an app of 10 M installs.
     public var ratePerKey = RateLimit(rate: 10_000, burst: 100_000)
+
+    public init() {}
+}
+
+/// How the dashboard protects itself.
+public struct DashboardSettings: Sendable {
+    /// Requests with a session cookie per second per client address, and the burst: each costs a
+    /// database look-up, so a flood of made-up cookies is bounded like every other public input. A
+    /// person reading pages stays far below it.
+    public var ratePerClient = RateLimit(rate: 10, burst: 100)
 
     public init() {}
 }

@@ -3,7 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Prometheus
 import UpshiftCore
 import UpshiftStore
 
@@ -45,6 +45,10 @@ public struct ApplicationParts {
         self.logger = logger
 
         let migrations = try configuration.migrationsDirectory.map(Migration.load(from:)) ?? Migration.embedded()
+        // Prometheus is bound here, once: every service counts through the swift-metrics API, into a
+        // registry of this application's own (tests build several applications in one process).
+        let registry = PrometheusCollectorRegistry()
+        let metrics = PrometheusMetricsFactory(registry: registry)
 
         let database = Database(
             settings: configuration.database, maximumConnections: configuration.maximumConnections, logger: logger)
@@ -53,11 +57,10 @@ public struct ApplicationParts {
         let catalogStore = CatalogStore(client: client, logger: logger)
         let snapshot = CatalogSnapshot()
         let serveHTTP = configuration.roles.contains(.http)
-        let readiness = Readiness(
-            required: serveHTTP ? ["migrations", "partitions", "catalog", "keys"] : ["migrations", "partitions"])
+        let readiness = Readiness(required: serveHTTP ? [.migrations, .partitions, .catalog, .keys] : [.migrations, .partitions])
         let snapshotLoader = CatalogSnapshotService(snapshot: snapshot, store: catalogStore, readiness: readiness, logger: logger)
         let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
-        let authenticator = KeyAuthenticator(
+        let keys = KeyDirectory(
             store: KeyStore(client: client, logger: logger), refreshInterval: configuration.keyRefresh,
             readiness: readiness, logger: logger)
 
@@ -65,49 +68,56 @@ public struct ApplicationParts {
         let routeTable = RouteTable()
         router.middlewares.add(ProblemMiddleware(routes: routeTable))
         if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
-        HealthController(
-            readiness: readiness, database: database, metrics: configuration.metrics,
-            openAPI: OpenAPIDocument.load(configuration.openAPIFile, logger: logger)
-        ).addRoutes(to: router)
+        router.addRoutes(
+            HealthController(
+                readiness: readiness, database: database, exposition: { registry.emit(into: &$0) },
+                openAPI: OpenAPIDocument.load(configuration.openAPIFile, logger: logger)
+            ).routes)
 
-        var services: [any Service] = [DatabaseService(database: database)]
+        // The pool first: it stops last, after everything that uses it.
+        var services: [any Service] = [client]
         let feedSignal = FeedSignal()
         if serveHTTP {
+            let authentication = BearerAuthentication(keys: keys)
             let writer = IngestionWriter(
-                log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
-                metrics: configuration.metrics, logger: logger, wake: { feedSignal.signal() })
-            EventsController(
-                writer: writer, authenticator: authenticator, clock: configuration.clock,
-                settings: configuration.ingestion, trustedProxies: configuration.trustedProxies,
-                metrics: configuration.metrics
-            ).addRoutes(to: router)
-            CheckController(
-                snapshot: snapshot, writer: writer, clock: configuration.clock, settings: configuration.check,
-                trustedProxies: configuration.trustedProxies, metrics: configuration.metrics, logger: logger
-            ).addRoutes(to: router)
-            CatalogController(store: catalogStore, authenticator: authenticator, clock: configuration.clock) {
-                await snapshotLoader.reload(reason: "write")
-            }.addRoutes(to: router)
+                log: eventLog, clock: configuration.clock, settings: configuration.ingestion, metrics: metrics, logger: logger,
+                wake: { feedSignal.signal() })
+            router.addRoutes(
+                EventsController(
+                    writer: writer, clock: configuration.clock, settings: configuration.ingestion,
+                    trustedProxies: configuration.trustedProxies, metrics: metrics
+                ).routes(authentication: authentication), atPath: "/v1/events")
+            router.addRoutes(
+                CheckController(
+                    snapshot: snapshot, writer: writer, clock: configuration.clock, settings: configuration.check,
+                    trustedProxies: configuration.trustedProxies, metrics: metrics, logger: logger
+                ).routes, atPath: "/v1/apps/:app")
+            router.addRoutes(
+                CatalogController(store: catalogStore, clock: configuration.clock) {
+                    await snapshotLoader.reload(reason: "write")
+                }.routes(authentication: authentication), atPath: "/v1/apps")
             let reports = ReportService(
                 store: ReportStore(client: client, logger: logger), snapshot: snapshot, clock: configuration.clock)
-            ReportsController(
-                reports: reports, authenticator: authenticator, snapshot: snapshot, clock: configuration.clock
-            ).addRoutes(to: router)
-            DashboardController(
-                sessions: SessionStore(client: client, logger: logger), authenticator: authenticator,
-                catalog: catalogStore, reports: reports, snapshot: snapshot, clock: configuration.clock,
-                signInLimiter: RateLimiter(configuration.check.ratePerClient),
-                trustedProxies: configuration.trustedProxies
-            ) {
-                await snapshotLoader.reload(reason: "dashboard write")
-            }.addRoutes(to: router)
-            services.append(contentsOf: [partitions, writer, snapshotLoader, authenticator] as [any Service])
+            router.addRoutes(
+                ReportsController(reports: reports, snapshot: snapshot, clock: configuration.clock)
+                    .routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
+            router.addRoutes(
+                DashboardPages(
+                    sessions: SessionStore(client: client, logger: logger), keys: keys, catalog: catalogStore,
+                    reports: reports, snapshot: snapshot, clock: configuration.clock,
+                    signInLimiter: RateLimiter(configuration.check.ratePerClient),
+                    sessionLimiter: RateLimiter(configuration.dashboard.ratePerClient),
+                    trustedProxies: configuration.trustedProxies
+                ) {
+                    await snapshotLoader.reload(reason: "dashboard write")
+                }.routes, atPath: "/dashboard")
+            services.append(contentsOf: [partitions, writer, snapshotLoader, keys] as [any Service])
         }
         if configuration.roles.contains(.projections) {
             services.append(
                 ProjectionRunner(
                     store: ProjectionStore(client: client, logger: logger), settings: configuration.projections,
-                    signal: feedSignal, readiness: readiness, metrics: configuration.metrics, logger: logger))
+                    signal: feedSignal, readiness: readiness, metrics: metrics, logger: logger))
         }
         routes = router.routes.map { ($0.method, $0.path.description) }
         routeTable.load(routes)
@@ -119,38 +129,13 @@ public struct ApplicationParts {
                 let applied = try await Migrator(client: client, logger: logger).migrate(migrations)
                 if !applied.isEmpty { logger.info("migrated", metadata: ["migrations.applied": "\(applied)"]) }
             }
-            readiness.mark("migrations")
+            readiness.mark(.migrations)
             try await retryingWhileUnreachable(logger: logger) { try await partitions.ensure() }
-            readiness.mark("partitions")
+            readiness.mark(.partitions)
             if serveHTTP {
                 try await retryingWhileUnreachable(logger: logger) { try await snapshotLoader.load() }
-                try await retryingWhileUnreachable(logger: logger) { try await authenticator.load() }
+                try await retryingWhileUnreachable(logger: logger) { try await keys.load() }
             }
-        }
-    }
-}
-
-/// The paths the router answers and their methods, so that a method a path does not answer (any
-/// method, `QUERY` included) is `405` with `Allow` (RFC 9110 §15.5.6) rather than `404`.
-final class RouteTable: Sendable {
-    private let routes = Mutex<[(segments: [Substring], methods: [HTTPRequest.Method])]>([])
-
-    func load(_ described: [(method: HTTPRequest.Method, path: String)]) {
-        var byPath: [String: [HTTPRequest.Method]] = [:]
-        for route in described { byPath[route.path, default: []].append(route.method) }
-        routes.withLock { routes in
-            routes = byPath.map { path, methods in (path.split(separator: "/"), methods) }
-        }
-    }
-
-    /// The methods of the route `path` matches (a `{name}` or `:name` segment matches any one segment).
-    func methods(of path: String) -> [HTTPRequest.Method]? {
-        let segments = path.split(separator: "/")
-        return routes.withLock { routes in
-            routes.first { route in
-                route.segments.count == segments.count
-                    && zip(route.segments, segments).allSatisfy { $0.0.hasPrefix(":") || $0.0.hasPrefix("{") || $0.0 == $0.1 }
-            }?.methods
         }
     }
 }
@@ -166,14 +151,5 @@ private func retryingWhileUnreachable(logger: Logger, _ work: @Sendable () async
             logger.warning("database unreachable at start; retrying", metadata: ["error": "\(error)"])
             try await Task.sleep(for: .seconds(1))
         }
-    }
-}
-
-/// The connection pool as a service of the group: started first, stopped last.
-struct DatabaseService: Service {
-    let database: Database
-
-    func run() async {
-        await database.run()
     }
 }

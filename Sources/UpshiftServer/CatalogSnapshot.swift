@@ -66,7 +66,7 @@ struct CatalogSnapshotService: Service {
         let version = try await store.version()
         let apps = try await store.loadAll()
         snapshot.replace(apps: apps, version: version)
-        readiness.mark("catalog")
+        readiness.mark(.catalog)
     }
 
     func run() async throws {
@@ -83,7 +83,7 @@ struct CatalogSnapshotService: Service {
             if snapshot.isLoaded, version == snapshot.version { return }
             let apps = try await store.loadAll()
             snapshot.replace(apps: apps, version: version)
-            readiness.mark("catalog")
+            readiness.mark(.catalog)
             logger.debug("catalog reloaded", metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
         } catch {
             logger.warning("catalog reload failed; serving the last snapshot", metadata: ["error": "\(error)"])

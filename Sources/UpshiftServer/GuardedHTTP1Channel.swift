@@ -189,8 +189,7 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
             }
             answer(
                 ProblemDetails(
-                    .requestHeaderFieldsTooLarge, type: "urn:upshift:problem:request-too-large",
-                    title: "Request header fields too large",
+                    .requestTooLarge,
                     detail: "the request target and header fields may have \(limits.maximumHeadBytes) bytes together"),
                 context: context)
             return
@@ -262,9 +261,7 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
             context.close(promise: nil)
         case .head:
             answer(
-                ProblemDetails(
-                    .requestTimeout, type: "urn:upshift:problem:request-timeout", title: "Request timeout",
-                    detail: "the request head did not arrive within \(limits.headTimeout)"),
+                ProblemDetails(.requestTimeout, detail: "the request head did not arrive within \(limits.headTimeout)"),
                 context: context)
         case .body:
             // The application reads the body: it fails with RequestTimedOut and answers 408 (a problem,

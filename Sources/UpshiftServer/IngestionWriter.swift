@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Prometheus
+import Metrics
 import ServiceLifecycle
 import Synchronization
 import UpshiftCore
@@ -51,13 +51,13 @@ final class IngestionWriter: Service, Sendable {
     private let settings: IngestionSettings
     private let logger: Logger
     private let state = Mutex(State())
-    private let flushed: Prometheus.Counter
-    private let flushFailures: Prometheus.Counter
+    private let flushed: Counter
+    private let flushFailures: Counter
     private let wake: @Sendable () -> Void
 
     /// - Parameter wake: called after each commit (the projection runner listens to it).
     init(
-        log: EventLog, clock: any WallClock, settings: IngestionSettings, metrics: PrometheusCollectorRegistry,
+        log: EventLog, clock: any WallClock, settings: IngestionSettings, metrics: any MetricsFactory,
         logger: Logger, wake: @escaping @Sendable () -> Void = {}
     ) {
         self.log = log
@@ -65,9 +65,9 @@ final class IngestionWriter: Service, Sendable {
         self.settings = settings
         self.logger = logger
         self.wake = wake
-        self.flushed = metrics.counter("ingest_flushes", help: "Group commits of events")
-        self.flushFailures = metrics.counter(
-            "ingest_flush_failures", help: "Group commits that failed (database unavailable)")
+        // Group commits of events, and those that failed (database unavailable).
+        self.flushed = ServerMetrics.counter("ingest_flushes", factory: metrics)
+        self.flushFailures = ServerMetrics.counter("ingest_flush_failures", factory: metrics)
     }
 
     /// Appends `events` (distinct app and id) and returns those that were new, once they are committed.

@@ -1,17 +1,14 @@
-import Prometheus
+import Metrics
 
-extension PrometheusCollectorRegistry {
-    /// The counter `upshift_<name>_total` (created once; the same name returns the same counter).
-    func counter(_ name: String, labels: [(String, String)] = [], help: String) -> Counter {
-        makeCounter(
-            descriptor: MetricNameDescriptor(namespace: "upshift", metricName: name, unitName: "total", helpText: help),
-            labels: labels)
+/// How the server names its metrics, on the swift-metrics API: `upshift_<name>_total` for counters,
+/// `upshift_<name>` for gauges. The composition root binds them to a Prometheus registry of the
+/// application's own (``buildApplication(_:logger:)``), served at `/metrics`.
+enum ServerMetrics {
+    static func counter(_ name: String, dimensions: [(String, String)] = [], factory: any MetricsFactory) -> Counter {
+        Counter(label: "upshift_\(name)_total", dimensions: dimensions, factory: factory)
     }
-}
 
-extension PrometheusCollectorRegistry {
-    /// The gauge `upshift_<name>` (created once; the same name returns the same gauge).
-    func gauge(_ name: String, help: String) -> Gauge {
-        makeGauge(descriptor: MetricNameDescriptor(namespace: "upshift", metricName: name, helpText: help))
+    static func gauge(_ name: String, factory: any MetricsFactory) -> Meter {
+        Meter(label: "upshift_\(name)", factory: factory)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Prometheus
+import Metrics
 import ServiceLifecycle
 import Synchronization
 import UpshiftCore
@@ -46,12 +46,12 @@ public final class ProjectionRunner: Service, Sendable {
     let readiness: Readiness
     let logger: Logger
     private let running = Mutex(Set<String>())
-    private let applied: Prometheus.Counter
-    private let deadLettered: Prometheus.Counter
+    private let applied: Counter
+    private let deadLettered: Counter
 
     init(
         store: ProjectionStore, definitions: [any ProjectionDefinition] = Projections.all, settings: ProjectionSettings,
-        signal: FeedSignal, readiness: Readiness, metrics: PrometheusCollectorRegistry, logger: Logger
+        signal: FeedSignal, readiness: Readiness, metrics: any MetricsFactory, logger: Logger
     ) {
         self.readiness = readiness
         self.store = store
@@ -59,16 +59,16 @@ public final class ProjectionRunner: Service, Sendable {
         self.settings = settings
         self.signal = signal
         self.logger = logger
-        applied = metrics.counter("projection_events", help: "Events applied by projection runners")
-        deadLettered = metrics.counter(
-            "projection_dead_letters", help: "Events projections could not apply")
+        // Events applied by projection runners, and those they could not apply.
+        applied = ServerMetrics.counter("projection_events", factory: metrics)
+        deadLettered = ServerMetrics.counter("projection_dead_letters", factory: metrics)
     }
 
-    /// A runner outside `upshift serve` (the CLI's rebuild): no wake-ups, metrics of its own.
+    /// A runner outside `upshift serve` (the CLI's rebuild): no wake-ups, no metrics.
     public convenience init(store: ProjectionStore, settings: ProjectionSettings = ProjectionSettings(), logger: Logger) {
         self.init(
             store: store, settings: settings, signal: FeedSignal(), readiness: Readiness(required: []),
-            metrics: PrometheusCollectorRegistry(), logger: logger)
+            metrics: NOOPMetricsHandler.instance, logger: logger)
     }
 
     public func run() async throws {
@@ -78,9 +78,7 @@ public final class ProjectionRunner: Service, Sendable {
 
     private func supervise() async {
         // The registry exists once the start-up migration ran.
-        while readiness.missing.contains("migrations"), !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
+        await readiness.reached(.migrations)
         await withDiscardingTaskGroup { group in
             // Supervise: start a worker for every generation that is active or building. Workers end
             // when their generation is retired; shutdown cancels them all.

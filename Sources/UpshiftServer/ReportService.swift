@@ -2,22 +2,21 @@ import Foundation
 import UpshiftCore
 import UpshiftStore
 
-/// The reports of DESIGN.md section 6 as values: what the JSON/CSV API and the dashboard both show.
+/// The reports of DESIGN.md section 6 as values: what the JSON/CSV API and the dashboard both show. A
+/// projection that has no tables yet throws `ReportStore.NotReady` (a `503`).
 struct ReportService: Sendable {
     let store: ReportStore
     let snapshot: CatalogSnapshot
     let clock: any WallClock
 
     func adoption(app: String, platform: String, from: UTCDay, to: UTCDay) async throws -> AdoptionReport {
-        let rows = try await read { try await store.adoption(app: app, platform: platform, from: from, to: to) }
+        let rows = try await store.adoption(app: app, platform: platform, from: from, to: to)
         return AdoptionReport(app: app, platform: platform, from: from, to: to, rows: rows)
     }
 
     /// Nil when the app has no such release (yet).
     func release(app: String, platform: String, version: Version) async throws -> ReleaseReport? {
-        guard let figures = try await read({ try await store.release(app: app, platform: platform, version: version) }) else {
-            return nil
-        }
+        guard let figures = try await store.release(app: app, platform: platform, version: version) else { return nil }
         return ReleaseReport(
             app: app, platform: platform, version: version.normalized, releasedAt: figures.releasedAt, now: clock.now(),
             cohort: figures.cohort, updatedByDay: figures.updatedByDay, medianMilliseconds: figures.medianMilliseconds,
@@ -25,25 +24,16 @@ struct ReportService: Sendable {
     }
 
     func funnels(app: String, platform: String, target: Version?) async throws -> PromptFunnelReport {
-        let funnels = try await read { try await store.funnels(app: app, platform: platform, target: target) }
+        let funnels = try await store.funnels(app: app, platform: platform, target: target)
         return PromptFunnelReport(app: app, platform: platform, funnels: funnels)
     }
 
     func minimumImpact(app: String, platform: String, minimum: Version, windowDays: Int) async throws -> MinimumImpactReport {
         let now = clock.now()
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
-        let groups = try await read { try await store.activeInstalls(app: app, platform: platform, since: since) }
+        let groups = try await store.activeInstalls(app: app, platform: platform, since: since)
         return MinimumImpactReport(
             app: app, platform: platform, minimum: minimum, windowDays: windowDays,
             releases: snapshot.app(app)?.catalog.releases[platform] ?? [], now: now, groups: groups)
-    }
-
-    /// Runs a report query; a projection that has no tables yet is a 503, not a 500.
-    private func read<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as ReportStore.NotReady {
-            throw ProblemDetails.unavailable("\(error.description); retry shortly", retryAfter: 5)
-        }
     }
 }

@@ -241,6 +241,9 @@ public struct CatalogStore: Sendable {
             guard let (old, revision) = current else { throw CatalogError.releaseNotFound("\(platform) \(version)") }
             guard revision == expectedRevision else { throw CatalogError.stale(current: revision) }
             var updated = try edit(old)
+            let changes = try CatalogEvent.changes(from: old, to: updated)
+            // A write that changes nothing leaves the revision, the history and the instances alone.
+            guard !changes.isEmpty else { return CatalogWrite(value: old, revision: revision, warnings: []) }
             updated.revision = revision + 1
             try await connection.query(
                 """
@@ -248,8 +251,7 @@ public struct CatalogStore: Sendable {
                 WHERE app_id = \(appId) AND platform = \(platform) AND version_key = \(version.canonical)
                 """, logger: logger)
             let event = CatalogEvent(
-                kind: .releaseUpdated, actor: actor, reason: reason, release: updated,
-                changes: try CatalogEvent.changes(from: old, to: updated))
+                kind: .releaseUpdated, actor: actor, reason: reason, release: updated, changes: changes)
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
             return CatalogWrite(value: updated, revision: revision + 1, warnings: [])
         }
@@ -272,6 +274,13 @@ public struct CatalogStore: Sendable {
             }
             guard revision == expectedRevision else { throw CatalogError.stale(current: revision) }
             var updated = policy
+            let changes = try CatalogEvent.changes(from: old ?? Policy(), to: updated)
+            guard !changes.isEmpty else {  // nothing changes: as for releases
+                updated.revision = revision
+                return CatalogWrite(
+                    value: updated, revision: revision,
+                    warnings: try await policyWarnings(updated, appId: appId, platform: platform, on: connection))
+            }
             updated.revision = revision + 1
             try await connection.query(
                 """
@@ -280,8 +289,7 @@ public struct CatalogStore: Sendable {
                 ON CONFLICT (app_id, platform) DO UPDATE SET policy = excluded.policy, revision = excluded.revision
                 """, logger: logger)
             let event = CatalogEvent(
-                kind: .policyReplaced, actor: actor, reason: reason, platform: platform, policy: updated,
-                changes: try CatalogEvent.changes(from: old ?? Policy(), to: updated))
+                kind: .policyReplaced, actor: actor, reason: reason, platform: platform, policy: updated, changes: changes)
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
             return CatalogWrite(
                 value: updated, revision: revision + 1,
@@ -303,26 +311,30 @@ public struct CatalogStore: Sendable {
         return policy.warnings(among: releases, platform: platform)
     }
 
-    /// Runs one catalog write: advances the app's stream head (which serializes writers of the app),
-    /// lets `body` check revisions and write, and notifies the instances once committed.
+    /// Runs one catalog write: locks the app's stream head (which serializes writers of the app) and
+    /// lets `body` check revisions and write with the stream version its event gets. A body that records
+    /// no event (nothing changed) leaves the stream, and everything else, as it was.
     private func write<T: Sendable>(
         appId: String, now: Date,
         _ body: @escaping @Sendable (PostgresConnection, Int) async throws -> T
     ) async throws -> T {
         try await client.transaction(logger: logger) { connection in
             let head = try await connection.query(
-                "UPDATE streams SET version = version + 1 WHERE stream_id = \("app:\(appId)") RETURNING version",
-                logger: logger)
+                "SELECT version FROM streams WHERE stream_id = \("app:\(appId)") FOR UPDATE", logger: logger)
             var version: Int?
             for try await value in head.decode(Int.self) { version = value }
             guard let version else { throw CatalogError.appNotFound(appId) }
-            return try await body(connection, version)
+            return try await body(connection, version + 1)
         }
     }
 
+    /// Appends a catalog event at `streamVersion`, moves the stream head there, and notifies the instances
+    /// once committed.
     private func record(_ event: CatalogEvent, appId: String, streamVersion: Int, now: Date, on connection: PostgresConnection)
         async throws
     {
+        try await connection.query(
+            "UPDATE streams SET version = \(streamVersion) WHERE stream_id = \("app:\(appId)")", logger: logger)
         try await connection.query("SELECT upshift_ensure_event_partitions(\(now), \(now))", logger: logger)
         try await connection.query(
             """

@@ -2,7 +2,8 @@ import Logging
 import PostgresNIO
 import Synchronization
 
-/// The connection pool of one PostgreSQL database, and what the server asks of it as a whole.
+/// The connection pool of one PostgreSQL database, and what the server asks of it as a whole. The pool
+/// (`client`, a `PostgresClient`) is a service of the application's group itself.
 public final class Database: Sendable {
     public let client: PostgresClient
     let logger: Logger
@@ -11,11 +12,6 @@ public final class Database: Sendable {
         self.client = PostgresClient(
             configuration: settings.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
         self.logger = logger
-    }
-
-    /// Runs the pool until the task is cancelled or the service group shuts down.
-    public func run() async {
-        await client.run()
     }
 
     /// Whether PostgreSQL answers `SELECT 1` within `limit`.

@@ -10,7 +10,8 @@ import UpshiftStore
 @testable import UpshiftServer
 
 /// No domain error escapes as a 500: whatever a service throws for a client's mistake becomes its 4xx
-/// wherever it is thrown, also from a route that wraps nothing (STYLE.md rule 4: one mapping).
+/// wherever it is thrown, also from a route that wraps nothing (STYLE.md rule 4: one mapping), as a
+/// problem from the API and as a page with the same status from the dashboard.
 @Suite struct ErrorMappingTests {
     static let errors: [(name: String, error: any Error & Sendable, status: Int, field: String?)] = [
         ("CatalogError.appNotFound", CatalogError.appNotFound("x"), 404, nil),
@@ -26,8 +27,9 @@ import UpshiftStore
         ("IngestionError.databaseUnavailable", IngestionError.databaseUnavailable, 503, nil),
         ("IngestionError.overloaded", IngestionError.overloaded, 503, nil),
         ("IngestionError.shuttingDown", IngestionError.shuttingDown, 503, nil),
-        ("unauthorized", ProblemDetails.unauthorized("no key"), 401, nil),
-        ("forbidden", ProblemDetails.forbidden("not yours"), 403, nil),
+        ("AuthenticationRequired", AuthenticationRequired("no key"), 401, nil),
+        ("AccessDenied", AccessDenied("not yours"), 403, nil),
+        ("ReportStore.NotReady", ReportStore.NotReady(projection: "adoption"), 503, nil),
         ("body too large", NIOTooManyBytesError(maxBytes: 1), 413, nil),
         ("body too slow", RequestTimedOut(), 408, nil),
         ("request broke off", HTTPParserError.invalidEOFState, 400, nil),
@@ -58,6 +60,38 @@ import UpshiftStore
                         let problem = try JSONDecoder().decode(ProblemDetails.self, from: Data(response.body.readableBytesView))
                         #expect(problem.field == entry.field, "\(entry.name)")
                         #expect(problem.type != "urn:upshift:problem:internal", "\(entry.name)")
+                    }
+                }
+            }
+        }
+    }
+}
+
+extension ErrorMappingTests {
+    @Test func theDashboardShowsTheSameMappingAsPages() async throws {
+        let router = Router(context: UpshiftRequestContext.self)
+        router.middlewares.add(ProblemMiddleware())
+        let pages = router.group("dashboard").add(middleware: DashboardErrorMiddleware())
+        for (index, entry) in Self.errors.enumerated() {
+            let error = entry.error
+            pages.get("thrown/\(index)") { _, _ -> Response in throw error }
+            pages.post("thrown/\(index)") { _, _ -> Response in throw error }
+        }
+        let app = Application(router: router)
+        try await app.test(.router) { client in
+            for (index, entry) in Self.errors.enumerated() {
+                for method in [HTTPRequest.Method.get, .post] {
+                    try await client.execute(uri: "/dashboard/thrown/\(index)", method: method) { response in
+                        let type = response.headers[.contentType] ?? ""
+                        switch entry.status {
+                        case 401 where method == .get:  // no session: to the sign-in form
+                            #expect(response.status == .seeOther && response.headers[.location] == "/dashboard", "\(entry.name)")
+                        case 500...:  // not the client's doing: the API's problem JSON
+                            #expect(Int(response.status.code) == entry.status && type == "application/problem+json", "\(entry.name)")
+                        default:
+                            #expect(Int(response.status.code) == entry.status, "\(entry.name) \(method)")
+                            #expect(type.hasPrefix("text/html"), "\(entry.name) \(method)")
+                        }
                     }
                 }
             }

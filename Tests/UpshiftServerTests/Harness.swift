@@ -64,6 +64,7 @@ struct Harness {
         // Every test client speaks from loopback: tests of the event limits turn them on.
         configuration.ingestion.ratePerClient.rate = 0
         configuration.ingestion.ratePerKey.rate = 0
+        configuration.dashboard.ratePerClient.rate = 0
         return configuration
     }
 

@@ -237,6 +237,8 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
         public var activeInstalls: Int
         public var below: Int
         public var unableToUpdate: Int
+        /// Below the minimum and able to update: the blocking screen (the others are told `os_unsupported`).
+        public var wouldBeBlocked: Int { below - unableToUpdate }
 
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
@@ -259,6 +261,8 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     public var activeInstalls: Int
     public var below: Int
     public var unableToUpdate: Int
+    /// Below the minimum and able to update: the installs a raise would block.
+    public var wouldBeBlocked: Int { below - unableToUpdate }
     public var byVersion: [Row]
     public var byOS: [Row]
 

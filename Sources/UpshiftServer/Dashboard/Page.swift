@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import UpshiftCore
+import UpshiftStore
 
 /// The dashboard's page frame: one stylesheet inline (no external files, fonts or scripts), light and
 /// dark through `prefers-color-scheme`, readable at phone width.
@@ -83,4 +85,21 @@ struct Page: Sendable {
         .choices a[aria-current]{font-weight:700;color:var(--fg);text-decoration:none}
         @media (max-width:600px){main{padding:.75rem}th,td{padding:.3rem}.signout{margin-left:0}}
         """
+}
+
+extension Page {
+    /// A page of a signed-in caller: the sections of `app` (the rollout only for who may change it) and
+    /// the sign-out form.
+    static func framed(_ identity: Identity, title: String, app: String? = nil, platform: String? = nil, body: HTML) -> Page {
+        var navigation: [(String, String)] = [("Apps", "/dashboard")]
+        if let app {
+            let query = platform.map { "?platform=\(DashboardForm.escape($0))" } ?? ""
+            navigation.append(("Overview", "/dashboard/apps/\(app)\(query)"))
+            if identity.mayWrite { navigation.append(("Rollout", "/dashboard/apps/\(app)/rollout\(query)")) }
+            navigation.append(("History", "/dashboard/apps/\(app)/history"))
+        }
+        return Page(
+            title: title, signedIn: (identity.key.name, identity.key.scope.rawValue, identity.session?.csrfToken ?? ""),
+            navigation: navigation, body: body)
+    }
 }

@@ -19,6 +19,10 @@ public struct ReportStore: Sendable {
     public struct NotReady: Error, CustomStringConvertible {
         public let projection: String
         public var description: String { "projection \(projection) has no active generation yet" }
+
+        public init(projection: String) {
+            self.projection = projection
+        }
     }
 
     private func tables(_ names: String...) async throws -> [String: Int] {

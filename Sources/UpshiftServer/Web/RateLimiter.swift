@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import Prometheus
+import Metrics
 import Synchronization
 
 /// Token buckets per client (an address, or a key): `rate` tokens per second on average, at most `burst`
@@ -52,7 +52,7 @@ final class RateLimiter: Sendable {
 
     /// Takes `cost` tokens for `client`, or throws `429` with `Retry-After` and `detail` (counting the
     /// refusal in `refused`).
-    func enforce(_ client: String, cost: Double = 1, refused: Prometheus.Counter? = nil, detail: @autoclosure () -> String) throws {
+    func enforce(_ client: String, cost: Double = 1, refused: Counter? = nil, detail: @autoclosure () -> String) throws {
         guard let retryAfter = acquire(client, cost: cost) else { return }
         refused?.increment()
         throw ProblemDetails.rateLimited(detail(), retryAfter: retryAfter)
@@ -83,43 +83,24 @@ public struct RateLimit: Sendable, Equatable {
     }
 }
 
-/// The client a request comes from, as rate limits count clients: the TCP peer, or, when the peer is a
-/// trusted proxy, the right-most address of `X-Forwarded-For` that is not itself a trusted proxy
-/// (DESIGN.md section 7). IPv6 clients count by their /64 (one subscriber's network), IPv4-mapped IPv6
-/// addresses as IPv4; a hop that is not an address counts as the one client `invalid`.
-enum ClientAddress {
-    /// The client of `request`, as the rate limits count it.
-    static func of(_ request: Request, _ context: UpshiftRequestContext, trustedProxies: Set<String>) -> String {
-        resolve(
-            peer: context.peer, forwardedFor: request.headers[values: .xForwardedFor].joined(separator: ","),
-            trustedProxies: trustedProxies)
-    }
+/// Takes `cost` tokens from the bucket of the request's client address before the route reads anything
+/// but the head (`429` with `Retry-After` when empty): the check, the events, the dashboard's sign-in
+/// and session look-ups.
+struct ClientRateLimit: RouterMiddleware {
+    typealias Context = UpshiftRequestContext
+    let limiter: RateLimiter
+    let trustedProxies: Set<String>
+    var refused: Counter?
+    /// Why, for the problem's detail.
+    let detail: String
 
-    static func resolve(peer: SocketAddress?, forwardedFor: String?, trustedProxies: Set<String>) -> String {
-        guard let peer, let peerText = peer.ipAddress else { return "unknown" }
-        guard trustedProxies.contains(peerText), let forwardedFor else { return key(peer) }
-        let hops = forwardedFor.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard let hop = hops.last(where: { !trustedProxies.contains($0) }) ?? hops.first else { return key(peer) }
-        guard hop.utf8.count <= 45, let address = try? SocketAddress(ipAddress: hop, port: 0) else { return "invalid" }
-        return key(address)
-    }
-
-    /// `203.0.113.7`, or `2001:db8:1:2::/64`.
-    static func key(_ address: SocketAddress) -> String {
-        switch address {
-        case .v6(let v6):
-            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
-            // ::ffff:a.b.c.d is an IPv4 client.
-            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
-                return bytes[12..<16].map(String.init).joined(separator: ".")
-            }
-            var groups: [String] = []
-            for index in stride(from: 0, to: 8, by: 2) {
-                groups.append(String(UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1]), radix: 16))
-            }
-            return groups.joined(separator: ":") + "::/64"
-        default:
-            return address.ipAddress ?? "unknown"
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        if limiter.isOn {
+            let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
+            try limiter.enforce(client, refused: refused, detail: detail)
         }
+        return try await next(request, context)
     }
 }

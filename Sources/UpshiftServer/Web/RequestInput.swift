@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import UpshiftCore
+import UpshiftStore
 
 /// The query of a request, read strictly: every parameter percent-decoded to UTF-8 text without control
 /// characters, each name at most once. A parameter that breaks a rule is a `400` naming it, wherever it
@@ -114,6 +115,13 @@ extension UpshiftRequestContext {
         return app
     }
 
+    /// The catalog of the path's `{app}`: `404` when no app has that id.
+    func app(in store: CatalogStore) async throws -> AppCatalog {
+        let appId = try appId()
+        guard let app = try await store.app(id: appId) else { throw CatalogError.appNotFound(appId) }
+        return app
+    }
+
     /// A `{version}` of the path (DESIGN.md section 3).
     func pathVersion(_ name: String = "version") throws -> Version {
         let text = try pathValue(name)
@@ -139,9 +147,7 @@ extension Request {
         let value = headers[.contentType] ?? ""
         let type = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
         guard type.lowercased() == mediaType else {
-            throw ProblemDetails(
-                .unsupportedMediaType, type: "urn:upshift:problem:unsupported-media-type", title: "Unsupported media type",
-                detail: "send Content-Type: \(mediaType)")
+            throw ProblemDetails(.unsupportedMediaType, detail: "send Content-Type: \(mediaType)")
         }
     }
 }

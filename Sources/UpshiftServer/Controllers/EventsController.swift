@@ -3,7 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import Prometheus
+import Metrics
 import UpshiftCore
 import UpshiftStore
 
@@ -17,53 +17,51 @@ struct EventsController: Sendable {
     static let maximumEchoedId = 64
 
     let writer: IngestionWriter
-    let authenticator: KeyAuthenticator
     let clock: any WallClock
     let perClient: RateLimiter
     let perKey: RateLimiter
     let trustedProxies: Set<String>
     let validator = EventValidator()
-    let counters: [IngestResponse.Status: Prometheus.Counter]
-    let limited: Prometheus.Counter
+    let counters: [IngestResponse.Status: Counter]
+    let limited: Counter
 
     init(
-        writer: IngestionWriter, authenticator: KeyAuthenticator, clock: any WallClock, settings: IngestionSettings,
-        trustedProxies: Set<String>, metrics: PrometheusCollectorRegistry
+        writer: IngestionWriter, clock: any WallClock, settings: IngestionSettings, trustedProxies: Set<String>,
+        metrics: any MetricsFactory
     ) {
         self.writer = writer
-        self.authenticator = authenticator
         self.clock = clock
         self.perClient = RateLimiter(settings.ratePerClient)
         self.perKey = RateLimiter(settings.ratePerKey, capacity: 10_000)
         self.trustedProxies = trustedProxies
-        var counters: [IngestResponse.Status: Prometheus.Counter] = [:]
+        var counters: [IngestResponse.Status: Counter] = [:]
         for status in [IngestResponse.Status.accepted, .duplicate, .rejected] {
-            counters[status] = metrics.counter(
-                "events", labels: [("status", status.rawValue)], help: "Posted events by result")
+            counters[status] = ServerMetrics.counter("events", dimensions: [("status", status.rawValue)], factory: metrics)
         }
         self.counters = counters
-        limited = metrics.counter("events_rate_limited", help: "POST /v1/events answered 429")
+        limited = ServerMetrics.counter("events_rate_limited", factory: metrics)
     }
 
-    func addRoutes(to router: Router<UpshiftRequestContext>) {
-        router.post("/v1/events") { request, context in
-            try await post(request, context: context)
-        }
+    /// `POST /v1/events`. Before the body is read, a token from each bucket pays for reading it: the
+    /// client address's (before the key is even looked at), then the key's.
+    func routes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
+        let routes = RouteCollection(context: UpshiftRequestContext.self)
+        routes.add(middleware: ClientRateLimit(limiter: perClient, trustedProxies: trustedProxies, refused: limited, detail: limitDetail(perClient)))
+            .add(middleware: authentication)
+            .add(middleware: RequireAccess(.ingest))
+            .post(use: post)
+        return routes
     }
 
-    func post(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
-        // Before the body is read, a token from each bucket pays for reading it: the client's, then
-        // (the key from memory) the key's. A request the key's bucket refuses gives the client's back.
+    @Sendable func post(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let key = try context.requireIdentity().key
+        guard let appId = key.appId else { throw AccessDenied("only an ingest key may post events") }
         let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
-        try limit(perClient, client, cost: 1)
-        let key = try authenticator.authenticate(request)
-        guard key.scope == .ingest, let appId = key.appId else {
-            throw ProblemDetails.forbidden("only an ingest key may post events")
-        }
         let keyId = key.id.uuidString
         do {
             try limit(perKey, keyId, cost: 1)
         } catch {
+            // A request the key's bucket refuses gives the client's token back.
             perClient.refund(client, cost: 1)
             throw error
         }
@@ -154,10 +152,12 @@ struct EventsController: Sendable {
     }
 
     private func limit(_ limiter: RateLimiter, _ client: String, cost: Double) throws {
+        try limiter.enforce(client, cost: cost, refused: limited, detail: limitDetail(limiter))
+    }
+
+    private func limitDetail(_ limiter: RateLimiter) -> String {
         let kind = limiter === perKey ? "ingest key" : "client address"
-        try limiter.enforce(
-            client, cost: cost, refused: limited,
-            detail: "at most \(limiter.rate.formatted()) events per second per \(kind) (bursts of \(limiter.burst.formatted()))")
+        return "at most \(limiter.rate.formatted()) events per second per \(kind) (bursts of \(limiter.burst.formatted()))"
     }
 
     /// The body, decompressed when `Content-Encoding: gzip`, refused (413) past 1 MiB as received or
@@ -165,9 +165,7 @@ struct EventsController: Sendable {
     private func readBody(_ request: Request) async throws -> ByteBuffer {
         let encoding = request.headers[.contentEncoding]?.lowercased() ?? "identity"
         guard ["identity", "gzip", "x-gzip"].contains(encoding) else {
-            throw ProblemDetails(
-                .unsupportedMediaType, type: "urn:upshift:problem:unsupported-encoding",
-                title: "Unsupported content encoding", detail: "send identity or gzip")
+            throw ProblemDetails(.unsupportedEncoding, detail: "send identity or gzip")
         }
         var body: ByteBuffer
         do {

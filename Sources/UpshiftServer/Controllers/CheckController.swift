@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
-import Prometheus
+import Metrics
 import UpshiftCore
 import UpshiftStore
 
@@ -18,17 +18,17 @@ struct CheckController: Sendable {
     let observationBuffer: Int
     let answers: CheckAnswerCache
     let logger: Logger
-    let observed: Prometheus.Counter
-    let dropped: Prometheus.Counter
-    let limited: Prometheus.Counter
-    let cacheBytes: Prometheus.Gauge
+    let observed: Counter
+    let dropped: Counter
+    let limited: Counter
+    let cacheBytes: Meter
 
     /// A `POST` body holds a few short fields.
     static let maximumBody = 64 * 1024
 
     init(
         snapshot: CatalogSnapshot, writer: IngestionWriter, clock: any WallClock, settings: CheckSettings,
-        trustedProxies: Set<String>, metrics: PrometheusCollectorRegistry, logger: Logger
+        trustedProxies: Set<String>, metrics: any MetricsFactory, logger: Logger
     ) {
         self.snapshot = snapshot
         self.writer = writer
@@ -38,55 +38,59 @@ struct CheckController: Sendable {
         self.observationBuffer = settings.observationBuffer
         self.answers = CheckAnswerCache(byteLimit: settings.cacheBytes)
         self.logger = logger
-        observed = metrics.counter("check_observations", help: "checked events queued")
-        dropped = metrics.counter(
-            "check_observations_dropped", help: "checked events dropped (buffer full or database down)")
-        limited = metrics.counter("check_rate_limited", help: "checks answered 429")
-        cacheBytes = metrics.gauge("check_cache_bytes", help: "bytes held by the check-answer cache")
+        // checked events queued; dropped (buffer full or database down); checks answered 429; the cache's bytes
+        observed = ServerMetrics.counter("check_observations", factory: metrics)
+        dropped = ServerMetrics.counter("check_observations_dropped", factory: metrics)
+        limited = ServerMetrics.counter("check_rate_limited", factory: metrics)
+        cacheBytes = ServerMetrics.gauge("check_cache_bytes", factory: metrics)
     }
 
-    func addRoutes(to router: Router<UpshiftRequestContext>) {
-        router.get("/v1/apps/:app/check") { request, context in
-            try limit(request, context)
-            let query = request.uri.query ?? ""
-            let split = Self.splitInstall(query)
-            let target = app(context)
-            var checkRequest: CheckRequest
-            if split.clean, let target, let indexed = answers.request(app: target.id, generation: target.entry.generation, query: split.rest) {
-                // The same query, but for its install id, parsed before: only the install id is new.
-                checkRequest = indexed
-                if let raw = split.install {
-                    guard let text = RequestText.percentDecoded(raw.utf8), let install = UUIDText.parse(text) else {
-                        throw ProblemDetails.badRequest("install must be a UUID", field: "install")
-                    }
-                    checkRequest.install = install.uuidString.lowercased()
+    /// `GET` and `POST /v1/apps/{app}/check`, relative to `/v1/apps/{app}`: public, limited per client
+    /// address before anything but the head is read.
+    var routes: RouteCollection<UpshiftRequestContext> {
+        let routes = RouteCollection(context: UpshiftRequestContext.self)
+        routes.add(
+            middleware: ClientRateLimit(
+                limiter: limiter, trustedProxies: trustedProxies, refused: limited,
+                detail: "at most \(limiter.rate.formatted()) checks per second per client"))
+            .get("check", use: checkQuery)
+            .post("check", use: checkBody)
+        return routes
+    }
+
+    /// `GET …/check?platform=&version=…`: a query seen before (but for its install id) is not parsed again.
+    @Sendable func checkQuery(_ request: Request, context: UpshiftRequestContext) throws -> Response {
+        let query = request.uri.query ?? ""
+        let split = Self.splitInstall(query)
+        let target = app(context)
+        var checkRequest: CheckRequest
+        if split.clean, let target, let indexed = answers.request(app: target.id, generation: target.entry.generation, query: split.rest) {
+            // The same query, but for its install id, parsed before: only the install id is new.
+            checkRequest = indexed
+            if let raw = split.install {
+                guard let text = RequestText.percentDecoded(raw.utf8), let install = UUIDText.parse(text) else {
+                    throw ProblemDetails.badRequest("install must be a UUID", field: "install")
                 }
-            } else {
-                checkRequest = try Self.parse(QueryParameters(query: query).values)
-                if split.clean, let target {
-                    var indexed = checkRequest
-                    indexed.install = nil
-                    answers.store(indexed, app: target.id, generation: target.entry.generation, query: split.rest)
-                    cacheBytes.set(Double(answers.bytes))
-                }
+                checkRequest.install = install.uuidString.lowercased()
             }
-            return try check(checkRequest, request: request, app: target, context: context)
+        } else {
+            checkRequest = try Self.parse(QueryParameters(query: query).values)
+            if split.clean, let target {
+                var indexed = checkRequest
+                indexed.install = nil
+                answers.store(indexed, app: target.id, generation: target.entry.generation, query: split.rest)
+                cacheBytes.set(Double(answers.bytes))
+            }
         }
-        router.post("/v1/apps/:app/check") { request, context in
-            try limit(request, context)
-            try request.requireContentType("application/json")
-            let body = try await request.body.collect(upTo: Self.maximumBody)
-            let fields = try Self.fields(JSONValue.parse(Data(body.readableBytesView)))
-            return try check(try Self.parse(fields), request: request, app: app(context), context: context)
-        }
+        return try check(checkRequest, request: request, app: target, context: context)
     }
 
-    /// The per-address limit, taken before anything else is read.
-    private func limit(_ request: Request, _ context: UpshiftRequestContext) throws {
-        guard limiter.isOn else { return }
-        let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
-        try limiter.enforce(
-            client, refused: limited, detail: "at most \(limiter.rate.formatted()) checks per second per client")
+    /// `POST …/check` with the same fields as a JSON object.
+    @Sendable func checkBody(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        try request.requireContentType("application/json")
+        let body = try await request.body.collect(upTo: Self.maximumBody)
+        let fields = try Self.fields(JSONValue.parse(Data(body.readableBytesView)))
+        return try check(try Self.parse(fields), request: request, app: app(context), context: context)
     }
 
     /// The app of the path, when it exists (a malformed request is a `400` whether or not it does).

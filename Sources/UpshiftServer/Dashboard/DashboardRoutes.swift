@@ -1,0 +1,75 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import UpshiftCore
+import UpshiftStore
+
+/// The web dashboard at `/dashboard`: server-rendered HTML and SVG, no scripts. Sign-in takes a read or
+/// admin token and starts a session stored in PostgreSQL (valid on every instance); every page asks
+/// the one authorization rule (``Identity/authorize(_:app:)``) what its caller may see and change.
+/// Every form that changes state carries the session's CSRF token (``SessionMiddleware``).
+///
+/// Writes go through `CatalogStore` with the revision the form was rendered with, exactly as the API's
+/// `If-Match`: a stale form is refused and says so. One file per page under `Pages/`.
+struct DashboardPages: Sendable {
+    let sessions: SessionStore
+    let keys: KeyDirectory
+    let catalog: CatalogStore
+    let reports: ReportService
+    let snapshot: CatalogSnapshot
+    let clock: any WallClock
+    /// Sign-in attempts per client address, taken before the form is read (the check's limit).
+    let signInLimiter: RateLimiter
+    /// Session look-ups per client address (a cookie costs a database query).
+    let sessionLimiter: RateLimiter
+    let trustedProxies: Set<String>
+    let afterWrite: @Sendable () async -> Void
+
+    /// The routes, relative to `/dashboard`.
+    var routes: RouteCollection<UpshiftRequestContext> {
+        let routes = RouteCollection(context: UpshiftRequestContext.self)
+        routes.add(middleware: DashboardErrorMiddleware())
+        routes.group().add(
+            middleware: ClientRateLimit(
+                limiter: signInLimiter, trustedProxies: trustedProxies,
+                detail: "too many sign-in attempts from your address; wait a moment")
+        ).post("sign-in", use: signIn)
+        let signedIn = routes.group().add(
+            middleware: SessionMiddleware(sessions: sessions, limiter: sessionLimiter, trustedProxies: trustedProxies, clock: clock))
+        signedIn.get(use: home)
+            .post("sign-out", use: signOut)
+        signedIn.group("apps/:app").add(middleware: RequireAccess(.read))
+            .get(use: overview)
+            .get("releases/:version", use: release)
+            .get("history", use: history)
+        signedIn.group("apps/:app").add(middleware: RequireAccess(.write))
+            .get("rollout", use: rollout)
+            .post("policy", use: savePolicy)
+            .post("minimum", use: raiseMinimum)
+            .post("releases/:version", use: changeRelease)
+        return routes
+    }
+
+    // MARK: Shared by the pages
+
+    /// The `platform` of the query, else the app's iOS or first platform.
+    func platform(_ request: Request, _ app: AppCatalog) throws -> String {
+        if let value = try QueryParameters(request)["platform"], !value.isEmpty {
+            guard EventValidator.isPlatform(value) else { throw ProblemDetails.badRequest("\(value) is not a platform name", field: "platform") }
+            return value
+        }
+        return app.platforms.contains("ios") ? "ios" : app.platforms.first ?? "ios"
+    }
+
+    static func redirect(_ location: String, cookie: Cookie? = nil) -> Response {
+        var response = Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
+        if let cookie { response.setCookie(cookie) }
+        return response
+    }
+
+    /// After a write: this instance's snapshot is reloaded, and the browser goes to the overview.
+    func written(app: String, platform: String, saved: String) async -> Response {
+        await afterWrite()
+        return Self.redirect("/dashboard/apps/\(app)?platform=\(DashboardForm.escape(platform))&saved=\(saved)")
+    }
+}

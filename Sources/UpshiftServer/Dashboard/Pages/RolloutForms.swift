@@ -1,0 +1,125 @@
+import Foundation
+import Hummingbird
+import UpshiftCore
+import UpshiftStore
+
+/// The forms of the rollout and overview pages. Each becomes the JSON body the admin API takes and
+/// goes through `CatalogInput` and `CatalogStore` exactly as the API's write does, with the revision
+/// the form was rendered with.
+enum RolloutForms {
+    /// The policy form: every field of the policy, as text (an unticked box is absent).
+    struct Policy: CatalogWriteForm {
+        var platform, revision, reason: String?
+        var enabled, allowSkip, blockedVersions, minimumVersion, targetVersion: String?
+        var notifyAfterDays, blockAfterDays, versionsBehindThreshold, remindIntervalSeconds, checkIntervalSeconds: String?
+
+        /// The policy as the API's `PUT` body.
+        func body() throws -> JSONValue {
+            var body: [String: JSONValue] = [
+                "enabled": .bool(enabled == "true"),
+                "allowSkip": .bool(allowSkip == "true"),
+                "blockedVersions": .array(
+                    (blockedVersions ?? "").split(separator: ",").map { .string($0.trimmingCharacters(in: .whitespaces)) }
+                        .filter { $0.stringValue?.isEmpty == false }),
+            ]
+            for (name, value) in [("minimumVersion", minimumVersion), ("targetVersion", targetVersion)] {
+                if let text = value?.trimmingCharacters(in: .whitespaces), !text.isEmpty { body[name] = .string(text) }
+            }
+            let numbers = [
+                ("notifyAfterDays", notifyAfterDays), ("blockAfterDays", blockAfterDays),
+                ("versionsBehindThreshold", versionsBehindThreshold), ("remindIntervalSeconds", remindIntervalSeconds),
+                ("checkIntervalSeconds", checkIntervalSeconds),
+            ]
+            for (name, value) in numbers {
+                guard let text = value?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { continue }
+                guard let number = JSONNumber(literal: text) else {
+                    throw ProblemDetails.badRequest("\(name): \(text) is not a number", field: name)
+                }
+                body[name] = .number(number)
+            }
+            return .object(body)
+        }
+    }
+
+    /// A previewed minimum, applied to the policy the preview was made against.
+    struct Minimum: CatalogWriteForm {
+        var platform, revision, reason, minimumVersion: String?
+    }
+
+    /// A change of one release: `rollout` (with `percent`), `pause`, `resume` or `withdraw`.
+    struct ReleaseChange: CatalogWriteForm {
+        var platform, revision, reason, action, percent: String?
+
+        /// The change as the API's `PATCH` body.
+        func patch() throws -> JSONValue {
+            switch action ?? "" {
+            case "rollout":
+                guard let percent = percent.flatMap({ JSONNumber(literal: $0.trimmingCharacters(in: .whitespaces)) }) else {
+                    throw ProblemDetails.badRequest("percent: a number from 0 to 100", field: "percent")
+                }
+                return .object(["rolloutPercent": .number(percent)])
+            case "pause": return .object(["rolloutPaused": .bool(true)])
+            case "resume": return .object(["rolloutPaused": .bool(false)])
+            case "withdraw": return .object(["status": .string(ReleaseStatus.withdrawn.rawValue)])
+            default: throw ProblemDetails.badRequest("action: rollout, pause, resume or withdraw", field: "action")
+            }
+        }
+    }
+}
+
+extension DashboardPages {
+    /// `POST /dashboard/apps/{app}/policy`
+    @Sendable func savePolicy(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let appId = try context.appId()
+        let form = try await DashboardForm.decode(RolloutForms.Policy.self, from: request)
+        let (platform, revision, reason) = try form.writeContext()
+        let policy = try CatalogInput.policy(try form.body())
+        return try await replace(appId, platform, policy, revision: revision, reason: reason, identity: identity)
+    }
+
+    /// `POST /dashboard/apps/{app}/minimum`: the rest of the policy as it is now; the store refuses it
+    /// if that is not the revision the preview showed.
+    @Sendable func raiseMinimum(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let appId = try context.appId()
+        let form = try await DashboardForm.decode(RolloutForms.Minimum.self, from: request)
+        let (platform, revision, reason) = try form.writeContext()
+        guard let minimum = form.minimumVersion.flatMap(Version.init) else {
+            throw ProblemDetails.badRequest("minimumVersion: not a version", field: "minimumVersion")
+        }
+        var policy = try await context.app(in: catalog).policy(for: platform)
+        policy.minimumVersion = minimum
+        do throws(FieldError) { try CatalogInput.checkMinimumBelowTarget(policy) } catch { throw CatalogError.invalid(error) }
+        return try await replace(appId, platform, policy, revision: revision, reason: reason, identity: identity)
+    }
+
+    /// Replaces the policy if it is still at the revision the form showed, then back to the overview.
+    private func replace(
+        _ appId: String, _ platform: String, _ policy: Policy, revision: Int, reason: String, identity: Identity
+    ) async throws -> Response {
+        _ = try await catalog.replacePolicy(
+            appId: appId, platform: platform, policy, expectedRevision: revision, actor: identity.key.actor, reason: reason,
+            now: clock.now())
+        return await written(app: appId, platform: platform, saved: "policy")
+    }
+
+    /// `POST /dashboard/apps/{app}/releases/{version}`
+    @Sendable func changeRelease(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let appId = try context.appId()
+        let form = try await DashboardForm.decode(RolloutForms.ReleaseChange.self, from: request)
+        let (platform, revision, reason) = try form.writeContext()
+        let version = try context.pathVersion()
+        let patch = try form.patch()
+        _ = try await catalog.updateRelease(
+            appId: appId, platform: platform, version: version, expectedRevision: revision, actor: identity.key.actor,
+            reason: reason, now: clock.now()
+        ) { release in
+            do throws(FieldError) { return try CatalogInput.releasePatch(patch, to: release) } catch {
+                throw CatalogError.invalid(error)
+            }
+        }
+        return await written(app: appId, platform: platform, saved: "release")
+    }
+}

@@ -1,0 +1,131 @@
+import Hummingbird
+import UpshiftCore
+import UpshiftStore
+
+/// `GET /dashboard/apps/{app}/rollout?platform=[&candidate=&window=]`: preview who a new minimum would
+/// block, apply it, and edit the policy (an admin token's page).
+enum RolloutPage {
+    struct Model {
+        var identity: Identity
+        var app: AppCatalog
+        var platform: String
+        var policy: Policy
+        var window: Int
+        var candidate: String
+        var impact: MinimumImpactReport?
+    }
+
+    static func model(_ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService) async throws
+        -> Model
+    {
+        let query = try QueryParameters(request)
+        let window = try query.integer(
+            "window", default: MinimumImpactReport.defaultWindowDays, range: 1...MinimumImpactReport.maximumWindowDays)
+        let candidate = query["candidate"] ?? ""
+        var impact: MinimumImpactReport?
+        if !candidate.isEmpty {
+            guard let minimum = Version(candidate) else {
+                throw ProblemDetails.badRequest("\(candidate) is not a version", field: "candidate")
+            }
+            impact = try await reports.minimumImpact(app: app.app.id, platform: platform, minimum: minimum, windowDays: window)
+        }
+        return Model(
+            identity: identity, app: app, platform: platform, policy: app.policy(for: platform), window: window,
+            candidate: candidate, impact: impact)
+    }
+
+    static func view(_ model: Model) -> HTML {
+        let policy = model.policy
+        let appId = model.app.app.id
+        let hidden = model.identity.writeFields(platform: model.platform, revision: policy.revision)
+        func version(_ value: Version?) -> String { value?.normalized ?? "" }
+        func optional(_ value: Double?) -> String { value.map { JSONNumber($0).literal } ?? "" }
+        let preview: HTML = model.impact.map { impactSection($0, model) } ?? ""
+        return """
+            <h2 id="raise">Raise the minimum version</h2>
+            <p class="muted">Preview who a new minimum would block before applying it. Current minimum: \(version(policy.minimumVersion).isEmpty ? "none" : version(policy.minimumVersion)).</p>
+            <form class="inline" method="get" action="/dashboard/apps/\(appId)/rollout" aria-labelledby="raise">
+            <input type="hidden" name="platform" value="\(model.platform)">
+            <label>Candidate minimum<input name="candidate" required value="\(model.candidate)" placeholder="2.0"></label>
+            <label>Installs seen in the last (days)<input name="window" type="number" min="1" max="\(MinimumImpactReport.maximumWindowDays)" value="\(model.window)"></label>
+            <button type="submit">Preview impact</button></form>
+            \(preview)
+            <h2 id="policy">Policy <span class="muted">(revision \(policy.revision))</span></h2>
+            <form class="stack" method="post" action="/dashboard/apps/\(appId)/policy" aria-labelledby="policy">\(hidden)
+            <label class="check"><input type="checkbox" name="enabled" value="true"\(policy.enabled ? HTML(" checked") : "")> Prompts enabled</label>
+            <label>Minimum version<input name="minimumVersion" value="\(version(policy.minimumVersion))" placeholder="none"></label>
+            <label>Target version<input name="targetVersion" value="\(version(policy.targetVersion))" placeholder="the latest release"></label>
+            <label>Blocked versions (comma-separated)<input name="blockedVersions" value="\(policy.blockedVersions.map(\.normalized).joined(separator: ", "))"></label>
+            <label>Notify after (days)<input name="notifyAfterDays" type="number" min="0" step="any" value="\(optional(policy.notifyAfterDays))"></label>
+            <label>Block after (days)<input name="blockAfterDays" type="number" min="0" step="any" value="\(optional(policy.blockAfterDays))"></label>
+            <label>Versions behind before a soft prompt<input name="versionsBehindThreshold" type="number" min="1" value="\(policy.versionsBehindThreshold)"></label>
+            <label>Remind interval (seconds)<input name="remindIntervalSeconds" type="number" min="0" value="\(policy.remindIntervalSeconds)"></label>
+            <label>Check interval (seconds)<input name="checkIntervalSeconds" type="number" min="0" value="\(policy.checkIntervalSeconds)"></label>
+            <label class="check"><input type="checkbox" name="allowSkip" value="true"\(policy.allowSkip ? HTML(" checked") : "")> Users may skip a version</label>
+            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)"></label>
+            <button class="primary" type="submit">Save the policy</button></form>
+            """
+    }
+
+    /// The preview's figures and tables: "would be blocked" is the same count in both (below the
+    /// minimum and able to update); who cannot update on their OS is told `os_unsupported` instead.
+    private static func impactSection(_ impact: MinimumImpactReport, _ model: Model) -> HTML {
+        func rows(_ rows: [MinimumImpactReport.Row]) -> HTML {
+            rows.map { row -> HTML in
+                """
+                <tr><th scope="row">\(row.value ?? "unknown")</th><td class="n">\(Figures.count(row.activeInstalls))</td>\
+                <td class="n">\(Figures.count(row.below))</td><td class="n">\(Figures.count(row.wouldBeBlocked))</td>\
+                <td class="n">\(Figures.count(row.unableToUpdate))</td></tr>
+                """
+            }.joined()
+        }
+        func table(_ title: String, _ body: HTML) -> HTML {
+            """
+            <div class="scroll"><table><thead><tr><th scope="col">\(title)</th><th class="n" scope="col">Active</th>\
+            <th class="n" scope="col">Below</th><th class="n" scope="col">Would be blocked</th>\
+            <th class="n" scope="col">Cannot update on their OS</th></tr></thead><tbody>\(body)</tbody></table></div>
+            """
+        }
+        return """
+            <section aria-labelledby="impact"><h3 id="impact">Impact of minimum \(impact.candidateMinimum)</h3>
+            <div class="figures"><div class="figure"><b>\(Figures.count(impact.activeInstalls))</b><span>active in \(impact.windowDays) days</span></div>\
+            <div class="figure"><b id="impact-below">\(Figures.count(impact.below))</b><span>below \(impact.candidateMinimum)</span></div>\
+            <div class="figure"><b id="impact-blocked">\(Figures.count(impact.wouldBeBlocked))</b><span>would see a blocking screen</span></div>\
+            <div class="figure"><b>\(Figures.count(impact.unableToUpdate))</b><span>cannot update on their OS (told os_unsupported)</span></div></div>
+            \(table("Version", rows(impact.byVersion)))\(table("OS version", rows(impact.byOS)))
+            \(applyMinimum(impact.candidateMinimum, model))</section>
+            """
+    }
+
+    /// The form that applies a previewed minimum, or why it cannot be applied; with the warning a save
+    /// would give when no live release meets it.
+    private static func applyMinimum(_ minimum: String, _ model: Model) -> HTML {
+        var applied = model.policy
+        applied.minimumVersion = Version(minimum)
+        // The rule `raiseMinimum` applies, so the button is only offered where it can succeed.
+        do throws(FieldError) { try CatalogInput.checkMinimumBelowTarget(applied) } catch {
+            return "<p class=\"notice\">Minimum \(minimum) cannot be applied: it \(error.message). Change the target in the policy first.</p>"
+        }
+        let warnings = applied.warnings(among: model.app.releases(for: model.platform), platform: model.platform)
+            .map { warning -> HTML in "<p class=\"notice error\" role=\"alert\">Warning: \(warning)</p>" }
+        return """
+            \(warnings)<form class="inline" method="post" action="/dashboard/apps/\(model.app.app.id)/minimum" aria-label="Apply minimum \(minimum)">
+            \(model.identity.writeFields(platform: model.platform, revision: model.policy.revision))<input type="hidden" name="minimumVersion" value="\(minimum)">\
+            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" placeholder="why raise the minimum"></label>\
+            <button class="primary" type="submit">Apply minimum \(minimum)</button></form>
+            """
+    }
+}
+
+extension DashboardPages {
+    @Sendable func rollout(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let app = try await context.app(in: catalog)
+        let platform = try platform(request, app)
+        let model = try await RolloutPage.model(request, identity: identity, app: app, platform: platform, reports: reports)
+        return Page.framed(
+            identity, title: "Rollout · \(app.app.name) · \(platform)", app: app.app.id, platform: platform,
+            body: RolloutPage.view(model)
+        ).response()
+    }
+}
