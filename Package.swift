@@ -11,7 +11,7 @@ let testSwiftSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny"
 let package = Package(
     name: "upshift",
     // The SDK (UpshiftClient) runs on every Apple platform at these minimums; the server needs macOS 15 or Linux.
-    platforms: [.macOS(.v15), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+    platforms: [.macOS(.v15), .iOS(.v17), .macCatalyst(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
     // Libraries only: an app that adds this package resolves what the products it links need. The
     // `upshift` executable target is built by name (`swift build --product upshift`).
     products: [

@@ -40,11 +40,16 @@ import Foundation
             #endif
         }
 
-        @Sendable private static func inBackgroundTask(_ work: @Sendable () async -> Void) async {
+        /// The flush in a UIKit background task that ends (and cancels the flush) when the system says time
+        /// is up, so that the app is suspended rather than killed (`BackgroundTime` holds the rule).
+        @Sendable private static func inBackgroundTask(_ work: @escaping @Sendable () async -> Void) async {
             #if os(iOS) || os(visionOS)
-                let task = await MainActor.run { UIApplication.shared.beginBackgroundTask(withName: "Upshift flush") }
-                await work()
-                await MainActor.run { UIApplication.shared.endBackgroundTask(task) }
+                await BackgroundTime.run(
+                    begin: { expired in
+                        UIApplication.shared.beginBackgroundTask(withName: "Upshift flush") { expired() }
+                    },
+                    end: { task in UIApplication.shared.endBackgroundTask(task) },
+                    work)
             #else
                 await work()
             #endif

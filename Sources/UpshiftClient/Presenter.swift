@@ -12,6 +12,18 @@ public struct UpdatePrompt: Sendable, Equatable {
     /// The notes of the releases the update brings.
     public var notes: [VersionNotes]
     public var decision: UpshiftDecision
+
+    public init(
+        kind: PromptKind, targetVersion: String, storeURL: URL?, allowSkip: Bool, notes: [VersionNotes],
+        decision: UpshiftDecision
+    ) {
+        self.kind = kind
+        self.targetVersion = targetVersion
+        self.storeURL = storeURL
+        self.allowSkip = allowSkip
+        self.notes = notes
+        self.decision = decision
+    }
 }
 
 /// What the app shows about updates now. A blocking screen wins over a soft prompt, a prompt over

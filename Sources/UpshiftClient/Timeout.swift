@@ -1,4 +1,4 @@
-import Foundation
+import UpshiftWire
 
 struct CheckFailed: Error, CustomStringConvertible {
     let description: String
@@ -9,38 +9,12 @@ struct CheckTimedOut: Error, CustomStringConvertible {
 }
 
 /// Runs `operation` and waits for it at most `limit`: the answer, its error, or `CheckTimedOut`. An
-/// operation that outlasts the limit is cancelled and not waited for.
+/// operation that outlasts the limit is cancelled and not waited for (`race(_:against:)`).
 func withTimeout<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-    let settled = SettleOnce()
-    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let work = Task {
-            do {
-                let value = try await operation()
-                if settled.claim() { continuation.resume(returning: value) }
-            } catch {
-                if settled.claim() { continuation.resume(throwing: error) }
-            }
-        }
-        Task {
-            try? await Task.sleep(for: limit)
-            if settled.claim() {
-                work.cancel()
-                continuation.resume(throwing: CheckTimedOut())
-            }
-        }
-    }
-}
-
-/// True for the first caller only.
-final class SettleOnce: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-
-    func claim() -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        if done { return false }
-        done = true
-        return true
-    }
+    try await race(
+        operation,
+        against: {
+            try await Task.sleep(for: limit)
+            throw CheckTimedOut()
+        })
 }

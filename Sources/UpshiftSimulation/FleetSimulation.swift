@@ -197,7 +197,7 @@ public struct FleetSimulation {
         // A batch the server stored but answered late (a 503 after its flush timeout) stays queued: send it
         // again until the server has acknowledged it (as a duplicate), or the ground truth would miss it.
         for install in fleet where install.launched {
-            let sdk = UpshiftClient.Upshift(
+            let sdk = Upshift(
                 configuration: sdkConfiguration(for: install, folder: folder, key: keys.ingest, transport: recorder))
             for _ in 0..<30 {
                 await sdk.flush()

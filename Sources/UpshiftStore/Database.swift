@@ -1,6 +1,7 @@
 import Logging
 import PostgresNIO
 import Synchronization
+import UpshiftCore
 
 /// The connection pool of one PostgreSQL database, and what the server asks of it as a whole. The pool
 /// (`client`, a `PostgresClient`) is a service of the application's group itself.
@@ -55,31 +56,17 @@ public func withDeadline<T: Sendable>(
     _ limit: Duration?, abandonWhen lost: (@Sendable () -> Bool)? = nil,
     _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let outcome = FirstOutcome<T>()
-    return try await withTaskCancellationHandler {
-        try await withCheckedThrowingContinuation { continuation in
-            outcome.start(continuation)
-            let watchdog = Task {
-                let deadline = limit.map { ContinuousClock.now.advanced(by: $0) }
-                while deadline.map({ ContinuousClock.now < $0 }) ?? true {
-                    if lost?() == true {
-                        outcome.settle(.failure(ConnectionLost()))
-                        return
-                    }
-                    let pause = Duration.milliseconds(lost == nil ? 60_000 : 100)
-                    try await Task.sleep(for: deadline.map { min(pause, $0 - ContinuousClock.now) } ?? pause)
-                }
-                outcome.settle(.failure(DeadlineExceeded()))
+    try await race(
+        operation,
+        against: {
+            let deadline = limit.map { ContinuousClock.now.advanced(by: $0) }
+            while deadline.map({ ContinuousClock.now < $0 }) ?? true {
+                if lost?() == true { throw ConnectionLost() }
+                let pause = Duration.milliseconds(lost == nil ? 60_000 : 100)
+                try await Task.sleep(for: deadline.map { min(pause, $0 - ContinuousClock.now) } ?? pause)
             }
-            outcome.run(
-                Task {
-                    defer { watchdog.cancel() }
-                    do { outcome.settle(.success(try await operation())) } catch { outcome.settle(.failure(error)) }
-                })
-        }
-    } onCancel: {
-        outcome.cancel()
-    }
+            throw DeadlineExceeded()
+        })
 }
 
 extension PostgresClient {

@@ -55,6 +55,29 @@ import UpshiftClient
         await sdk.stop()
     }
 
+    /// The storage directory may be one the app keeps its own files in (Application Support itself):
+    /// `forget()` deletes the SDK's files and the copies it moved aside, nothing else.
+    @Test func forgettingLeavesTheAppsOwnFiles() async throws {
+        let directory = Fixture.directory()
+        let images = directory.appendingPathComponent("Images")
+        try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
+        try Data("app data".utf8).write(to: directory.appendingPathComponent("app.sqlite"))
+        try Data("jpeg".utf8).write(to: images.appendingPathComponent("photo.jpg"))
+        try Data("garbage".utf8).write(to: directory.appendingPathComponent("state.json"))
+        let server = FakeServer()
+        server.down = true
+        let sdk = Upshift(configuration: Fixture.configuration(directory: directory, server: server))
+        await sdk.launch()
+        await sdk.record(.launched)
+        #expect(Fixture.files(in: directory).contains { $0.hasPrefix("state.json.corrupt-") })
+        await sdk.forget()
+        #expect(Fixture.files(in: directory) == ["Images", "app.sqlite", "install-id", "state.json"])
+        #expect(Fixture.bytes(of: "app.sqlite", in: directory) == Data("app data".utf8))
+        #expect(Fixture.files(in: images) == ["photo.jpg"])
+        #expect(await sdk.pendingEvents == 0)
+        await sdk.stop()
+    }
+
     @Test func aPreviewSendsNothing() async throws {
         let server = FakeServer(decision: FakeServer.decision(.force))
         var configuration = Fixture.configuration(directory: Fixture.directory(), server: server)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-import UpshiftClient
+
+@testable import UpshiftClient
 
 /// What the SDK sends about the device is what the server accepts (its live acceptance is tested in
 /// `UpshiftServerTests/ClientSDKTests`).
@@ -59,6 +60,32 @@ import UpshiftClient
         #expect(DeviceFacts.build(nil) == nil)
         #expect(DeviceFacts.build("-1") == nil)
         #expect(DeviceFacts.build("99999999999999999999") == nil)
+    }
+
+    /// A `CFBundleVersion` that is no integer is left out of checks and events, and said so once.
+    @Test func aBuildThatIsNoIntegerIsLeftOutWithALogLine() async throws {
+        let server = FakeServer()
+        let log = Lines()
+        var configuration = Fixture.configuration(directory: Fixture.directory(), server: server, log: log)
+        configuration.bundleBuild = "1.2.3"  // as the bundle has it
+        configuration.build = DeviceFacts.build(configuration.bundleBuild)
+        let sdk = Upshift(configuration: configuration)
+        #expect(log.lines == ["CFBundleVersion 1.2.3 is not an integer: build is left out"])
+        _ = await sdk.check()
+        await sdk.record(.launched)
+        await sdk.flush()
+        #expect(server.lastCheck("version") == "1.0" && server.lastCheck("build") == nil)
+        #expect(server.events.count == 1 && server.events.first?["build"] == nil)
+        await sdk.stop()
+
+        // An integer build is sent, and nothing is logged.
+        let quiet = Lines()
+        configuration = Fixture.configuration(directory: Fixture.directory(), server: server, log: quiet)
+        configuration.bundleBuild = "42"
+        configuration.build = DeviceFacts.build(configuration.bundleBuild)
+        _ = await Upshift(configuration: configuration).check(force: true)
+        #expect(server.lastCheck("build") == "42")
+        #expect(quiet.lines.isEmpty)
     }
 
     @Test func aGivenLocaleIsReducedTheSameWay() {

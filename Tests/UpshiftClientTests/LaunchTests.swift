@@ -32,10 +32,12 @@ import UpshiftClient
         let second = await launch("1.3")  // 1.1 runs, 1.2 fails: the sequence stops there
         #expect(second.stepsRun == ["1.1"])
         #expect(second.stepFailed == "1.2")
+        #expect(second.stepError == "injected failure")
         #expect(second.updatedFrom == "1.0")
         let third = await launch("1.3")  // 1.2 again, then 1.3; 1.4 is not out for this app version
         #expect(third.stepsRun == ["1.2", "1.3"])
         #expect(third.stepFailed == nil && third.stepInterrupted == nil)
+        #expect(third.stepError == nil)
         #expect(await launch("1.3").stepsRun == [])
         #expect(await launch("1.4").stepsRun == ["1.4"])
         #expect(ran.lines == ["1.1", "1.2", "1.3", "1.4"])
@@ -74,39 +76,65 @@ import UpshiftClient
         await again.stop()
     }
 
-    /// A step the process dies in (here: one that never returns, and its SDK is dropped) is reported as
-    /// interrupted at the next launch, started again, and abandoned after three attempts.
-    @Test func aStepThatKeepsCrashingIsAbandonedAfterThreeAttempts() async throws {
-        let directory = Fixture.directory()
-        let first = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory))
-        await first.launch(migrations: [], baseline: .freshInstall)
-        await first.stop()
-        let started = Lines()
+    /// An install of 1.0 updated to 2.0 (build 7) whose step 2.0 the process dies in (here: a step that
+    /// never returns, and its SDK is dropped), three times, then a fourth launch of it: its report, and the
+    /// hanging launches, to be cancelled when the test is done with the directory (a cancelled step
+    /// writes its failure, which no crashed process does).
+    static func crashThreeTimes(
+        in directory: URL, started: Lines
+    ) async throws -> (report: LaunchReport, hanging: [Task<LaunchReport, Never>]) {
+        let version = "2.0"
+        try await Fixture.installed(version: "1.0", in: directory)
         let hangs = MigrationStep(version: "2.0") {
             started.append("2.0")
             try await Task.sleep(for: .seconds(3600))
         }
+        let before = started.lines.count
         var launches: [Task<LaunchReport, Never>] = []
-        var reports: [LaunchReport] = []
-        for attempt in 1...4 {
-            let sdk = Upshift(configuration: Fixture.configuration(version: "2.0", directory: directory))
-            let launch = Task { await sdk.launch(migrations: [hangs], baseline: .freshInstall) }
-            if attempt <= 3 {
-                // Wait until the step runs, then leave it hanging, as a crashed process would.
-                while started.lines.count < attempt { try await Task.sleep(for: .milliseconds(10)) }
-                launches.append(launch)
-                reports.append(await sdk.lastLaunch ?? LaunchReport())
-            } else {
-                reports.append(await launch.value)
-            }
+        for attempt in 1...3 {
+            let sdk = Upshift(configuration: Fixture.configuration(version: version, directory: directory))
+            launches.append(Task { await sdk.launch(migrations: [hangs], baseline: .freshInstall) })
+            // Wait until the step runs, then leave it hanging, as a crashed process would.
+            while started.lines.count < before + attempt { try await Task.sleep(for: .milliseconds(10)) }
             await sdk.stop()
         }
+        let sdk = Upshift(configuration: Fixture.configuration(version: version, directory: directory))
+        let report = await sdk.launch(migrations: [hangs], baseline: .freshInstall)
+        await sdk.stop()
+        return (report, launches)
+    }
+
+    /// A step the process dies in is reported as interrupted at the next launch, started again, and
+    /// abandoned after three attempts.
+    @Test func aStepThatKeepsCrashingIsAbandonedAfterThreeAttempts() async throws {
+        let started = Lines()
+        let (last, hanging) = try await Self.crashThreeTimes(in: Fixture.directory(), started: started)
         #expect(started.lines.count == 3)
-        let last = try #require(reports.last)
         #expect(last.stepAbandoned == "2.0")
         #expect(last.stepInterrupted == "2.0")
         #expect(last.stepsRun.isEmpty)
-        for launch in launches { launch.cancel() }
+        for launch in hanging { launch.cancel() }
+    }
+
+    /// Abandoned by one app version and build, not for ever: the next build, or the next version, which
+    /// may fix the step, tries it again.
+    @Test func aStepAbandonedByOneBuildIsTriedAgainByTheNext() async throws {
+        for next in [("2.0", 8), ("2.1", 7)] {
+            let directory = Fixture.directory()
+            let (abandoned, hanging) = try await Self.crashThreeTimes(in: directory, started: Lines())
+            #expect(abandoned.stepAbandoned == "2.0")
+
+            let ran = Lines()
+            var configuration = Fixture.configuration(version: next.0, directory: directory)
+            configuration.build = next.1
+            let fixed = Upshift(configuration: configuration)
+            let report = await fixed.launch(migrations: Self.steps(["2.0", "2.1"], ran: ran), baseline: .freshInstall)
+            #expect(report.stepAbandoned == nil, "\(next)")
+            #expect(report.stepInterrupted == "2.0", "\(next)")
+            #expect(report.stepsRun == (next.0 == "2.1" ? ["2.0", "2.1"] : ["2.0"]), "\(next)")
+            await fixed.stop()
+            for launch in hanging { launch.cancel() }
+        }
     }
 
     @Test func anUpdateRecordedTwiceByAKilledLaunchIsOneEvent() async throws {

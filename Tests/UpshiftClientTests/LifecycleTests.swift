@@ -1,8 +1,10 @@
 import Foundation
 import Testing
-import UpshiftClient
 
-/// The app's lifecycle as a stream the test drives.
+@testable import UpshiftClient
+
+/// The app's lifecycle as a stream the test drives, and the background time a flush runs in (what the
+/// UIKit adapter passes `beginBackgroundTask` and `endBackgroundTask` to).
 @Suite struct LifecycleTests {
     @Test func foregroundChecksAndBackgroundFlushes() async throws {
         let server = FakeServer(decision: FakeServer.decision(.soft))
@@ -54,6 +56,73 @@ import UpshiftClient
         #expect(server.checks.last?.value(forHTTPHeaderField: "Cache-Control") == "no-cache")
         lifecycle.finish()
         await following.value
+        await sdk.stop()
+    }
+
+    /// Background time granted and given back by the test, as UIKit does: the grants begun and ended,
+    /// and the handler for when time is up.
+    @MainActor final class System {
+        var calls: [String] = []
+        var expire: (@MainActor @Sendable () -> Void)?
+        private var next = 0
+
+        nonisolated init() {}
+
+        func begin(_ expired: @escaping @MainActor @Sendable () -> Void) -> Int {
+            next += 1
+            calls.append("begin \(next)")
+            expire = expired
+            return next
+        }
+
+        func end(_ grant: Int) {
+            calls.append("end \(grant)")
+        }
+    }
+
+    @Test func theBackgroundTimeEndsWhenTheFlushIsDone() async throws {
+        let server = FakeServer()
+        let sdk = Upshift(configuration: Fixture.configuration(directory: Fixture.directory(), server: server))
+        let system = System()
+        let (events, lifecycle) = AsyncStream.makeStream(of: AppLifecycleEvent.self)
+        await sdk.record(.launched)
+        lifecycle.yield(.background)
+        lifecycle.finish()
+        await sdk.follow(events) { work in
+            await BackgroundTime.run(begin: { system.begin($0) }, end: { system.end($0) }, work)
+        }
+        #expect(server.types() == ["launched"])
+        #expect(await system.calls == ["begin 1", "end 1"])
+        await sdk.stop()
+    }
+
+    /// When the system ends the background time, the flush is cancelled (its events stay queued) and the
+    /// grant is ended from the expiration handler itself, before the flush has wound down: a task left
+    /// running past its time gets the app killed.
+    @Test func backgroundTimeThatRunsOutCancelsTheFlushAndEndsAtOnce() async throws {
+        let server = FakeServer()
+        server.stallsPosts = true
+        let sdk = Upshift(configuration: Fixture.configuration(directory: Fixture.directory(), server: server))
+        let system = System()
+        let (events, lifecycle) = AsyncStream.makeStream(of: AppLifecycleEvent.self)
+        await sdk.record(.launched)
+        let following = Task {
+            await sdk.follow(events) { work in
+                await BackgroundTime.run(begin: { system.begin($0) }, end: { system.end($0) }, work)
+            }
+        }
+        lifecycle.yield(.background)
+        for _ in 0..<500 where server.posts == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.posts == 1, "the flush is sending")
+        await MainActor.run {
+            system.expire?()
+            #expect(system.calls == ["begin 1", "end 1"])
+        }
+        lifecycle.finish()
+        await following.value
+        #expect(await system.calls == ["begin 1", "end 1"], "ended once")
+        #expect(await sdk.pendingEvents == 1)
+        #expect(server.events.isEmpty)
         await sdk.stop()
     }
 }

@@ -123,6 +123,16 @@ import UpshiftClient
         await sdk.stop()
     }
 
+    /// What the presenter shows can be made by the app too (previews and tests of its own screens).
+    @Test func promptsCanBeMadeForPreviews() {
+        let prompt = UpdatePrompt(
+            kind: .soft, targetVersion: "2.0", storeURL: URL(string: "https://apps.apple.com/app/id1234567890"),
+            allowSkip: true, notes: VersionNotes.previewNotes, decision: .previewSoft)
+        #expect(UpdatePresentation.softPrompt(prompt).softPrompt == prompt)
+        #expect(UpdatePresentation.softPrompt(prompt).blockingScreen == nil)
+        #expect(UpdatePresentation.whatsNew(prompt.notes).whatsNew?.count == 2)
+    }
+
     @Test func textsComeFromAnOverridableTable() {
         var strings = UpshiftStrings.english
         #expect(strings.fill(strings.softMessage, version: "2.0") == "Version 2.0 is available.")

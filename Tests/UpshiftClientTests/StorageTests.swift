@@ -5,6 +5,14 @@ import UpshiftClient
 /// The SDK's files: what it does when they are missing, cannot be read now, or make no sense. Tests run as
 /// root, so `chmod` proves nothing: failures come through the file-system seam.
 @Suite struct StorageTests {
+    /// The queue file was appended to, never written anew: what it held (`before`) still begins it.
+    static func expectAppendedOnly(
+        _ before: Data, in directory: URL, _ fileSystem: FaultyFileSystem, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(!fileSystem.writes.contains("queue.jsonl"), sourceLocation: sourceLocation)
+        #expect(Fixture.bytes(of: "queue.jsonl", in: directory)?.starts(with: before) == true, sourceLocation: sourceLocation)
+    }
+
     @Test func aLockedDeviceChangesNothingAndTheSDKCatchesUpWhenItCanReadAgain() async throws {
         let directory = Fixture.directory()
         let server = FakeServer()
@@ -51,17 +59,19 @@ import UpshiftClient
 
     @Test func aStateCutShortIsMovedAsideKeepingTheInstallIdAndTheHistoryUnknown() async throws {
         let directory = Fixture.directory()
-        let first = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory))
-        await first.launch(migrations: [], baseline: .freshInstall)
-        let install = try #require(await first.installId)
-        await first.stop()
+        let server = FakeServer()
+        server.down = true
+        let install = try await Fixture.installed(in: directory, server: server, events: [.launched])
         let state = try #require(Fixture.bytes(of: "state.json", in: directory))
         try state.prefix(state.count / 2).write(to: directory.appendingPathComponent("state.json"))
+        let queue = try #require(Fixture.bytes(of: "queue.jsonl", in: directory))
 
         let ran = Lines()
         let steps = [MigrationStep(version: "1.1") { ran.append("1.1") }]
         let log = Lines()
-        let sdk = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory, log: log))
+        let fileSystem = FaultyFileSystem()
+        let sdk = Upshift(
+            configuration: Fixture.configuration(version: "1.1", directory: directory, server: server, fileSystem: fileSystem, log: log))
         // A fresh-install baseline is not believed: the SDK ran here before.
         let report = await sdk.launch(migrations: steps, baseline: .freshInstall)
         #expect(await sdk.installId == install)
@@ -69,6 +79,11 @@ import UpshiftClient
         #expect(ran.lines.isEmpty)
         #expect(Fixture.files(in: directory).contains { $0.hasPrefix("state.json.corrupt-") })
         #expect(log.lines.contains { $0.contains("moved aside") })
+        // The queue is not overwritten: its event is still there, to the byte.
+        #expect(await sdk.pendingEvents == 1)
+        #expect(Fixture.bytes(of: "queue.jsonl", in: directory) == queue)
+        #expect(!fileSystem.writes.contains("queue.jsonl") && !fileSystem.appends.contains("queue.jsonl"))
+        #expect(!fileSystem.writes.contains("install-id"))
         await sdk.stop()
 
         // Not marked done: a baseline that can tell lets the step run on a later launch.
@@ -85,12 +100,106 @@ import UpshiftClient
         // Written by an older SDK (no schema version, no queue fields) with a field a newer one added.
         try Data(#"{"launchedVersion":"1.0","migratedThrough":"1.0","futureField":{"x":1}}"#.utf8)
             .write(to: directory.appendingPathComponent("state.json"))
+        let install = "0190b0c4-6b7e-7c1d-9a2b-3c4d5e6f7a8b"
+        try Data(install.utf8).write(to: directory.appendingPathComponent("install-id"))
+        let queue = Data(#"{"body":{"id":"0190b0c4-0000-7000-8000-000000000001","type":"launched"},"id":"0190b0c4-0000-7000-8000-000000000001"}"#.utf8 + [UInt8(ascii: "\n")])
+        try queue.write(to: directory.appendingPathComponent("queue.jsonl"))
         let ran = Lines()
-        let sdk = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory))
+        let fileSystem = FaultyFileSystem()
+        let sdk = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory, fileSystem: fileSystem))
         let report = await sdk.launch(migrations: [MigrationStep(version: "1.1") { ran.append("1.1") }], baseline: .freshInstall)
         #expect(report.updatedFrom == "1.0")
         #expect(report.stepsRun == ["1.1"])
-        #expect(await sdk.pendingEvents == 1)  // updated
+        #expect(await sdk.installId?.uuidString.lowercased() == install)
+        #expect(await sdk.pendingEvents == 2)  // the stored event, and updated
+        // Kept: the install id not rewritten, the queue appended to.
+        #expect(!fileSystem.writes.contains("install-id"))
+        Self.expectAppendedOnly(queue, in: directory, fileSystem)
+        await sdk.stop()
+    }
+
+    @Test func aCorruptInstallIdIsMovedAsideAndReplacedKeepingTheStateAndTheQueue() async throws {
+        let directory = Fixture.directory()
+        let server = FakeServer()
+        server.down = true
+        let old = try await Fixture.installed(in: directory, server: server, events: [.launched])
+        try Data("not an id\n".utf8).write(to: directory.appendingPathComponent("install-id"))
+        let queue = try #require(Fixture.bytes(of: "queue.jsonl", in: directory))
+
+        let log = Lines()
+        let ran = Lines()
+        let fileSystem = FaultyFileSystem()
+        let sdk = Upshift(
+            configuration: Fixture.configuration(version: "1.1", directory: directory, server: server, fileSystem: fileSystem, log: log))
+        let report = await sdk.launch(migrations: [MigrationStep(version: "1.1") { ran.append("1.1") }], baseline: .freshInstall)
+        let install = try #require(await sdk.installId)
+        #expect(install != old)
+        #expect(String(decoding: Fixture.bytes(of: "install-id", in: directory) ?? Data(), as: UTF8.self) == install.uuidString.lowercased())
+        let aside = Fixture.files(in: directory).filter { $0.hasPrefix("install-id.corrupt-") }
+        #expect(aside.count == 1)
+        #expect(aside.first.flatMap { Fixture.bytes(of: $0, in: directory) } == Data("not an id\n".utf8))
+        #expect(log.lines.contains { $0.contains("install-id cannot be read") })
+        // The history is the state's, which is intact: an update from 1.0, its step run once.
+        #expect(report.updatedFrom == "1.0")
+        #expect(report.stepsRun == ["1.1"] && ran.lines == ["1.1"])
+        // The queue is appended to (updated).
+        #expect(await sdk.pendingEvents == 2)
+        Self.expectAppendedOnly(queue, in: directory, fileSystem)
+        await sdk.stop()
+    }
+
+    /// While the files cannot be read, every call tries them again, a property read included: the
+    /// install id comes back without waiting for a check or a flush, and events recorded meanwhile
+    /// reach the file.
+    @Test func everyCallReadsTheFilesAgainWhileTheyCannotBeRead() async throws {
+        let directory = Fixture.directory()
+        let server = FakeServer()
+        server.down = true
+        let install = try await Fixture.installed(in: directory, server: server)
+
+        let fileSystem = FaultyFileSystem()
+        fileSystem.locked = true
+        let sdk = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory, server: server, fileSystem: fileSystem))
+        #expect(await sdk.installId == nil)
+        await sdk.record(.launched)
+        #expect(await sdk.isStorageAvailable == false)
+        fileSystem.locked = false
+        #expect(await sdk.installId == install)
+        #expect(await sdk.isStorageAvailable)
+        await sdk.stop()
+        let next = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory, server: server))
+        #expect(await next.pendingEvents == 1)
+        await next.stop()
+    }
+
+    /// A path through a regular file (`ENOTDIR`, which root gets too) is no missing file: the SDK runs
+    /// in memory, makes up no install and runs no step, and catches up once the files are there.
+    @Test func aFileSystemErrorOtherThanNoSuchFileIsUnavailableNeverMissing() async throws {
+        let parent = Fixture.directory()
+        let directory = parent.appendingPathComponent("Upshift")
+        let install = try await Fixture.installed(in: directory)
+        // The storage directory's parent becomes a regular file: every read fails with ENOTDIR.
+        let kept = parent.deletingLastPathComponent().appendingPathComponent("kept-\(UUID().uuidString)")
+        try FileManager.default.moveItem(at: parent, to: kept)
+        try Data("a file".utf8).write(to: parent)
+
+        let ran = Lines()
+        let steps = [MigrationStep(version: "1.1") { ran.append("1.1") }]
+        let sdk = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory))
+        let report = await sdk.launch(migrations: steps, baseline: .existingData(version: "1.0"))
+        #expect(report.storageUnavailable)
+        #expect(await sdk.installId == nil)
+        #expect(await sdk.isStorageAvailable == false)
+        #expect(ran.lines.isEmpty)
+        #expect(try Data(contentsOf: parent) == Data("a file".utf8))
+
+        // The files are back: the next call reads them and the launch that waited completes.
+        try FileManager.default.removeItem(at: parent)
+        try FileManager.default.moveItem(at: kept, to: parent)
+        await sdk.flush()
+        #expect(await sdk.installId == install)
+        #expect(await sdk.lastLaunch?.updatedFrom == "1.0")
+        #expect(ran.lines == ["1.1"])
         await sdk.stop()
     }
 

@@ -17,6 +17,21 @@ final class FakeServer: UpshiftTransport, @unchecked Sendable {
     private var _batches: [Int] = []
     var maximumBatch = Int.max
     var down = false
+    /// Batches answered before the network goes down (nil: no limit).
+    var batchesBeforeDown: Int? {
+        get { lock.withLock { _batchesBeforeDown } }
+        set { lock.withLock { _batchesBeforeDown = newValue } }
+    }
+    private var _batchesBeforeDown: Int?
+    /// Posts are received and never answered (until the sending task is cancelled).
+    var stallsPosts: Bool {
+        get { lock.withLock { _stallsPosts } }
+        set { lock.withLock { _stallsPosts = newValue } }
+    }
+    private var _stallsPosts = false
+    private var _posts = 0
+    /// Event posts received (answered or not).
+    var posts: Int { lock.withLock { _posts } }
 
     init(decision: CheckDecision = FakeServer.decision(.none)) {
         _decision = decision
@@ -45,6 +60,17 @@ final class FakeServer: UpshiftTransport, @unchecked Sendable {
         if down { throw URLError(.notConnectedToInternet) }
         let url = request.url!
         if request.httpMethod == "POST" {
+            let stalls = lock.withLock {
+                _posts += 1
+                return _stallsPosts
+            }
+            if stalls { try await Task.sleep(for: .seconds(3600)) }
+            let refused = lock.withLock {
+                guard let left = _batchesBeforeDown else { return false }
+                _batchesBeforeDown = left - 1
+                return left <= 0
+            }
+            if refused { throw URLError(.notConnectedToInternet) }
             var bytes = request.httpBody ?? Data()
             if request.value(forHTTPHeaderField: "Content-Encoding") == "gzip" { bytes = Data(try GzipTests.gunzip(Array(bytes))) }
             guard case .object(let body) = try JSONDecoder().decode(JSONValue.self, from: bytes),
@@ -85,7 +111,8 @@ final class FakeServer: UpshiftTransport, @unchecked Sendable {
 }
 
 /// The device's file system, made to fail on demand: reads of chosen files throw a permission error
-/// (as on a device locked since its restart), writes can be refused; every write and append is counted.
+/// (as on a device locked since its restart), writes can be refused; every write and append is counted,
+/// with the lines each wrote.
 final class FaultyFileSystem: UpshiftFileSystem, @unchecked Sendable {
     private let lock = NSLock()
     private let device = DeviceFileSystem()
@@ -93,6 +120,7 @@ final class FaultyFileSystem: UpshiftFileSystem, @unchecked Sendable {
     private var _refuseWrites: Set<String> = []
     private var _writes: [String] = []
     private var _appends: [String] = []
+    private var _lines: [String: Int] = [:]
 
     /// Every read throws `fileReadNoPermission`.
     var locked: Bool {
@@ -106,6 +134,8 @@ final class FaultyFileSystem: UpshiftFileSystem, @unchecked Sendable {
     }
     var writes: [String] { lock.withLock { _writes } }
     var appends: [String] { lock.withLock { _appends } }
+    /// Lines written to a file so far, by writes and appends.
+    func linesWritten(to name: String) -> Int { lock.withLock { _lines[name, default: 0] } }
 
     func read(_ url: URL) throws -> Data? {
         if locked { throw CocoaError(.fileReadNoPermission) }
@@ -116,6 +146,7 @@ final class FaultyFileSystem: UpshiftFileSystem, @unchecked Sendable {
         try lock.withLock {
             if _locked || _refuseWrites.contains(url.lastPathComponent) { throw CocoaError(.fileWriteNoPermission) }
             _writes.append(url.lastPathComponent)
+            _lines[url.lastPathComponent, default: 0] += data.filter { $0 == UInt8(ascii: "\n") }.count
         }
         try device.write(data, to: url)
     }
@@ -124,6 +155,7 @@ final class FaultyFileSystem: UpshiftFileSystem, @unchecked Sendable {
         try lock.withLock {
             if _locked { throw CocoaError(.fileWriteNoPermission) }
             _appends.append(url.lastPathComponent)
+            _lines[url.lastPathComponent, default: 0] += data.filter { $0 == UInt8(ascii: "\n") }.count
         }
         try device.append(data, to: url)
     }
@@ -173,6 +205,20 @@ enum Fixture {
         return configuration
     }
 
+    /// An install that ran `version` once (launched as a fresh install, with `events` queued, nothing sent):
+    /// its install id.
+    @discardableResult
+    static func installed(
+        version: String = "1.0", in directory: URL, server: FakeServer = FakeServer(), events: [UpshiftEvent] = []
+    ) async throws -> UUID {
+        let sdk = Upshift(configuration: configuration(version: version, directory: directory, server: server))
+        await sdk.launch(migrations: [], baseline: .freshInstall)
+        for event in events { await sdk.record(event) }
+        let install = try #require(await sdk.installId)
+        await sdk.stop()
+        return install
+    }
+
     static func files(in directory: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
     }
@@ -182,4 +228,6 @@ enum Fixture {
     }
 }
 
-struct InjectedFailure: Error {}
+struct InjectedFailure: Error, CustomStringConvertible {
+    var description: String { "injected failure" }
+}

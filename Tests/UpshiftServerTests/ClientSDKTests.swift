@@ -420,6 +420,59 @@ import UpshiftTestSupport
         }
     }
 
+    /// The rest of the presenter's funnel as the server stores it: a soft prompt skipped, a soft prompt
+    /// that sent the user to the store (`update_started` of kind soft), What's New shown after an update.
+    @Test func skipSoftUpdatesAndWhatsNewAreWhatTheServerStores() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            try await Self.release("2.0", notes: ["Shared budgets"], on: server, harness: harness)
+            try await Self.waitUntil(server, harness, version: "1.0") { $0["action"] == .string("soft") }
+            /// One install's funnel as stored: type:promptKind:dismissAction:targetVersion, by type.
+            func stored(_ sdk: Upshift) async throws -> [String] {
+                await sdk.flush()
+                #expect(await sdk.pendingEvents == 0)
+                let install = try #require(await sdk.installId).uuidString.lowercased()
+                return try await harness.strings(
+                    """
+                    SELECT type || ':' || coalesce(data->>'promptKind', '') || ':' || coalesce(data->>'dismissAction', '')
+                        || ':' || coalesce(data->>'targetVersion', '')
+                    FROM event_log WHERE install_id = \(install)::uuid AND type <> 'checked' ORDER BY type
+                    """)
+            }
+
+            let skipper = Upshift(configuration: Self.configuration(server, harness, version: "1.0"))
+            let skipping = await UpshiftPresenter(upshift: skipper)
+            await skipping.show(await skipper.check())
+            #expect(await skipping.presentation.softPrompt?.allowSkip == true)
+            await skipping.skip()
+            #expect(await skipping.presentation == .none)
+            #expect(try await stored(skipper) == ["prompt_dismissed:soft:skip:2.0", "prompt_shown:soft::2.0"])
+
+            var configuration = Self.configuration(server, harness, version: "1.0")
+            configuration.appStoreId = "1234567890"
+            let updater = Upshift(configuration: configuration)
+            let updating = await UpshiftPresenter(upshift: updater)
+            await updating.show(await updater.check())
+            #expect(await updating.update() != nil)
+            #expect(await updating.presentation == .none)
+            #expect(try await stored(updater) == ["prompt_shown:soft::2.0", "update_started:soft::2.0"])
+
+            let directory = Self.directory()
+            let old = Upshift(configuration: Self.configuration(server, harness, version: "1.0", directory: directory))
+            #expect(await old.launch() == nil)
+            await old.stop()
+            let new = Upshift(configuration: Self.configuration(server, harness, version: "2.0", directory: directory))
+            #expect(await new.launch() == "1.0")
+            let presenter = await UpshiftPresenter(upshift: new)
+            await presenter.show(await new.check())
+            #expect(await presenter.presentation.whatsNew == [VersionNotes(version: "2.0", notes: ["Shared budgets"])])
+            await presenter.whatsNewDismissed()
+            #expect(await presenter.presentation == .none)
+            #expect(try await stored(new) == ["updated:::", "whats_new_shown:::"])
+            await new.stop()
+        }
+    }
+
     // MARK: Helpers
 
     static let start = Timestamp.parse("2026-06-01T12:00:00Z")!
