@@ -1,6 +1,5 @@
 import Logging
 import PostgresNIO
-import Synchronization
 import UpshiftCore
 
 /// The connection pool of one PostgreSQL database, and what the server asks of it as a whole. The pool
@@ -103,48 +102,6 @@ extension PostgresConnection {
             if let inner = error.closureError { throw inner }
             throw error
         }
-    }
-}
-
-/// Whichever of an operation and its watchdog ends first resumes the caller; the other is ignored.
-private final class FirstOutcome<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, any Error>?
-        var work: Task<Void, Never>?
-        var cancelled = false
-    }
-    private let state = Mutex(State())
-
-    func start(_ continuation: CheckedContinuation<T, any Error>) {
-        state.withLock { $0.continuation = continuation }
-    }
-
-    /// The task running the operation; cancelled at once when the caller already was.
-    func run(_ work: Task<Void, Never>) {
-        let cancel = state.withLock { state in
-            state.work = work
-            return state.cancelled
-        }
-        if cancel { work.cancel() }
-    }
-
-    func cancel() {
-        state.withLock { state in
-            state.cancelled = true
-            return state.work
-        }?.cancel()
-    }
-
-    func settle(_ result: Result<T, any Error>) {
-        let failed = if case .failure = result { true } else { false }
-        let settled = state.withLock { state -> (CheckedContinuation<T, any Error>, Task<Void, Never>?)? in
-            guard let continuation = state.continuation.take() else { return nil }
-            if failed { state.cancelled = true }
-            return (continuation, state.work)
-        }
-        guard let (continuation, work) = settled else { return }
-        if failed { work?.cancel() }
-        continuation.resume(with: result)
     }
 }
 
