@@ -4,14 +4,6 @@ import NIOCore
 import UpshiftCore
 import UpshiftStore
 
-/// What `upshift serve` does in this process (DESIGN.md section 9).
-public enum ServerRole: String, Sendable, CaseIterable {
-    /// The HTTP API, the ingestion writer and partition upkeep.
-    case http
-    /// The projection runner (active on one instance at a time).
-    case projections
-}
-
 /// Everything the composition root needs to build the application, clock included.
 public struct AppConfiguration: Sendable {
     public var host: String = "127.0.0.1"
@@ -144,88 +136,3 @@ public struct AppConfiguration: Sendable {
     }
 }
 
-/// Reads typed values from the environment; a value that does not parse, or lies outside its range,
-/// is an error naming the variable.
-struct EnvironmentReader {
-    let environment: [String: String]
-
-    init(_ environment: [String: String]) {
-        self.environment = environment
-    }
-
-    private func value(_ name: String) -> String? {
-        guard let text = environment[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
-        return text
-    }
-
-    func text(_ name: String) throws -> String? {
-        guard let text = value(name) else { return nil }
-        guard TextRules.violation(in: text, lineBreaks: false) == nil, text.utf8.count <= 255 else {
-            throw ConfigurationError.invalid(name, text)
-        }
-        return text
-    }
-
-    func integer(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
-        guard let text = value(name) else { return nil }
-        guard let number = TextRules.integer(text, in: range) else {
-            throw ConfigurationError.invalid(name, text, expected: "an integer from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return number
-    }
-
-    func decimal(_ name: String, in range: ClosedRange<Double>) throws -> Double? {
-        guard let text = value(name) else { return nil }
-        guard let number = Double(text), number.isFinite, range.contains(number) else {
-            throw ConfigurationError.invalid(
-                name, text, expected: "a number from \(range.lowerBound.formatted()) to \(range.upperBound.formatted())")
-        }
-        return number
-    }
-
-    /// Seconds, a decimal from 0.001 to 86,400.
-    func seconds(_ name: String) throws -> Duration? {
-        guard let seconds = try decimal(name, in: 0.001...86_400) else { return nil }
-        return .milliseconds(Int64((seconds * 1000).rounded()))
-    }
-}
-
-/// How the ingestion writer batches (group commit).
-public struct IngestionSettings: Sendable {
-    /// Flushes that may be in flight at once; each takes everything pending when it starts.
-    public var concurrentFlushes = 3
-    /// The most events one `INSERT` carries.
-    public var maximumBatchEvents = 5_000
-    /// Events waiting beyond this answer `503` at once (overload), rather than queueing without bound.
-    public var maximumPendingEvents = 50_000
-    /// How long one flush may take before its requests answer `503`.
-    public var flushTimeout: Duration = .seconds(3)
-    /// After a failed flush, requests answer `503` at once for this long (the database is down).
-    public var failFastAfterError: Duration = .seconds(1)
-    /// Events per second per client address (IPv6: per /64), and the burst (README "Security" shows the
-    /// arithmetic): 1,000 installs behind one carrier-grade NAT address, each sending what the SDK sends
-    /// at most.
-    public var ratePerClient = RateLimit(rate: 100, burst: 10_000)
-    /// Events per second per ingest key, and the burst: an app of 10 M installs.
-    public var ratePerKey = RateLimit(rate: 10_000, burst: 100_000)
-
-    public init() {}
-}
-
-/// How the dashboard protects itself.
-public struct DashboardSettings: Sendable {
-    /// Requests with a session cookie per second per client address, and the burst: each costs a
-    /// database look-up, so a flood of made-up cookies is bounded like every other public input. A
-    /// person reading pages stays far below it.
-    public var ratePerClient = RateLimit(rate: 10, burst: 100)
-
-    public init() {}
-}
-
-public struct ConfigurationError: Error, CustomStringConvertible {
-    public var description: String
-
-    public static func invalid(_ name: String, _ value: String, expected: String? = nil) -> ConfigurationError {
-        ConfigurationError(description: "\(name) has an invalid value: \(value)" + (expected.map { " (expected \($0))" } ?? ""))
-    }
-}

@@ -60,23 +60,3 @@ struct Apps: AsyncParsableCommand {
     }
 }
 
-/// The CLI's way to the catalog: the same `CatalogStore` the API uses, errors as plain messages.
-enum CatalogCommand {
-    static var actor: String { "cli:\(ProcessInfo.processInfo.environment["USER"] ?? NSUserName())" }
-
-    static func run<T: Sendable>(_ body: @escaping @Sendable (CatalogStore) async throws -> T) async throws -> T {
-        do {
-            return try await withDatabase { client, logger in try await body(CatalogStore(client: client, logger: logger)) }
-        } catch let error as CatalogError {
-            throw CommandFailure(description: error.description)
-        }
-    }
-
-    static func validated<T>(_ body: () throws(FieldError) -> T) throws -> T {
-        do {
-            return try body()
-        } catch {
-            throw CommandFailure(description: error.description)
-        }
-    }
-}

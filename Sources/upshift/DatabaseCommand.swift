@@ -43,16 +43,3 @@ func migrateDatabase(_ migrations: [Migration]) async throws -> [String] {
     try await withDatabase { client, logger in try await Migrator(client: client, logger: logger).migrate(migrations) }
 }
 
-/// Prints a failure to standard error and exits non-zero (no stack of Swift types for an operator).
-struct CommandFailure: Error, CustomStringConvertible {
-    var description: String
-
-    init(description: String) {
-        self.description = description
-    }
-
-    /// A database error, by the server's message.
-    init(_ error: PSQLError) {
-        description = "database error: \(error.serverInfo?[.message] ?? String(describing: error.code))"
-    }
-}

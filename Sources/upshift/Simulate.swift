@@ -39,32 +39,6 @@ struct Simulate: AsyncParsableCommand {
     }
 }
 
-struct Demo: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Load the app `demo`: releases, a policy and 60 simulated days ending now (once; later runs do nothing).")
-
-    @Option(help: "Installs in the demo fleet.") var installs = 500
-
-    func run() async throws {
-        try await migrateDatabase(loadMigrations())
-        let (exists, events) = try await withDatabase { client, logger in
-            let exists = try await CatalogStore(client: client, logger: logger).app(id: "demo") != nil
-            return (exists, try await EventLog(client: client, logger: logger).installEventCount(app: "demo"))
-        }
-        if events > 0 {
-            print("demo: the app demo already has its data; nothing to do")
-            return
-        }
-        var options = FleetSimulation.Options(installs: installs, days: 60, seed: 2026, appId: "demo", end: Date(), progress: true)
-        options.createApp = !exists
-        options.appName = "Demo"
-        let result = try await runSimulation(options)
-        print("demo: loaded 60 days of app demo. Keys for it (shown once):")
-        print("  read:  \(result.readKey)")
-        print("  admin: \(result.adminKey)")
-    }
-}
-
 /// Runs a simulation and prints its verdict; throws when a report differs from the ground truth.
 @discardableResult
 func runSimulation(_ options: FleetSimulation.Options) async throws -> FleetSimulation.Result {

@@ -39,11 +39,21 @@ import UpshiftTestSupport
         let cuts = Mutex(0)
         let configuration = harness.smallBatchRunner { name in
             let call = calls.withLock { $0 += 1; return $0 }
-            guard [3, 9, 17].contains(call) else { return }
+            guard call % 3 == 0, cuts.withLock({ $0 }) < 3 else { return }
             // The server ends the runner's session (as a restart or a failover would) after the
-            // batch's writes, before its commit.
-            let terminated = try await harness.terminateLeader(of: name)
-            if terminated { cuts.withLock { $0 += 1 } }
+            // batch's writes, before its commit. On a loaded machine the look-up of the leader can
+            // miss (its own connection slow to open): the next third call tries again.
+            do {
+                // In a task of its own: the termination makes the runner abandon (cancel) this batch,
+                // hook included, and the answer must still be counted.
+                guard try await Task(operation: { try await harness.terminateLeader(of: name) }).value else {
+                    print("ProjectionRunnerTests: no leader of \(name) found at call \(call)")
+                    return
+                }
+                cuts.withLock { $0 += 1 }
+            } catch {
+                print("ProjectionRunnerTests: no cut at call \(call) of \(name): \(String(reflecting: error))")
+            }
         }
         let later = sampleFleet(now: harness.clock.now().addingTimeInterval(86_400), installs: 60)
         try await harness.run(configuration) { (_: Server) async throws in
@@ -71,8 +81,11 @@ import UpshiftTestSupport
             try await harness.waitForProjections(timeout: .seconds(60))
             // Set-based, not in batches. (An open transaction of a test running beside this one can hold
             // back the horizon, cluster-wide: the runner waits until fewer than the threshold lie beyond it.)
+            // At most the events beyond the horizon go in batches, for each projection: all in batches
+            // would take twice as many.
             let inBatches = batches.withLock { $0 }
-            #expect(inBatches <= events.count / 2 / 97 + 1, "\(inBatches) batches of 97 for \(events.count) events")
+            let bound = Projections.all.count * (events.count / 2 / 97 + 1)
+            #expect(inBatches <= bound, "\(inBatches) batches of 97 for \(events.count) events")
             for chunk in stride(from: 0, to: later.count, by: 250) {
                 let reply = try await server.postEvents(Array(later[chunk..<min(chunk + 250, later.count)]), key: harness.ingestKey)
                 #expect(reply.status == 200)

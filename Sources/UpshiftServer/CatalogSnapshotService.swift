@@ -1,0 +1,78 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import UpshiftCore
+import UpshiftStore
+
+/// Keeps the snapshot current: a dedicated LISTEN connection reloads on every catalog NOTIFY (and on
+/// every reconnect, to catch up on what it missed), and a poll of the catalog version every second is
+/// the fallback. While the database is away the snapshot stays as it was and checks keep answering.
+struct CatalogSnapshotService: Service {
+    let snapshot: CatalogSnapshot
+    let store: CatalogStore
+    let readiness: Readiness
+    let logger: Logger
+    var pollInterval: Duration = .seconds(1)
+
+    /// Loads the snapshot once (before the server starts).
+    func load() async throws {
+        let version = try await store.version()
+        let apps = try await store.loadAll()
+        snapshot.replace(apps: apps, version: version)
+        readiness.mark(.catalog)
+    }
+
+    func run() async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await listen() }
+            group.addTask { await poll() }
+        }
+    }
+
+    func reload(reason: String) async {
+        do {
+            let version = try await store.version()
+            // The instance that wrote reloads at once and then hears its own NOTIFY: load once.
+            if snapshot.isLoaded, version == snapshot.version { return }
+            let apps = try await store.loadAll()
+            snapshot.replace(apps: apps, version: version)
+            readiness.mark(.catalog)
+            logger.debug("catalog reloaded", metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
+        } catch {
+            logger.warning("catalog reload failed; serving the last snapshot", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func listen() async {
+        var backoff: Duration = .milliseconds(100)
+        while !Task.isCancelledOrShuttingDown {
+            let started = ContinuousClock.now
+            do {
+                try await cancelWhenGracefulShutdown {
+                    try await store.listen(
+                        onListening: { await reload(reason: "listen") },  // catch up on what was missed
+                        onChange: { _ in await reload(reason: "notify") })
+                }
+            } catch {
+                if Task.isCancelledOrShuttingDown { return }
+                logger.warning("catalog listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+            }
+            if ContinuousClock.now - started > .seconds(30) { backoff = .milliseconds(100) }
+            let wait = backoff
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
+            backoff = min(backoff * 2, .seconds(5))
+        }
+    }
+
+    private func poll() async {
+        while !Task.isCancelledOrShuttingDown {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: pollInterval) }
+            } catch {
+                return
+            }
+            guard let version = try? await withDeadline(.seconds(2), { try await store.version() }) else { continue }
+            if version != snapshot.version { await reload(reason: "poll") }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+import Foundation
+
+/// Numbers as the dashboard shows them.
+enum Figures {
+    static func count(_ value: Int) -> String {
+        let digits = String(value.magnitude)
+        var grouped = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { grouped += "," }
+            grouped.append(digit)
+        }
+        return value < 0 ? "-" + grouped : grouped
+    }
+
+    static func percent(_ share: Double?) -> String {
+        guard let share else { return "–" }
+        let value = share * 100
+        return value == value.rounded() ? "\(Int(value))%" : String(format: "%.1f%%", value)
+    }
+
+    static func duration(seconds: Double?) -> String {
+        guard let seconds else { return "–" }
+        if seconds < 3_600 { return "\(Int((seconds / 60).rounded())) min" }
+        if seconds < 2 * 86_400 { return String(format: "%.1f h", seconds / 3_600) }
+        return String(format: "%.1f days", seconds / 86_400)
+    }
+}

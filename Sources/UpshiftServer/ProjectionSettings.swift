@@ -1,0 +1,24 @@
+/// How the projection runner batches, polls and stands by.
+public struct ProjectionSettings: Sendable {
+    /// Events read per batch (a batch is one transaction).
+    public var batchSize = 5_000
+    /// How long an idle runner waits for a wake-up from ingestion before it reads the feed anyway
+    /// (commits of other instances only reach it this way).
+    public var pollInterval: Duration = .milliseconds(500)
+    /// How often a standby tries to take over the lock of a projection another instance runs.
+    public var standbyInterval: Duration = .seconds(1)
+    /// A statement of a runner (a read, or a whole batch) taking longer has its connection closed, and
+    /// the runner starts over from the stored checkpoint. (A closed connection fails it at once.)
+    public var batchTimeout: Duration = .seconds(120)
+    /// A generation at the start of the log (a first start, a rebuild) catches up set-based in one
+    /// transaction (`Backfill`) when the feed holds at least this many events, once fewer than this
+    /// many lie beyond the snapshot horizon (it waits for open transactions); nil: always in batches.
+    public var backfillThreshold: Int? = 50_000
+    /// How long that one transaction may take before its connection is closed and it starts over.
+    public var backfillTimeout: Duration = .seconds(3_600)
+    /// Tests only: runs inside each batch's transaction after its writes, before the commit; what it
+    /// throws rolls the batch back. Given the projection's name.
+    public var beforeCommit: (@Sendable (String) async throws -> Void)?
+
+    public init() {}
+}

@@ -1,0 +1,195 @@
+import Foundation
+import Logging
+import PostgresNIO
+import UpshiftCore
+
+/// The runner of one projection generation, while it holds the lock: reads the feed and applies
+/// batches on its own connection.
+public struct ProjectionLeader: Sendable {
+    let connection: PostgresConnection
+    public let definition: any ProjectionDefinition
+    public let generation: Int
+    let limit: Duration
+    let logger: Logger
+
+    /// The generation's registry row as stored now (nil once it was dropped).
+    public func current() async throws -> ProjectionGeneration? {
+        let (definition, generation, logger) = (definition, generation, logger)
+        return try await bounded { connection in
+            try await ProjectionStore.generations(on: connection, only: (definition.name, generation), logger: logger).first
+        }
+    }
+
+    /// The next at most `limit` events of the gap-free feed after `position`, on the leader's connection.
+    public func read(after position: FeedPosition, limit: Int) async throws -> [ProjectionEvent] {
+        let logger = self.logger
+        return try await bounded { connection in
+            try await FeedReader.read(on: connection, after: position, limit: limit, logger: logger)
+        }
+    }
+
+    func lock(_ key: String) async throws -> Bool {
+        let logger = self.logger
+        return try await bounded { connection in
+            let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
+            var acquired = false
+            for try await value in rows.decode(Bool.self) { acquired = value }
+            return acquired
+        }
+    }
+
+    /// Lets go of the lock; nothing to do when the connection closed (the session, and its lock, ended).
+    func unlock(_ key: String) async {
+        let logger = self.logger
+        _ = try? await bounded { connection in
+            try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+        }
+    }
+
+    /// Runs `operation` on the leader's connection within the leader's time limit. A connection that
+    /// closed fails the operation at once (``ConnectionLost``); one that outlasts the limit is closed
+    /// (``DeadlineExceeded``). Either way the runner lets go and starts over from the stored checkpoint,
+    /// which tells it whether the last batch committed.
+    private func bounded<T: Sendable>(
+        limit: Duration? = nil, _ operation: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let connection = self.connection
+        let limit = limit ?? self.limit
+        guard !connection.isClosed else { throw ConnectionLost() }
+        do {
+            return try await withDeadline(limit, abandonWhen: { connection.isClosed }) { try await operation(connection) }
+        } catch let error as DeadlineExceeded {
+            logger.warning(
+                "projection statement exceeded its time limit; closing its connection",
+                metadata: ["projection": "\(definition.name)", "limit": "\(limit)"])
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    /// The result of a batch.
+    public struct Applied: Sendable {
+        public var checkpoint: ProjectionGeneration
+        public var deadLetters: Int
+    }
+
+    /// Thrown when the checkpoint was not where the batch started: another runner moved it (or the
+    /// generation was retired). Nothing was written; reload and go on.
+    public struct CheckpointMoved: Error {}
+
+    /// Applies `events` (which follow `from.checkpoint` in the feed) in one transaction: the checkpoint
+    /// compare-and-set first, then the projection's writes and dead letters. `beforeCommit` runs last
+    /// inside the transaction (tests interrupt batches there).
+    public func apply(
+        _ events: [ProjectionEvent], from: ProjectionGeneration,
+        beforeCommit: (@Sendable () async throws -> Void)? = nil
+    ) async throws -> Applied {
+        guard let last = events.last else { return Applied(checkpoint: from, deadLetters: 0) }
+        var maxRecorded = from.maxRecordedAt
+        for event in events where maxRecorded.map({ event.recordedAt > $0 }) ?? true { maxRecorded = event.recordedAt }
+        let newMaxRecorded = maxRecorded
+        let definition = self.definition
+        let generation = self.generation
+        let logger = self.logger
+        return try await bounded { connection in
+            try await connection.transaction(logger: logger) { connection in
+                try await Self.advance(
+                    definition.name, generation: generation, from: from, to: last.feedPosition,
+                    maxRecordedAt: newMaxRecorded, events: events.count, on: connection, logger: logger)
+                var batch = ProjectionBatch(generation: generation, maxRecordedAt: from.maxRecordedAt, logger: logger)
+                try await definition.apply(events, in: &batch, on: connection)
+                let dead = batch.deadLetters
+                try await ProjectionStore.storeDeadLetters(
+                    dead, projection: definition.name, generation: generation, on: connection, logger: logger)
+                try await beforeCommit?()
+                var checkpoint = from
+                checkpoint.checkpoint = last.feedPosition
+                checkpoint.maxRecordedAt = newMaxRecorded
+                checkpoint.events += Int64(events.count)
+                return Applied(checkpoint: checkpoint, deadLetters: dead.count)
+            }
+        }
+    }
+
+    /// Moves the checkpoint from where `from` left it: a compare-and-set that throws ``CheckpointMoved``
+    /// (and so rolls the transaction back) when another runner moved it first.
+    private static func advance(
+        _ name: String, generation: Int, from: ProjectionGeneration, to last: FeedPosition, maxRecordedAt: Date?,
+        events: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let rows = try await connection.query(
+            """
+            UPDATE projections
+            SET last_tx = \(String(last.transaction))::text::xid8, last_pos = \(last.position),
+                max_recorded_at = \(maxRecordedAt), events = events + \(events), updated_at = clock_timestamp()
+            WHERE name = \(name) AND generation = \(generation) AND state <> 'retired'
+              AND last_tx = \(String(from.checkpoint.transaction))::text::xid8 AND last_pos = \(from.checkpoint.position)
+            RETURNING 1
+            """, logger: logger)
+        var moved = true
+        for try await _ in rows.decode(Int.self) { moved = false }
+        if moved { throw CheckpointMoved() }
+    }
+
+    /// Catches a generation whose checkpoint is at the start of the log up with the whole feed in one
+    /// transaction, set-based (``Backfill``), within `limit`. Nil, with nothing done, when the feed is
+    /// empty or when `leaving` events or more lie beyond the snapshot horizon (a transaction that is
+    /// still open holds them back: better to wait for it than to leave them to batches).
+    ///
+    /// The transaction writes only once the projection's sorts are done, and holds back the other
+    /// feeds (DESIGN.md 5.2) only from then until its commit.
+    public func backfill(from: ProjectionGeneration, leaving: Int, limit: Duration) async throws -> Applied? {
+        precondition(from.checkpoint == .start, "a backfill starts from the start of the log")
+        let (definition, generation, logger) = (definition, generation, logger)
+        return try await bounded(limit: limit) { connection in
+            try await connection.transaction(logger: logger) { connection in
+                try await connection.query("SET LOCAL work_mem = '128MB'", logger: logger)
+                // The bound: the last event below the snapshot horizon. (The ORDER BY names the table's
+                // columns: the output column `tx_id::text` would sort as text.)
+                var through: FeedPosition?
+                for try await (tx, position) in try await connection.query(
+                    """
+                    SELECT tx_id::text, position FROM event_log WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
+                    ORDER BY event_log.tx_id DESC, event_log.position DESC LIMIT 1
+                    """, logger: logger
+                ).decode((String, Int64).self) {
+                    through = FeedPosition(transaction: UInt64(tx) ?? 0, position: position)
+                }
+                guard let through else { return nil }
+                let beyond = try await connection.query(
+                    """
+                    SELECT count(*)::int8 FROM (
+                        SELECT 1 FROM event_log
+                        WHERE (tx_id, position) > (\(String(through.transaction))::text::xid8, \(through.position))
+                        LIMIT \(leaving)) x
+                    """, logger: logger)
+                for try await count in beyond.decode(Int.self) where count >= leaving { return nil }
+                var count = 0
+                var maxRecordedAt = Date.distantPast
+                for try await (events, recorded) in try await connection.query(
+                    """
+                    SELECT count(*)::int8, max(recorded_at) FROM event_log
+                    WHERE (tx_id, position) <= (\(String(through.transaction))::text::xid8, \(through.position))
+                    """, logger: logger
+                ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
+                var backfill = Backfill(
+                    projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
+                    logger: logger)
+                try await definition.backfill(&backfill, on: connection)
+                // Statistics now: the first reports must not be planned as if the tables were empty.
+                for table in definition.tables {
+                    try await connection.query(
+                        "ANALYZE \(unescaped: ProjectionTables.name(table, generation: generation))", logger: logger)
+                }
+                try await Self.advance(
+                    definition.name, generation: generation, from: from, to: through, maxRecordedAt: maxRecordedAt,
+                    events: count, on: connection, logger: logger)
+                var checkpoint = from
+                checkpoint.checkpoint = through
+                checkpoint.maxRecordedAt = maxRecordedAt
+                checkpoint.events += Int64(count)
+                return Applied(checkpoint: checkpoint, deadLetters: backfill.deadLetters)
+            }
+        }
+    }
+}
