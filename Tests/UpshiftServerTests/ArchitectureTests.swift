@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+import UpshiftServer
+import UpshiftTestSupport
+
+/// docs/ARCHITECTURE.md maps every route, page, rule and metric to the file that holds it: its route
+/// table is the router's, both ways, and every file it names exists.
+@Suite struct ArchitectureTests {
+    static let document = TestEnvironment.packageRoot.appendingPathComponent("docs/ARCHITECTURE.md")
+
+    /// `METHOD /path/{param}` → file, from the rows `| `GET` | `/path` | access | `file` |`.
+    static func routeTable() throws -> [String: String] {
+        let text = try String(contentsOf: document, encoding: .utf8)
+        var routes: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let match = line.wholeMatch(of: #/\| `([A-Z]+)` \| `(/[^`]*)` \| [^|]+ \| `([^`]+)` \|/#) else { continue }
+            routes["\(match.1) \(match.2)"] = String(match.3)
+        }
+        return routes
+    }
+
+    @Test func theRouteTableIsTheRoutersBothWays() async throws {
+        let harness = try await Harness.make()
+        let parts = try ApplicationParts(harness.configuration())
+        let routes = Set(
+            parts.routes.map { route in
+                let path = route.path.split(separator: "/").map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
+                return "\(route.method.rawValue) /" + path.joined(separator: "/")
+            })
+        let documented = try Self.routeTable()
+        #expect(documented.count > 25)
+        #expect(routes.subtracting(documented.keys).isEmpty, "routes ARCHITECTURE.md does not map: \(routes.subtracting(documented.keys).sorted())")
+        #expect(Set(documented.keys).subtracting(routes).isEmpty, "mapped routes the router lacks: \(Set(documented.keys).subtracting(routes).sorted())")
+    }
+
+    @Test func everyFileItNamesExists() throws {
+        let text = try String(contentsOf: Self.document, encoding: .utf8)
+        let files = Set(text.matches(of: #/`((?:Sources|Tests)/[A-Za-z0-9_+/.-]+\.swift)`/#).map { String($0.1) })
+        #expect(files.count > 20)
+        for file in files.sorted() {
+            let url = TestEnvironment.packageRoot.appendingPathComponent(file)
+            #expect(FileManager.default.fileExists(atPath: url.path), "\(file) is named in ARCHITECTURE.md but does not exist")
+        }
+    }
+}
