@@ -39,7 +39,7 @@ public struct AppConfiguration: Sendable {
         self.database = database
     }
 
-    /// Reads the `UPSHIFT_*` variables of the README's configuration table and the database variables.
+    /// Reads the `UPSHIFT_*` variables of docs/OPERATIONS.md's configuration table and the database variables.
     /// Every value is checked here, so that an invalid one stops `serve` with a message naming it and
     /// nothing traps later.
     public static func fromEnvironment(_ environment: [String: String]) throws -> AppConfiguration {

@@ -10,9 +10,9 @@ public struct IngestionSettings: Sendable {
     public var flushTimeout: Duration = .seconds(3)
     /// After a failed flush, requests answer `503` at once for this long (the database is down).
     public var failFastAfterError: Duration = .seconds(1)
-    /// Events per second per client address (IPv6: per /64), and the burst (README "Security" shows the
-    /// arithmetic): 1,000 installs behind one carrier-grade NAT address, each sending what the SDK sends
-    /// at most.
+    /// Events per second per client address (IPv6: per /64), and the burst (docs/OPERATIONS.md,
+    /// "Security", shows the arithmetic): 1,000 installs behind one carrier-grade NAT address, each sending
+    /// what the SDK sends at most.
     public var ratePerClient = RateLimit(rate: 100, burst: 10_000)
     /// Events per second per ingest key, and the burst: an app of 10 M installs.
     public var ratePerKey = RateLimit(rate: 10_000, burst: 100_000)
