@@ -32,36 +32,41 @@ public struct FeedReader: Sendable {
         // The ORDER BY names the table's columns: the output column `tx_id::text` would sort as text.
         let rows = try await connection.query(
             """
-            SELECT \(unescaped: columns) FROM event_log
+            SELECT \(columns) FROM event_log
             WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
               AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
             ORDER BY event_log.tx_id, event_log.position
             LIMIT \(limit)
-            """, logger: logger)
+            """ as SQL, logger: logger)
         return try await decode(rows, reserving: limit)
     }
 
-    /// What a projection reads of an event (`ProjectionEvent`), in the order `decode` takes it.
-    static let columns = """
-        tx_id::text, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
-        app_version, data->>'osVersion', data->>'locale', data->>'promptKind', data->>'targetVersion',
-        data->>'dismissAction', CASE WHEN install_id IS NULL THEN data::text END
+    /// What a projection reads of an event (`ProjectionEvent`), each column named as `decode` reads it.
+    static let columns: SQL = """
+        tx_id::text AS tx, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
+        app_version, data->>'osVersion' AS os_version, data->>'locale' AS locale, data->>'promptKind' AS prompt_kind,
+        data->>'targetVersion' AS target_version, data->>'dismissAction' AS dismiss_action,
+        CASE WHEN install_id IS NULL THEN data::text END AS catalog_data
         """
 
-    /// Events from rows that select `columns`.
+    /// Events from rows that select `columns`, each field read by its column's name.
     static func decode(_ rows: PostgresRowSequence, reserving capacity: Int = 0) async throws -> [ProjectionEvent] {
         var events: [ProjectionEvent] = []
         events.reserveCapacity(capacity)
-        for try await row in rows.decode(
-            (String, Int64, UUID, Date, Date, String, String, UUID?, String?, String?, String?, String?, String?,
-             String?, String?, String?).self)
-        {
+        for try await row in rows {
+            let cells = row.makeRandomAccess()
+            func text(_ column: String) throws -> String? { try cells[column].decode(String?.self) }
             events.append(
                 ProjectionEvent(
-                    feedPosition: FeedPosition(transaction: UInt64(row.0) ?? 0, position: row.1), id: row.2,
-                    occurredAt: row.3, recordedAt: row.4, appId: row.5, type: row.6, installId: row.7, platform: row.8,
-                    appVersion: row.9, osVersion: row.10, locale: row.11, promptKind: row.12, targetVersion: row.13,
-                    dismissAction: row.14, catalogData: row.15))
+                    feedPosition: FeedPosition(
+                        transaction: UInt64(try cells["tx"].decode(String.self)) ?? 0,
+                        position: try cells["position"].decode(Int64.self)),
+                    id: try cells["event_id"].decode(UUID.self), occurredAt: try cells["occurred_at"].decode(Date.self),
+                    recordedAt: try cells["recorded_at"].decode(Date.self), appId: try cells["app_id"].decode(String.self),
+                    type: try cells["type"].decode(String.self), installId: try cells["install_id"].decode(UUID?.self),
+                    platform: try text("platform"), appVersion: try text("app_version"), osVersion: try text("os_version"),
+                    locale: try text("locale"), promptKind: try text("prompt_kind"), targetVersion: try text("target_version"),
+                    dismissAction: try text("dismiss_action"), catalogData: try text("catalog_data")))
         }
         return events
     }

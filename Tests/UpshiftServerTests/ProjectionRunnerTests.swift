@@ -343,12 +343,12 @@ extension Harness {
                 SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, count(DISTINCT install_id)::int8 AS installs
                 FROM event_log WHERE install_id IS NOT NULL GROUP BY 1
             ) l FULL JOIN (
-                SELECT day, sum(installs)::int8 AS installs FROM \(unescaped: "adoption_daily_g\(generation)") GROUP BY 1
+                SELECT day, sum(installs)::int8 AS installs FROM \(ProjectionTables.name("adoption_daily", generation: generation)) GROUP BY 1
             ) a USING (day)
             WHERE l.installs IS DISTINCT FROM a.installs
             """)
         #expect(mismatches == 0)
-        #expect(try await count("SELECT count(*)::int8 FROM \(unescaped: "adoption_daily_g\(generation)")") > 10)
+        #expect(try await count("SELECT count(*)::int8 FROM \(ProjectionTables.name("adoption_daily", generation: generation))") > 10)
     }
 
     /// Rebuilds every projection from the start of the log, set-based (`backfill`) or in batches, and
@@ -388,7 +388,7 @@ extension Harness {
                 for base in definition.tables {
                     var rows: [String] = []
                     for try await row in try await client.query(
-                        "SELECT row_to_json(t)::text FROM \(unescaped: ProjectionTables.name(base, generation: generation)) t"
+                        "SELECT row_to_json(t)::text FROM \(ProjectionTables.name(base, generation: generation)) t"
                     ).decode(String.self) { rows.append(row) }
                     tables[base] = rows.sorted()
                 }

@@ -11,7 +11,7 @@ public struct AdoptionProjection: ProjectionDefinition {
 
     public init() {}
 
-    public func createStatements(_ t: (String) -> String) -> [String] {
+    public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
         [
             """
             CREATE TABLE \(t("install_days")) (
@@ -25,7 +25,7 @@ public struct AdoptionProjection: ProjectionDefinition {
                 PRIMARY KEY (app_id, platform, install_id, day)
             )
             """,
-            "CREATE INDEX \(t("install_days"))_day ON \(t("install_days")) (day)",
+            "CREATE INDEX \(t("install_days").appending("_day")) ON \(t("install_days")) (day)",
             """
             CREATE TABLE \(t("adoption_daily")) (
                 app_id      text    NOT NULL,
@@ -52,7 +52,7 @@ public struct AdoptionProjection: ProjectionDefinition {
                 FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
                             \(keys.map(\.installId))::uuid[], \(keys.map(\.day.description))::text[]::date[])
                      AS k(app_id, platform, install_id, day)
-                JOIN \(unescaped: batch.table("install_days")) d USING (app_id, platform, install_id, day)
+                JOIN \(batch.table("install_days")) d USING (app_id, platform, install_id, day)
                 """, logger: batch.logger)
             for try await row in rows.decode((String, String, UUID, String, String, String, Date).self) {
                 guard let day = UTCDay(row.3) else { continue }
@@ -73,7 +73,7 @@ public struct AdoptionProjection: ProjectionDefinition {
             let values = keys.map { output.days[$0]! }
             try await connection.query(
                 """
-                INSERT INTO \(unescaped: batch.table("install_days")) AS d
+                INSERT INTO \(batch.table("install_days")) AS d
                     (app_id, platform, install_id, day, version, version_key, last_at)
                 SELECT app_id, platform, install_id, day::date, version, version_key, last_at
                 FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
@@ -90,7 +90,7 @@ public struct AdoptionProjection: ProjectionDefinition {
             let table = batch.table("adoption_daily")
             try await connection.query(
                 """
-                INSERT INTO \(unescaped: table) AS a (app_id, platform, day, version, version_key, installs)
+                INSERT INTO \(table) AS a (app_id, platform, day, version, version_key, installs)
                 SELECT app_id, platform, day::date, version, version_key, delta
                 FROM unnest(\(cells.map(\.appId))::text[], \(cells.map(\.platform))::text[],
                             \(cells.map(\.day.description))::text[], \(cells.map(\.version))::text[],
@@ -103,7 +103,7 @@ public struct AdoptionProjection: ProjectionDefinition {
             // incremental processing and a rebuild leave the same rows however the feed was batched.
             try await connection.query(
                 """
-                DELETE FROM \(unescaped: table) a
+                DELETE FROM \(table) a
                 USING unnest(\(cells.map(\.appId))::text[], \(cells.map(\.platform))::text[],
                              \(cells.map(\.day.description))::text[], \(cells.map(\.version))::text[])
                       AS u(app_id, platform, day, version)
@@ -114,7 +114,7 @@ public struct AdoptionProjection: ProjectionDefinition {
         let after = AdoptionFold.horizon(maxRecordedAt: output.maxRecordedAt)
         if let after, before.map({ after > $0 }) ?? true {
             try await connection.query(
-                "DELETE FROM \(unescaped: batch.table("install_days")) WHERE day < \(after.description)::date",
+                "DELETE FROM \(batch.table("install_days")) WHERE day < \(after.description)::date",
                 logger: batch.logger)
         }
     }
@@ -127,12 +127,11 @@ public struct AdoptionProjection: ProjectionDefinition {
         // the first event in the feed recorded on day d + 32 or later, and not from there on.
         // (The first position of a day is the least [tx, position] pair: one pass, one group per day.)
         let firstRecorded = try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT (e.recorded_at AT TIME ZONE 'UTC')::date::text, min(ARRAY[e.tx_id::text::int8, e.position]),
-                           min(e.occurred_at)
-                    FROM event_log e WHERE \(backfill.included) GROUP BY 1
-                    """), logger: backfill.logger)
+            """
+            SELECT (e.recorded_at AT TIME ZONE 'UTC')::date::text, min(ARRAY[e.tx_id::text::int8, e.position]),
+                   min(e.occurred_at)
+            FROM event_log e WHERE \(backfill.included) GROUP BY 1
+            """ as SQL, logger: backfill.logger)
         var firsts: [(day: UTCDay, position: FeedPosition)] = []
         var earliest: UTCDay?
         for try await (day, first, occurred) in firstRecorded.decode((String, [Int64], Date).self) {
@@ -163,10 +162,12 @@ public struct AdoptionProjection: ProjectionDefinition {
         }
         let horizon = AdoptionFold.horizon(maxRecordedAt: backfill.maxRecordedAt)!
         // Each install's last counted event of each day; the days of the open window stay as working state.
-        try await backfill.run(
+        try await connection.query(
             """
-            WITH \(VersionSpellings.cte),
-            closing(day, tx, pos) AS (SELECT d::date, t::xid8, p FROM unnest($4::text[], $5::text[], $6::int8[]) AS c(d, t, p)),
+            WITH \(versions.cte),
+            closing(day, tx, pos) AS (
+                SELECT d::date, t::xid8, p
+                FROM unnest(\(closing.days)::text[], \(closing.transactions)::text[], \(closing.positions)::int8[]) AS c(d, t, p)),
             last AS MATERIALIZED (
                 SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
                        e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
@@ -180,12 +181,12 @@ public struct AdoptionProjection: ProjectionDefinition {
             open AS (
                 INSERT INTO \(backfill.table("install_days")) (app_id, platform, install_id, day, version, version_key, last_at)
                 SELECT app_id, platform, install_id, day, normalized, sort_key, occurred_at FROM last
-                WHERE day >= '\(horizon.description)'::date
+                WHERE day >= \(horizon.description)::date
             )
             INSERT INTO \(backfill.table("adoption_daily")) (app_id, platform, day, version, version_key, installs)
             SELECT app_id, platform, day, normalized, min(sort_key), count(*) FROM last
             GROUP BY day, normalized, app_id, platform
-            """, versions: versions, extra: [closing.days, closing.transactions, closing.positions], on: connection)
+            """ as SQL, logger: backfill.logger)
         try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
     }
 }

@@ -9,8 +9,9 @@ import UpshiftCore
 /// Batches cost each projection an upsert or two per event, which tops out near 10,000 events/s;
 /// a backfill lets PostgreSQL sort and group the whole log instead. Each definition states its
 /// projection's rules a second time, in SQL, with the same results as its fold: the same rows and the
-/// same dead letters (`ProjectionRunnerTests` and `ReportGroundTruthTests` rebuild with both and
-/// compare). Versions are still parsed by `Version`, once per distinct spelling (`VersionSpellings`).
+/// same dead letters (`ProjectionRunnerTests`, `ReportGroundTruthTests` and
+/// `RebuildEquivalenceTests` rebuild with both and compare). Versions are still parsed by `Version`,
+/// once per distinct spelling (`VersionSpellings`).
 public struct Backfill: Sendable {
     public let projection: String
     public let generation: Int
@@ -23,64 +24,50 @@ public struct Backfill: Sendable {
     let logger: Logger
 
     /// The generation's name for a table.
-    public func table(_ base: String) -> String { ProjectionTables.name(base, generation: generation) }
+    public func table(_ base: String) -> SQLIdentifier { ProjectionTables.name(base, generation: generation) }
 
-    /// SQL condition on the event alias `e`: the event is part of this backfill.
-    var included: String { "(e.tx_id, e.position) <= ('\(through.transaction)'::xid8, \(through.position))" }
-
-    /// Runs `sql`, in which `$1`, `$2` and `$3` are the arrays of `versions` and `$4`… are `extra`.
-    @discardableResult
-    func run(
-        _ sql: String, versions: VersionSpellings, extra: [any PostgresThrowingDynamicTypeEncodable] = [],
-        on connection: PostgresConnection
-    ) async throws -> PostgresRowSequence {
-        var binds = PostgresBindings()
-        binds.append(versions.raw)
-        binds.append(versions.normalized)
-        binds.append(versions.sortKeys)
-        for value in extra { try binds.append(value) }
-        return try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+    /// Condition on the event alias `e`: the event is part of this backfill.
+    var included: SQL {
+        "(e.tx_id, e.position) <= (\(String(through.transaction))::text::xid8, \(through.position))"
     }
 
     /// Stores as dead letters the events `e` of `from` (FROM and JOINs, with `versions` available as
     /// a CTE) that match `condition` and for which `error` (an SQL expression) is not null. The error
     /// is tested before `condition`, which may be costlier.
     mutating func deadLetter(
-        error: String, from: String, where condition: String = "true", versions: VersionSpellings,
-        extra: [any PostgresThrowingDynamicTypeEncodable] = [], on connection: PostgresConnection
+        error: SQL, from: SQL, where condition: SQL = "true", versions: VersionSpellings, on connection: PostgresConnection
     ) async throws {
-        let rows = try await run(
+        let rows = try await connection.query(
             """
-            WITH \(VersionSpellings.cte),
+            WITH \(versions.cte),
             stored AS (
                 INSERT INTO projection_dead_letters (name, generation, tx_id, position, event_id, occurred_at, type, error)
-                SELECT '\(projection)', \(generation), e.tx_id, e.position, e.event_id, e.occurred_at, e.type, \(error)
+                SELECT \(projection), \(generation), e.tx_id, e.position, e.event_id, e.occurred_at, e.type, \(error)
                 \(from)
                 WHERE \(included) AND (\(error)) IS NOT NULL AND \(condition)
                 ON CONFLICT DO NOTHING
                 RETURNING 1
             )
             SELECT count(*)::int8 FROM stored
-            """, versions: versions, extra: extra, on: connection)
+            """ as SQL, logger: logger)
         for try await count in rows.decode(Int.self) { deadLetters += count }
     }
 
     /// The dead letters of `ProjectionEvent.installFacts` among the events `e` that match `condition`.
     mutating func deadLetterInstallFacts(
-        where condition: String = "true", versions: VersionSpellings, extra: [any PostgresThrowingDynamicTypeEncodable] = [],
-        on connection: PostgresConnection
+        where condition: SQL = "true", versions: VersionSpellings, on connection: PostgresConnection
     ) async throws {
         try await deadLetter(
             error: Self.installFactsError, from: "FROM event_log e LEFT JOIN versions v ON v.raw = e.app_version",
-            where: condition, versions: versions, extra: extra, on: connection)
+            where: condition, versions: versions, on: connection)
     }
 
     /// Why `ProjectionEvent.installFacts` refuses an event (NULL when it accepts it or skips it as a
     /// catalog event), over the event `e` and its version `v` (LEFT JOIN `versions` on `app_version`).
     /// The texts are the fold's.
-    static let installFactsError = """
+    static let installFactsError: SQL = """
         CASE WHEN e.install_id IS NULL THEN
-                CASE WHEN e.type IN (\(CatalogEvent.Kind.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", "))) THEN NULL
+                CASE WHEN e.type = ANY(\(CatalogEvent.Kind.allCases.map(\.rawValue))::text[]) THEN NULL
                      ELSE 'event has no installId' END
              WHEN coalesce(e.platform, '') = '' THEN 'event has no platform'
              WHEN e.app_version IS NULL THEN 'appVersion is missing is not a version'
@@ -88,8 +75,8 @@ public struct Backfill: Sendable {
         END
         """
 
-    /// SQL for `'x'` or `is missing`, as the fold's messages show a field.
-    static func quoted(_ expression: String) -> String {
+    /// `'x'` or `is missing`, as the fold's messages show a field.
+    static func quoted(_ expression: SQL) -> SQL {
         "coalesce('''' || (\(expression)) || '''', 'is missing')"
     }
 }
@@ -101,20 +88,23 @@ struct VersionSpellings: Sendable {
     var normalized: [String] = []
     var sortKeys: [String] = []
 
-    static let cte = "versions(raw, normalized, sort_key) AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))"
+    /// `versions(raw, normalized, sort_key)`, for a statement's `WITH`.
+    var cte: SQL {
+        "versions(raw, normalized, sort_key) AS (SELECT * FROM unnest(\(raw)::text[], \(normalized)::text[], \(sortKeys)::text[]))"
+    }
 
     /// The distinct values of the SQL `expressions` (over `e`) among the events of `backfill` that
     /// match `condition`.
     static func load(
-        _ expressions: [String], where condition: String, backfill: Backfill, on connection: PostgresConnection
+        _ expressions: [SQL], where condition: SQL, backfill: Backfill, on connection: PostgresConnection
     ) async throws -> VersionSpellings {
+        let values = SQL.joined(expressions.map { "(\($0))" }, separator: ", ")
         let rows = try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT DISTINCT l.text FROM event_log e
-                    CROSS JOIN LATERAL (VALUES \(expressions.map { "(\($0))" }.joined(separator: ", "))) AS l(text)
-                    WHERE \(backfill.included) AND \(condition) AND l.text IS NOT NULL
-                    """), logger: backfill.logger)
+            """
+            SELECT DISTINCT l.text FROM event_log e
+            CROSS JOIN LATERAL (VALUES \(values)) AS l(text)
+            WHERE \(backfill.included) AND \(condition) AND l.text IS NOT NULL
+            """ as SQL, logger: backfill.logger)
         var spellings = VersionSpellings()
         var cache = VersionCache()
         for try await text in rows.decode(String.self) {

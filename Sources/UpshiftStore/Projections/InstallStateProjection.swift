@@ -11,7 +11,7 @@ public struct InstallStateProjection: ProjectionDefinition {
 
     public init() {}
 
-    public func createStatements(_ t: (String) -> String) -> [String] {
+    public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
         [
             """
             CREATE TABLE \(t("install_state")) (
@@ -27,7 +27,7 @@ public struct InstallStateProjection: ProjectionDefinition {
                 PRIMARY KEY (app_id, install_id)
             )
             """,
-            "CREATE INDEX \(t("install_state"))_recent ON \(t("install_state")) (app_id, platform, last_seen)",
+            "CREATE INDEX \(t("install_state").appending("_recent")) ON \(t("install_state")) (app_id, platform, last_seen)",
             """
             CREATE TABLE \(t("install_versions")) (
                 app_id      text        NOT NULL,
@@ -51,7 +51,7 @@ public struct InstallStateProjection: ProjectionDefinition {
             let rows = output.states
             try await connection.query(
                 """
-                INSERT INTO \(unescaped: batch.table("install_state")) AS s
+                INSERT INTO \(batch.table("install_state")) AS s
                     (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
                 SELECT app_id, install_id, platform, first_seen, last_seen, version, version_key,
                        NULLIF(os_version, ''), NULLIF(locale, '')
@@ -75,7 +75,7 @@ public struct InstallStateProjection: ProjectionDefinition {
             let rows = output.versions
             try await connection.query(
                 """
-                INSERT INTO \(unescaped: batch.table("install_versions")) AS v
+                INSERT INTO \(batch.table("install_versions")) AS v
                     (app_id, platform, install_id, version, version_key, first_at)
                 SELECT * FROM unnest(\(rows.map(\.key.appId))::text[], \(rows.map(\.key.platform))::text[],
                                      \(rows.map(\.key.installId))::uuid[], \(rows.map(\.key.version))::text[],
@@ -89,16 +89,16 @@ public struct InstallStateProjection: ProjectionDefinition {
     public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
-        let counted = """
+        let counted: SQL = """
             FROM event_log e JOIN versions v ON v.raw = e.app_version
             WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
             """
         // The latest event of each install (ties: the later in the feed), and the earliest time. Sorts and
         // groups lead with the install: a leading key that rarely differs (the app) makes every
         // comparison fall through to the next key, three times slower.
-        try await backfill.run(
+        try await connection.query(
             """
-            WITH \(VersionSpellings.cte)
+            WITH \(versions.cte)
             INSERT INTO \(backfill.table("install_state"))
                 (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
             SELECT DISTINCT ON (e.install_id, e.app_id)
@@ -109,15 +109,15 @@ public struct InstallStateProjection: ProjectionDefinition {
                 PARTITION BY e.install_id, e.app_id ORDER BY e.occurred_at DESC, e.tx_id DESC, e.position DESC
                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
             ORDER BY e.install_id, e.app_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
-            """, versions: versions, on: connection)
-        try await backfill.run(
+            """ as SQL, logger: backfill.logger)
+        try await connection.query(
             """
-            WITH \(VersionSpellings.cte)
+            WITH \(versions.cte)
             INSERT INTO \(backfill.table("install_versions")) (app_id, platform, install_id, version, version_key, first_at)
             SELECT e.app_id, e.platform, e.install_id, v.normalized, min(v.sort_key), min(e.occurred_at)
             \(counted)
             GROUP BY e.install_id, e.app_id, e.platform, v.normalized
-            """, versions: versions, on: connection)
+            """ as SQL, logger: backfill.logger)
         try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
     }
 }

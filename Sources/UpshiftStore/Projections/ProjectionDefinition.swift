@@ -14,7 +14,7 @@ public protocol ProjectionDefinition: Sendable {
     /// Base names of the tables, each created as `<base>_g<generation>`.
     var tables: [String] { get }
     /// DDL for one generation; `t(base)` names the generation's table.
-    func createStatements(_ t: (String) -> String) -> [String]
+    func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL]
     /// How many of `events` (in feed order) one batch takes.
     func batchLength(_ events: [ProjectionEvent]) -> Int
     /// Applies `events` in the open transaction of `connection`.
@@ -38,11 +38,12 @@ public struct ProjectionBatch: Sendable {
     let logger: Logger
 
     /// The generation's name for a table.
-    public func table(_ base: String) -> String { ProjectionTables.name(base, generation: generation) }
+    public func table(_ base: String) -> SQLIdentifier { ProjectionTables.name(base, generation: generation) }
 }
 
 public enum ProjectionTables {
-    public static func name(_ base: String, generation: Int) -> String { "\(base)_g\(generation)" }
+    /// `<base>_g<generation>`.
+    public static func name(_ base: String, generation: Int) -> SQLIdentifier { SQLIdentifier("\(base)_g\(generation)") }
 }
 
 /// Every projection of DESIGN.md section 6, in the order they are created.

@@ -179,7 +179,7 @@ public struct ProjectionLeader: Sendable {
                 // Statistics now: the first reports must not be planned as if the tables were empty.
                 for table in definition.tables {
                     try await connection.query(
-                        "ANALYZE \(unescaped: ProjectionTables.name(table, generation: generation))", logger: logger)
+                        "ANALYZE \(ProjectionTables.name(table, generation: generation))", logger: logger)
                 }
                 try await Self.advance(
                     definition.name, generation: generation, from: from, to: through, maxRecordedAt: maxRecordedAt,

@@ -123,7 +123,7 @@ public struct ProjectionStore: Sendable {
                 logger: logger)
             for table in definition.tables {
                 try await connection.query(
-                    "DROP TABLE IF EXISTS \(unescaped: ProjectionTables.name(table, generation: generation))",
+                    "DROP TABLE IF EXISTS \(ProjectionTables.name(table, generation: generation))",
                     logger: logger)
             }
         }
@@ -245,10 +245,10 @@ public struct ProjectionStore: Sendable {
         let generation = (existing.map(\.generation).max() ?? 0) + 1
         for table in definition.tables {
             try await connection.query(
-                "DROP TABLE IF EXISTS \(unescaped: ProjectionTables.name(table, generation: generation))", logger: logger)
+                "DROP TABLE IF EXISTS \(ProjectionTables.name(table, generation: generation))", logger: logger)
         }
         for statement in definition.createStatements({ ProjectionTables.name($0, generation: generation) }) {
-            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            try await connection.query(statement, logger: logger)
         }
         try await connection.query(
             """

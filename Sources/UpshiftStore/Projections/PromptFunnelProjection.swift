@@ -12,7 +12,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
 
     public init() {}
 
-    public func createStatements(_ t: (String) -> String) -> [String] {
+    public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
         [
             """
             CREATE TABLE \(t("prompt_installs")) (
@@ -45,7 +45,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
         let never = Date(timeIntervalSince1970: 0)
         try await connection.query(
             """
-            INSERT INTO \(unescaped: batch.table("prompt_installs")) AS p
+            INSERT INTO \(batch.table("prompt_installs")) AS p
                 (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
                  dismissed_skip, update_started, blocked)
             SELECT app_id, platform, target_version, target_key, kind, install_id,
@@ -68,36 +68,35 @@ public struct PromptFunnelProjection: ProjectionDefinition {
     }
 
     public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
-        func list(_ values: [String]) -> String { values.map { "'\($0)'" }.joined(separator: ", ") }
         let (shown, dismissed, started, blocked) = (
             EventType.promptShown.rawValue, EventType.promptDismissed.rawValue, EventType.updateStarted.rawValue,
             EventType.blocked.rawValue
         )
-        let types = "e.type IN (\(list([shown, dismissed, started, blocked])))"
-        let kinds = list(PromptKind.allCases.map(\.rawValue))
-        let actions = list(DismissAction.allCases.map(\.rawValue))
+        let types: SQL = "e.type = ANY(\([shown, dismissed, started, blocked])::text[])"
+        let kinds = PromptKind.allCases.map(\.rawValue)
+        let actions = DismissAction.allCases.map(\.rawValue)
         let versions = try await VersionSpellings.load(
             ["e.app_version", "e.data->>'targetVersion'"], where: types, backfill: backfill, on: connection)
         // The fold's checks in its order: the install facts, the target version, the kind, the dismiss action.
-        let error = """
+        let error: SQL = """
             coalesce(\(Backfill.installFactsError), CASE
                 WHEN t.raw IS NULL THEN 'targetVersion ' || \(Backfill.quoted("e.data->>'targetVersion'")) || ' is not a version'
-                WHEN e.type <> '\(blocked)' AND coalesce(e.data->>'promptKind', '') NOT IN (\(kinds))
+                WHEN e.type <> \(blocked) AND NOT coalesce(e.data->>'promptKind', '') = ANY(\(kinds)::text[])
                     THEN 'promptKind ' || \(Backfill.quoted("e.data->>'promptKind'")) || ' is not soft or force'
-                WHEN e.type = '\(dismissed)' AND coalesce(e.data->>'dismissAction', '') NOT IN (\(actions))
+                WHEN e.type = \(dismissed) AND NOT coalesce(e.data->>'dismissAction', '') = ANY(\(actions)::text[])
                     THEN 'dismissAction ' || \(Backfill.quoted("e.data->>'dismissAction'")) || ' is not later or skip'
             END)
             """
-        let source = """
+        let source: SQL = """
             FROM event_log e LEFT JOIN versions v ON v.raw = e.app_version
             LEFT JOIN versions t ON t.raw = e.data->>'targetVersion'
             """
-        try await backfill.run(
+        try await connection.query(
             """
-            WITH \(VersionSpellings.cte),
+            WITH \(versions.cte),
             marks AS (
                 SELECT e.app_id, e.platform, t.normalized AS target, t.sort_key AS target_key,
-                       CASE WHEN e.type = '\(blocked)' THEN '\(PromptKind.force.rawValue)' ELSE e.data->>'promptKind' END AS kind,
+                       CASE WHEN e.type = \(blocked) THEN \(PromptKind.force.rawValue) ELSE e.data->>'promptKind' END AS kind,
                        e.install_id, e.occurred_at, e.type, e.data->>'dismissAction' AS action
                 \(source)
                 WHERE \(backfill.included) AND \(types) AND (\(error)) IS NULL
@@ -106,12 +105,12 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
                  dismissed_skip, update_started, blocked)
             SELECT app_id, platform, target, min(target_key), kind, install_id,
-                   min(occurred_at) FILTER (WHERE type = '\(shown)'),
-                   bool_or(type = '\(dismissed)' AND action = '\(DismissAction.later.rawValue)'),
-                   bool_or(type = '\(dismissed)' AND action = '\(DismissAction.skip.rawValue)'),
-                   bool_or(type = '\(started)'), bool_or(type = '\(blocked)')
+                   min(occurred_at) FILTER (WHERE type = \(shown)),
+                   bool_or(type = \(dismissed) AND action = \(DismissAction.later.rawValue)),
+                   bool_or(type = \(dismissed) AND action = \(DismissAction.skip.rawValue)),
+                   bool_or(type = \(started)), bool_or(type = \(blocked))
             FROM marks GROUP BY install_id, target, kind, app_id, platform
-            """, versions: versions, on: connection)
+            """ as SQL, logger: backfill.logger)
         try await backfill.deadLetter(error: error, from: source, where: types, versions: versions, on: connection)
     }
 }

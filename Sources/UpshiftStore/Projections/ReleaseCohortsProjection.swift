@@ -12,7 +12,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
 
     public init() {}
 
-    public func createStatements(_ t: (String) -> String) -> [String] {
+    public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
         [
             """
             CREATE TABLE \(t("release_cohorts")) (
@@ -45,7 +45,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
     {
         var releases: [TrackedRelease.Key: TrackedRelease] = [:]
         let rows = try await connection.query(
-            "SELECT app_id, platform, version, released_at FROM \(unescaped: batch.table("release_cohorts"))",
+            "SELECT app_id, platform, version, released_at FROM \(batch.table("release_cohorts"))",
             logger: batch.logger)
         for try await (app, platform, text, releasedAt) in rows.decode((String, String, String, Date).self) {
             guard let version = Version(text) else { continue }
@@ -59,13 +59,13 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         let key = release.key
         try await connection.query(
             """
-            INSERT INTO \(unescaped: batch.table("release_cohorts")) AS r (app_id, platform, version, version_key, released_at)
+            INSERT INTO \(batch.table("release_cohorts")) AS r (app_id, platform, version, version_key, released_at)
             VALUES (\(key.appId), \(key.platform), \(key.version), \(release.version.sortKey), \(release.releasedAt.forPostgres))
             ON CONFLICT (app_id, platform, version) DO UPDATE SET released_at = excluded.released_at
             """, logger: batch.logger)
         try await connection.query(
             """
-            DELETE FROM \(unescaped: batch.table("release_installs"))
+            DELETE FROM \(batch.table("release_installs"))
             WHERE app_id = \(key.appId) AND platform = \(key.platform) AND version = \(key.version)
             """, logger: batch.logger)
         // The window may already be in the log: seed from the events before this one in the feed.
@@ -90,7 +90,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         let values = keys.map { candidates[$0]! }
         try await connection.query(
             """
-            INSERT INTO \(unescaped: batch.table("release_installs")) AS r
+            INSERT INTO \(batch.table("release_installs")) AS r
                 (app_id, platform, version, install_id, last_before_at, below)
             SELECT * FROM unnest(\(keys.map(\.release.appId))::text[], \(keys.map(\.release.platform))::text[],
                                  \(keys.map(\.release.version))::text[], \(keys.map(\.installId))::uuid[],
@@ -104,15 +104,14 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
     public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
         // The releases as the fold reads them from the catalog events, and the first release of each
         // app: the fold reads an app's events (and dead-letters those it cannot read) only after it.
+        let releaseKinds = [CatalogEvent.Kind.releaseAdded.rawValue, CatalogEvent.Kind.releaseUpdated.rawValue]
         let barriers = try await FeedReader.decode(
             connection.query(
-                PostgresQuery(
-                    unsafeSQL: """
-                        SELECT \(FeedReader.columns) FROM event_log e
-                        WHERE \(backfill.included) AND e.install_id IS NULL
-                          AND e.type IN ('\(CatalogEvent.Kind.releaseAdded.rawValue)', '\(CatalogEvent.Kind.releaseUpdated.rawValue)')
-                        ORDER BY e.tx_id, e.position
-                        """), logger: backfill.logger))
+                """
+                SELECT \(FeedReader.columns) FROM event_log e
+                WHERE \(backfill.included) AND e.install_id IS NULL AND e.type = ANY(\(releaseKinds)::text[])
+                ORDER BY e.tx_id, e.position
+                """ as SQL, logger: backfill.logger))
         var releases: [TrackedRelease.Key: TrackedRelease] = [:]
         var trackedFrom: [String: FeedPosition] = [:]
         var unreadable: [DeadLetter] = []
@@ -137,7 +136,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         let tracked = Array(releases.values)
         try await connection.query(
             """
-            INSERT INTO \(unescaped: backfill.table("release_cohorts")) (app_id, platform, version, version_key, released_at)
+            INSERT INTO \(backfill.table("release_cohorts")) (app_id, platform, version, version_key, released_at)
             SELECT * FROM unnest(\(tracked.map(\.key.appId))::text[], \(tracked.map(\.key.platform))::text[],
                                  \(tracked.map(\.key.version))::text[], \(tracked.map(\.version.sortKey))::text[],
                                  \(tracked.map(\.releasedAt.forPostgres))::timestamptz[])
@@ -145,29 +144,28 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         // Each install's last event in the week before each release (ties: the later in the feed). One
         // statement per release reads only the partitions of its week.
         for release in tracked {
-            try await backfill.run(
+            try await connection.query(
                 """
-                WITH \(VersionSpellings.cte)
+                WITH \(versions.cte)
                 INSERT INTO \(backfill.table("release_installs"))
                     (app_id, platform, version, install_id, last_before_at, below)
-                SELECT DISTINCT ON (e.install_id) e.app_id, e.platform, $4, e.install_id, e.occurred_at, v.sort_key < $5
+                SELECT DISTINCT ON (e.install_id) e.app_id, e.platform, \(release.key.version), e.install_id, e.occurred_at,
+                       v.sort_key < \(release.version.sortKey)
                 FROM event_log e JOIN versions v ON v.raw = e.app_version
-                WHERE \(backfill.included) AND e.app_id = $6 AND e.platform = $7 AND e.install_id IS NOT NULL
-                  AND e.occurred_at >= $8 AND e.occurred_at < $9
+                WHERE \(backfill.included) AND e.app_id = \(release.key.appId) AND e.platform = \(release.key.platform)
+                  AND e.install_id IS NOT NULL
+                  AND e.occurred_at >= \(release.windowStart.forPostgres) AND e.occurred_at < \(release.releasedAt.forPostgres)
                 ORDER BY e.install_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
-                """, versions: versions,
-                extra: [
-                    release.key.version, release.version.sortKey, release.key.appId, release.key.platform,
-                    release.windowStart.forPostgres, release.releasedAt.forPostgres,
-                ], on: connection)
+                """ as SQL, logger: backfill.logger)
         }
         let apps = trackedFrom.keys.sorted()
-        try await backfill.deadLetterInstallFacts(
-            where: """
-                (e.tx_id, e.position) > (SELECT t.tx::xid8, t.pos FROM unnest($4::text[], $5::text[], $6::int8[]) AS t(app, tx, pos)
-                                         WHERE t.app = e.app_id)
-                """, versions: versions,
-            extra: [apps, apps.map { String(trackedFrom[$0]!.transaction) }, apps.map { trackedFrom[$0]!.position }],
-            on: connection)
+        let firstRelease: SQL = """
+            (e.tx_id, e.position) > (
+                SELECT t.tx::xid8, t.pos
+                FROM unnest(\(apps)::text[], \(apps.map { String(trackedFrom[$0]!.transaction) })::text[],
+                            \(apps.map { trackedFrom[$0]!.position })::int8[]) AS t(app, tx, pos)
+                WHERE t.app = e.app_id)
+            """
+        try await backfill.deadLetterInstallFacts(where: firstRelease, versions: versions, on: connection)
     }
 }

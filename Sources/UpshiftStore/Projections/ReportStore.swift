@@ -31,7 +31,7 @@ public struct ReportStore: Sendable {
         return active
     }
 
-    private func table(_ base: String, of projection: String, in active: [String: Int]) -> String {
+    private func table(_ base: String, of projection: String, in active: [String: Int]) -> SQLIdentifier {
         ProjectionTables.name(base, generation: active[projection]!)
     }
 
@@ -42,7 +42,7 @@ public struct ReportStore: Sendable {
         let active = try await tables("adoption")
         let rows = try await client.query(
             """
-            SELECT day::text, version, version_key, installs FROM \(unescaped: table("adoption_daily", of: "adoption", in: active))
+            SELECT day::text, version, version_key, installs FROM \(table("adoption_daily", of: "adoption", in: active))
             WHERE app_id = \(app) AND platform = \(platform)
               AND day BETWEEN \(from.description)::date AND \(to.description)::date
             """, logger: logger)
@@ -69,7 +69,7 @@ public struct ReportStore: Sendable {
         let name = version.normalized
         let found = try await client.query(
             """
-            SELECT released_at FROM \(unescaped: table("release_cohorts", of: "release_cohorts", in: active))
+            SELECT released_at FROM \(table("release_cohorts", of: "release_cohorts", in: active))
             WHERE app_id = \(app) AND platform = \(platform) AND version = \(name)
             """, logger: logger)
         var releasedAt: Date?
@@ -81,12 +81,12 @@ public struct ReportStore: Sendable {
         let rows = try await client.query(
             """
             WITH members AS MATERIALIZED (
-                SELECT install_id FROM \(unescaped: table("release_installs", of: "release_cohorts", in: active))
+                SELECT install_id FROM \(table("release_installs", of: "release_cohorts", in: active))
                 WHERE app_id = \(app) AND platform = \(platform) AND version = \(name) AND below
             ),
             updated AS (
                 SELECT install_id, min(first_at) AS first_at
-                FROM \(unescaped: table("install_versions", of: "install_state", in: active))
+                FROM \(table("install_versions", of: "install_state", in: active))
                 WHERE app_id = \(app) AND platform = \(platform) AND version_key >= \(version.sortKey)
                   AND first_at >= \(releasedAt.forPostgres)
                 GROUP BY install_id
@@ -124,16 +124,16 @@ public struct ReportStore: Sendable {
         let rows = try await client.query(
             """
             WITH p AS MATERIALIZED (
-                SELECT * FROM \(unescaped: table("prompt_installs", of: "prompt_funnel", in: active))
+                SELECT * FROM \(table("prompt_installs", of: "prompt_funnel", in: active))
                 WHERE app_id = \(app) AND platform = \(platform)
                   AND (\(target?.normalized)::text IS NULL OR target_version = \(target?.normalized))
             ),
             converted AS (
                 SELECT DISTINCT p.target_version, p.kind, p.install_id
-                FROM p JOIN \(unescaped: table("install_versions", of: "install_state", in: active)) iv
+                FROM p JOIN \(table("install_versions", of: "install_state", in: active)) iv
                   ON iv.app_id = p.app_id AND iv.platform = p.platform AND iv.install_id = p.install_id
                 WHERE iv.version_key >= p.target_key AND iv.first_at >= p.first_shown_at
-                  AND iv.first_at <= p.first_shown_at + interval '\(unescaped: String(PromptFunnelReport.conversionDays)) days'
+                  AND iv.first_at <= p.first_shown_at + make_interval(days => \(PromptFunnelReport.conversionDays)::int4)
             )
             SELECT p.target_version, p.kind,
                    count(*) FILTER (WHERE p.first_shown_at IS NOT NULL)::int8,
@@ -163,7 +163,7 @@ public struct ReportStore: Sendable {
         let active = try await tables("install_state")
         let rows = try await client.query(
             """
-            SELECT version, os_version, count(*)::int8 FROM \(unescaped: table("install_state", of: "install_state", in: active))
+            SELECT version, os_version, count(*)::int8 FROM \(table("install_state", of: "install_state", in: active))
             WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
             GROUP BY version, os_version
             """, logger: logger)
