@@ -30,7 +30,7 @@
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 threads = dofile(here .. "common.lua")
 
--- What the bench catalog holds (scripts/bench check_create_catalog): 3.0.0 ... 4.9.0, and older
+-- What the bench catalog holds (CheckBenchmark.createCatalog in Benchmarks/): 3.0.0 ... 4.9.0, and older
 -- installs below the policy's minimum.
 local versions = { "2.7.1", "2.9.0", "2.9.4" }
 for major = 3, 4 do

@@ -1,0 +1,158 @@
+/// `scripts/bench ingest`: POST /v1/events against raw PostgreSQL inserts into the same table, four
+/// cases side by side (DESIGN.md section 10, ingestion).
+public struct IngestSummary: Sendable {
+    /// Case (a) or (c): pgbench inserting into event_log.
+    public struct PgbenchCase: Sendable, Equatable {
+        public var result: PgbenchResult
+        public var rowsStored: Int
+        /// How busy all CPUs were, "87%".
+        public var cpu: String
+
+        public init(result: PgbenchResult, rowsStored: Int, cpu: String) {
+            self.result = result
+            self.rowsStored = rowsStored
+            self.cpu = cpu
+        }
+    }
+
+    /// Case (b) or (d): wrk posting events to `upshift serve`, and what the database holds after it.
+    public struct HTTPCase: Sendable, Equatable {
+        public var run: EventsRun
+        public var cpu: String
+        public var server: ServerUsage
+        public var rowsStored: Int
+        /// Stored rows whose request got no 2xx answer (wrk stopped before it, or it was not 2xx).
+        public var rowsOfUnansweredRequests: Int
+        /// Requests with some but not all of their events stored.
+        public var partialRequests: Int
+
+        public init(
+            run: EventsRun, cpu: String, server: ServerUsage, rowsStored: Int, rowsOfUnansweredRequests: Int,
+            partialRequests: Int
+        ) {
+            self.run = run
+            self.cpu = cpu
+            self.server = server
+            self.rowsStored = rowsStored
+            self.rowsOfUnansweredRequests = rowsOfUnansweredRequests
+            self.partialRequests = partialRequests
+        }
+    }
+
+    public var facts: RunFacts
+    public var durationSeconds: Int
+    public var cpus: Int
+    public var outputFolder: String
+    /// (a) 100-row unnest INSERT per transaction, 4 clients.
+    public var batchReference: PgbenchCase
+    /// (b) 100 events per request, 16 connections.
+    public var batch: HTTPCase
+    /// (c) 1-row INSERT per transaction, 16 clients.
+    public var singleReference: PgbenchCase
+    /// (d) 1 event per request, 64 connections.
+    public var single: HTTPCase
+
+    public init(
+        facts: RunFacts, durationSeconds: Int, cpus: Int, outputFolder: String, batchReference: PgbenchCase,
+        batch: HTTPCase, singleReference: PgbenchCase, single: HTTPCase
+    ) {
+        self.facts = facts
+        self.durationSeconds = durationSeconds
+        self.cpus = cpus
+        self.outputFolder = outputFolder
+        self.batchReference = batchReference
+        self.batch = batch
+        self.singleReference = singleReference
+        self.single = single
+    }
+
+    /// Rows stored per second of a pgbench case, as the table prints it (one decimal): the ratios are of
+    /// the printed figures, so that a reader can redo them from the table.
+    func rowsPerSecond(_ reference: PgbenchCase) -> Double {
+        Format.printed(Double(reference.rowsStored) / Double(durationSeconds), 1)
+    }
+
+    public var batchRatio: Ratio {
+        Ratio(batch.run.events.perSecond, over: rowsPerSecond(batchReference), target: Targets.ingestBatchAgainstUnnest)
+    }
+
+    public var singleRatio: Ratio {
+        Ratio(single.run.events.perSecond, over: rowsPerSecond(singleReference), target: Targets.ingestSingleAgainstPgbench)
+    }
+
+    static let table = TextTable([.left(49), .right(10), .right(10), .right(8), .right(8), .right(8), .right(5)])
+
+    public func render() -> Summary {
+        var out = SummaryWriter()
+        out.line("Upshift ingest benchmark: \(durationSeconds) s per case, \(facts.started)")
+        out.line(facts.machineLine)
+        out.line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion)")
+        out.line(facts.durability.line("upshift serve and pgbench also set synchronous_commit=on per connection"))
+        out.line("rate limiter: off on POST /v1/events (UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0: one loopback client)")
+        out.line()
+        let table = Self.table
+        out.line(table.row(["case", "rows/s", "req,tx/s", "p50 ms", "p99 ms", "non-2xx", "CPU"]))
+        out.line(pgbenchRow("(a) pgbench, 100-row unnest INSERT/tx, 4 clients", batchReference))
+        out.line(httpRow("(b) POST /v1/events, 100 events/req, 16 conns", batch))
+        out.line(pgbenchRow("(c) pgbench, 1-row INSERT/tx, 16 clients", singleReference))
+        out.line(httpRow("(d) POST /v1/events, 1 event/req, 64 conns", single))
+        out.line("rows/s: rows stored / duration (pgbench), events acknowledged / duration (HTTP); req,tx/s: 2xx")
+        out.line("answers/s or pgbench tps; CPU: how busy all \(cpus) CPUs were during the case (load generator included)")
+        out.line()
+        out.line("(b)/(a) rows/s = \(batchRatio)  (target \(Targets.ingestBatchAgainstUnnest.boundText))")
+        out.line("(d)/(c) rows/s = \(singleRatio)  (target \(Targets.ingestSingleAgainstPgbench.boundText))")
+        out.line()
+        integrity("b", batch, into: &out)
+        integrity("d", single, into: &out)
+        out.line("HTTP statuses: (b) \(batch.run.statuses); (d) \(single.run.statuses). Socket errors: (b) \(batch.run.socketErrors); (d) \(single.run.socketErrors)")
+        out.line("upshift serve: (b) \(batch.server), exit \(batch.server.exitStatus) after SIGTERM; (d) \(single.server), exit \(single.server.exitStatus)")
+        out.line("pgbench failed transactions: (a) \(batchReference.result.failedTransactions); (c) \(singleReference.result.failedTransactions)")
+        out.durability(facts.durability)
+        if batchReference.result.failedTransactions != 0 || singleReference.result.failedTransactions != 0 { out.fail() }
+        return out.finish(
+            outputFolder: outputFolder, musts: "0 non-2xx, every acknowledged event stored once, durability on")
+    }
+
+    private func pgbenchRow(_ name: String, _ reference: PgbenchCase) -> String {
+        Self.table.row([
+            name, Format.fixed(rowsPerSecond(reference), 1), Format.fixed(reference.result.transactionsPerSecond, 1),
+            "-", "-", "-", reference.cpu,
+        ])
+    }
+
+    private func httpRow(_ name: String, _ http: HTTPCase) -> String {
+        Self.table.row([
+            name, Format.fixed(http.run.events.perSecond, 1), Format.fixed(http.run.requestsPerSecond, 1),
+            Format.fixed(http.run.latency.p50, 2), Format.fixed(http.run.latency.p99, 2), "\(http.run.non2xx)", http.cpu,
+        ])
+    }
+
+    /// Every acknowledged event stored, once; rows beyond them only from requests without a 2xx answer.
+    private func integrity(_ tag: String, _ http: HTTPCase, into out: inout SummaryWriter) {
+        let run = http.run
+        let rowsOfAcknowledged = http.rowsStored - http.rowsOfUnansweredRequests
+        if rowsOfAcknowledged == run.events.accepted && http.rowsStored == run.events.accepted {
+            out.line("(\(tag)) rows stored \(http.rowsStored) = events acknowledged \(run.events.accepted)  OK")
+        } else if rowsOfAcknowledged == run.events.accepted {
+            out.line("(\(tag)) rows stored \(http.rowsStored) = events acknowledged \(run.events.accepted) + \(http.rowsOfUnansweredRequests) rows of the \(run.unanswered) requests sent but not answered 2xx")
+            if run.non2xx == 0 {
+                out.line("    (in flight when wrk stopped: wrk does not wait for them); every acknowledged event is stored  OK")
+            } else {
+                out.line("    (in flight when wrk stopped, or answered non-2xx); every acknowledged event is stored  OK")
+            }
+        } else {
+            out.line("(\(tag)) MISMATCH: events acknowledged \(run.events.accepted), rows of acknowledged requests \(rowsOfAcknowledged) (rows stored \(http.rowsStored), of them \(http.rowsOfUnansweredRequests)")
+            out.line("    from the \(run.unanswered) requests sent but not answered 2xx)")
+            out.fail()
+        }
+        if http.partialRequests != 0 || run.unmatched != 0 || run.events.notAccepted != 0 {
+            out.line("    ANOMALY: \(http.partialRequests) requests stored partially, \(run.unmatched) 2xx answers naming no sent request, \(run.events.notAccepted) events duplicate/rejected")
+            out.fail()
+        }
+        if run.non2xx != 0 {
+            out.line("    NON-2XX: \(run.non2xx) answers; first ones (raw: \(outputFolder)/\(tag)-wrk.txt):")
+            for sample in run.samples { out.line("      " + sample) }
+            out.fail()
+        }
+    }
+}

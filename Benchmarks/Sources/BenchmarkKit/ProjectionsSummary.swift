@@ -1,0 +1,317 @@
+/// `scripts/bench projections`: catch-up of a bulk-loaded log, report latency, and projection lag under a
+/// steady live load (DESIGN.md section 10: projection catch-up, lag, reports, memory).
+public struct ProjectionsSummary: Sendable {
+    /// The synthetic history loaded with SQL before `upshift serve` starts.
+    public struct BulkLoad: Sendable, Equatable {
+        public var events: Int
+        public var seconds: Double
+        /// Transactions (slices of the 90 days) and how many psql ran at once.
+        public var transactions: Int
+        public var jobs: Int
+        public var vacuumSeconds: Double
+        /// event_log with its indexes, as pg_size_pretty prints it.
+        public var logSize: String
+        /// In the log when the catch-up started, catalog events included.
+        public var eventsInLog: Int
+
+        public init(
+            events: Int, seconds: Double, transactions: Int, jobs: Int, vacuumSeconds: Double, logSize: String,
+            eventsInLog: Int
+        ) {
+            self.events = events
+            self.seconds = seconds
+            self.transactions = transactions
+            self.jobs = jobs
+            self.vacuumSeconds = vacuumSeconds
+            self.logSize = logSize
+            self.eventsInLog = eventsInLog
+        }
+    }
+
+    /// One report measured with wrk on one connection, after its first answer was timed with curl.
+    public struct Report: Sendable, Equatable {
+        public var name: String
+        public var run: ReportRun
+        /// The first request: its status (0 when it failed) and seconds ("5.660000", or "-").
+        public var firstStatus: Int
+        public var firstSeconds: String
+        /// Bytes of the first answer.
+        public var bytes: Int
+
+        public init(name: String, run: ReportRun, firstStatus: Int, firstSeconds: String, bytes: Int) {
+            self.name = name
+            self.run = run
+            self.firstStatus = firstStatus
+            self.firstSeconds = firstSeconds
+            self.bytes = bytes
+        }
+
+        /// The wrk run's non-2xx, and the first request's when it was not 2xx.
+        public var non2xx: Int { run.non2xx + ((200...299).contains(firstStatus) ? 0 : 1) }
+
+        var target: Target { name == "adoption" ? Targets.adoptionReport : Targets.otherReports }
+    }
+
+    /// The live load and what the database held after it.
+    public struct Live: Sendable, Equatable {
+        public var run: LiveRun
+        public var cpu: String
+        public var lag: LagSummary
+        /// Rows added to the log during the live run.
+        public var rowsStored: Int
+        /// Seconds after wrk stopped until every projection had counted every event; nil when that took
+        /// over 120 s.
+        public var drainSeconds: Double?
+
+        public init(run: LiveRun, cpu: String, lag: LagSummary, rowsStored: Int, drainSeconds: Double?) {
+            self.run = run
+            self.cpu = cpu
+            self.lag = lag
+            self.rowsStored = rowsStored
+            self.drainSeconds = drainSeconds
+        }
+    }
+
+    /// `upshift projections rebuild NAME` with the server stopped.
+    public struct Rebuild: Sendable, Equatable {
+        public var projection: String
+        public var seconds: Double
+        public var events: Int
+        public var peakRSSMiB: Double?
+        /// The first error line when it failed.
+        public var failure: String?
+
+        public init(projection: String, seconds: Double, events: Int, peakRSSMiB: Double?, failure: String?) {
+            self.projection = projection
+            self.seconds = seconds
+            self.events = events
+            self.peakRSSMiB = peakRSSMiB
+            self.failure = failure
+        }
+    }
+
+    public var facts: RunFacts
+    public var sharedBuffers: String
+    public var app: String
+    public var events: Int
+    public var installs: Int
+    public var lagDurationSeconds: Int
+    public var reportDurationSeconds: Int
+    public var cpus: Int
+    public var outputFolder: String
+    public var load: BulkLoad
+    public var catchUp: CatchUp
+    /// How busy all CPUs were during the catch-up, and the server's CPU seconds then.
+    public var catchUpCPU: String
+    public var catchUpServerCPUSeconds: Double
+    public var reports: [Report]
+    public var live: Live
+    /// Events per request and requests per second of the live load.
+    public var liveEventsPerRequest: Int
+    public var liveRequestsPerSecond: Int
+    /// VmRSS peaks of `upshift serve` in MiB during the catch-up, the live run and the whole run, and its
+    /// VmHWM at the end.
+    public var rssCatchUpMiB: Double?
+    public var rssLiveMiB: Double?
+    public var rssPeakMiB: Double?
+    public var server: ServerUsage
+    public var serverLogLines: Int
+    public var rebuild: Rebuild?
+    /// "day installs-in-log installs-in-adoption_daily versions-differing", or "failed: ...".
+    public var spotCheck: String
+    public var deadLetters: Int
+    /// Every active projection's events when the run ended, and the events in the log then.
+    public var counted: [ProjectionProgress]
+    public var finalEvents: Int
+
+    public init(
+        facts: RunFacts, sharedBuffers: String, app: String, events: Int, installs: Int, lagDurationSeconds: Int,
+        reportDurationSeconds: Int, cpus: Int, outputFolder: String, load: BulkLoad, catchUp: CatchUp,
+        catchUpCPU: String, catchUpServerCPUSeconds: Double, reports: [Report], live: Live, liveEventsPerRequest: Int,
+        liveRequestsPerSecond: Int, rssCatchUpMiB: Double?, rssLiveMiB: Double?, rssPeakMiB: Double?,
+        server: ServerUsage, serverLogLines: Int, rebuild: Rebuild?, spotCheck: String, deadLetters: Int,
+        counted: [ProjectionProgress], finalEvents: Int
+    ) {
+        self.facts = facts
+        self.sharedBuffers = sharedBuffers
+        self.app = app
+        self.events = events
+        self.installs = installs
+        self.lagDurationSeconds = lagDurationSeconds
+        self.reportDurationSeconds = reportDurationSeconds
+        self.cpus = cpus
+        self.outputFolder = outputFolder
+        self.load = load
+        self.catchUp = catchUp
+        self.catchUpCPU = catchUpCPU
+        self.catchUpServerCPUSeconds = catchUpServerCPUSeconds
+        self.reports = reports
+        self.live = live
+        self.liveEventsPerRequest = liveEventsPerRequest
+        self.liveRequestsPerSecond = liveRequestsPerSecond
+        self.rssCatchUpMiB = rssCatchUpMiB
+        self.rssLiveMiB = rssLiveMiB
+        self.rssPeakMiB = rssPeakMiB
+        self.server = server
+        self.serverLogLines = serverLogLines
+        self.rebuild = rebuild
+        self.spotCheck = spotCheck
+        self.deadLetters = deadLetters
+        self.counted = counted
+        self.finalEvents = finalEvents
+    }
+
+    /// What DESIGN.md section 10 asks of a run whose figures count.
+    public static let fullEvents = 10_000_000
+    public static let fullLagSeconds = 300
+
+    static let table = TextTable([.left(48), .left(36), .left(20), .left(0)])
+
+    public func render() -> Summary {
+        var out = SummaryWriter()
+        out.line("Upshift projections benchmark: \(Format.grouped(events)) events of \(Format.grouped(installs)) installs (app \(app), ios, 90 days), \(facts.started)")
+        if events < Self.fullEvents || lagDurationSeconds < Self.fullLagSeconds {
+            out.line("SMOKE RUN: DESIGN.md section 10 asks for a 10 M event backlog and 5 minutes of live load")
+        }
+        out.line(facts.machineLine)
+        out.line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion), shared_buffers \(sharedBuffers)")
+        out.line(facts.durability.line(Durability.serverSetsItToo))
+        out.line("rate limiter: off on POST /v1/events (UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0); none on the reports")
+        // Rates are of the printed seconds, as the bash version computed them.
+        let loadSeconds = Format.printed(load.seconds, 1)
+        let loadRate = loadSeconds > 0 ? Double(load.events) / loadSeconds : 0
+        out.line("bulk load: \(Format.grouped(load.events)) events in \(Format.fixed(load.seconds, 1)) s (\(Format.grouped(loadRate)) events/s; \(load.transactions) transactions, \(load.jobs) psql at a time), VACUUM ANALYZE \(Format.fixed(load.vacuumSeconds, 1)) s;")
+        out.line("    event_log \(load.logSize) with indexes; \(Format.grouped(load.eventsInLog)) events in the log at the start of the catch-up (catalog included)")
+        out.line()
+        tableRows(into: &out)
+        out.line()
+        notes(into: &out)
+        musts(into: &out)
+        return out.finish(
+            outputFolder: outputFolder,
+            musts: "0 non-2xx, every accepted event stored and counted by every projection, 0 dead letters, durability on")
+    }
+
+    private func tableRows(into out: inout SummaryWriter) {
+        let table = Self.table
+        out.line(table.row(["what", "measured", "target", "verdict"]))
+        out.line(table.row([
+            "catch-up, all projections (from launch)",
+            "\(Format.grouped(catchUp.eventsPerSecond)) events/s, \(Format.fixed(catchUp.seconds, 2)) s",
+            Targets.catchUp.text, Verdict.metOrMissed(catchUp.eventsPerSecond, Targets.catchUp),
+        ]))
+        for projection in catchUp.projections {
+            out.line(table.row([
+                "  \(projection.name)",
+                "\(Format.grouped(projection.eventsPerSecond)) events/s, \(Format.fixed(projection.seconds, 2)) s", "", "",
+            ]))
+        }
+        let lag = live.lag
+        out.line(table.row([
+            "lag at \(Format.fixed(live.run.events.perSecond, 1)) events/s, p50 / p99 / max",
+            "\(seconds(lag.p50)) / \(seconds(lag.p99)) / \(seconds(lag.maximum)) s", Targets.lag.text,
+            Verdict.metOrMissed(lag.p99, Targets.lag),
+        ]))
+        for projection in lag.projections {
+            out.line(table.row([
+                "  \(projection.name)",
+                "\(seconds(projection.p50)) / \(seconds(projection.p99)) / \(seconds(projection.maximum)) s", "", "",
+            ]))
+        }
+        for report in reports {
+            let target = report.target
+            if report.run.answered2xx == 0 {
+                // wrk gives up on a request after --timeout 10s: no latency to report, only the first answer.
+                out.line(table.row([
+                    "report \(report.name), first answer", "\(report.firstSeconds) s (none within wrk's 10 s timeout)",
+                    target.text, "MISSED",
+                ]))
+            } else {
+                let what = report.name == "adoption" ? "report adoption (90 days), p50 / p95" : "report \(report.name), p50 / p95"
+                out.line(table.row([
+                    what, "\(Format.fixed(report.run.latency.p50, 2)) / \(Format.fixed(report.run.latency.p95, 2)) ms",
+                    target.text, Verdict.metOrMissed(report.run.latency.p95, target),
+                ]))
+            }
+        }
+        let peak = max(rssPeakMiB ?? 0, server.peakRSSMiB)
+        out.line(table.row([
+            "RSS of upshift serve, peak (catch-up / live)",
+            "\(mib(rssCatchUpMiB)) / \(mib(rssLiveMiB)) MiB (VmHWM \(Format.fixed(server.peakRSSMiB, 0)))",
+            Targets.memory.text, Verdict.metOrMissed(peak * 1_048_576 / 1_000_000, Targets.memory),
+        ]))
+    }
+
+    private func notes(into out: inout SummaryWriter) {
+        let lag = live.lag
+        out.line("catch-up: events in the log / seconds from launching upshift serve to the batch that applied the")
+        out.line("    last one (projections.updated_at); CPU: all \(cpus) CPUs \(catchUpCPU) busy, upshift serve \(Format.fixed(catchUpServerCPUSeconds, 1)) CPU-s.")
+        out.line("lag: every \(lag.periodMilliseconds.map { Format.fixed($0, 0) } ?? "-") ms (asked 200), max over projections of now() - min(recorded_at) after the checkpoint;")
+        if let drain = live.drainSeconds {
+            out.line("    \(lag.count) samples while wrk ran; all counted \(Format.fixed(drain, 1)) s after wrk stopped. CPU during the live run: \(live.cpu).")
+        } else {
+            out.line("    \(lag.count) samples while wrk ran; NOT all counted 120 s after wrk stopped. CPU during the live run: \(live.cpu).")
+        }
+        out.line("live load: wrk -t 2 -c 8, \(liveEventsPerRequest) events/request, \(liveRequestsPerSecond) requests/s paced (delay()), \(lagDurationSeconds) s: \(Format.fixed(live.run.events.perSecond, 1)) events/s accepted;")
+        out.line("    POST latency p50 \(Format.fixed(live.run.latency.p50, 2)) ms, p99 \(Format.fixed(live.run.latency.p99, 2)) ms; slots already due when asked (sender behind): \(live.run.lateSlots)")
+        out.line("reports: wrk -t 1 -c 1 --latency, \(reportDurationSeconds) s each, after the catch-up, before the live run;")
+        let perReport = reports.map {
+            " \($0.name) \(Format.fixed($0.run.requestsPerSecond, 1)) req/s, \($0.bytes) B (p99 \(Format.fixed($0.run.latency.p99, 2)) ms);"
+        }
+        out.line("    requests/s and answer bytes:" + perReport.joined())
+        out.line("RSS: VmRSS every second (peak over the run \(mib(rssPeakMiB)) MiB); VmHWM at the end of the live run.")
+        if let rebuild {
+            if let failure = rebuild.failure {
+                out.line("rebuild (server stopped): upshift projections rebuild \(rebuild.projection) FAILED after \(Format.fixed(rebuild.seconds, 1)) s: \(failure)")
+                out.fail()
+            } else {
+                let seconds = Format.printed(rebuild.seconds, 1)
+                let rate = seconds > 0 ? Double(rebuild.events) / seconds : 0
+                out.line("rebuild (server stopped): upshift projections rebuild \(rebuild.projection): \(Format.grouped(rebuild.events)) events in \(Format.fixed(rebuild.seconds, 1)) s = \(Format.grouped(rate)) events/s, peak RSS \(mib(rebuild.peakRSSMiB)) MiB")
+            }
+        }
+        out.line("upshift serve: \(server); exit status after SIGTERM: \(server.exitStatus); log lines at warning or above: \(serverLogLines)")
+        out.line("adoption spot check (day, installs in the log, in adoption_daily, versions differing): \(spotCheck)")
+        out.line()
+    }
+
+    private func musts(into out: inout SummaryWriter) {
+        let reportNon2xx = reports.map(\.non2xx).reduce(0, +)
+        let non2xx = live.run.non2xx + reportNon2xx
+        out.line("non-2xx: \(non2xx) (live POSTs \(live.run.non2xx), reports \(reportNon2xx)); HTTP statuses of the live run: \(live.run.statuses); socket errors: \(live.run.socketErrors.compact)")
+        if non2xx != 0 { out.fail() }
+        for sample in live.run.samples + reports.flatMap(\.run.samples) { out.line("    " + sample) }
+        let run = live.run
+        if run.events.notAccepted != 0 {
+            out.line("live events: ANOMALY: \(run.events.notAccepted) duplicate or rejected")
+            out.fail()
+        }
+        let extra = live.rowsStored - run.events.accepted
+        if extra == 0 {
+            out.line("live events: sent \(run.eventsSent), accepted \(run.events.accepted), stored \(live.rowsStored)  OK")
+        } else if extra > 0 && extra <= run.inFlight * liveEventsPerRequest {
+            out.line("live events: sent \(run.eventsSent), accepted \(run.events.accepted), stored \(live.rowsStored) (+\(extra) of the \(run.inFlight) requests in flight when wrk stopped)  OK")
+        } else {
+            out.line("live events: MISMATCH: sent \(run.eventsSent), accepted \(run.events.accepted), stored \(live.rowsStored), requests in flight \(run.inFlight)")
+            out.fail()
+        }
+        let uncounted = counted.filter { $0.events != finalEvents }.map { " \($0.name)=\($0.events)" }.joined()
+        if live.drainSeconds != nil && uncounted.isEmpty {
+            out.line("counted: every projection applied all \(finalEvents) events in the log  OK")
+        } else {
+            out.line("counted: NOT ALL: \(finalEvents) events in the log, projections:\(uncounted.isEmpty ? " (timed out)" : uncounted)")
+            out.fail()
+        }
+        if deadLetters == 0 {
+            out.line("dead letters: 0  OK")
+        } else {
+            out.line("dead letters: \(deadLetters) (valid synthetic events should all apply; see projection_dead_letters)  FAILED")
+            out.fail()
+        }
+        out.durability(facts.durability)
+    }
+
+    private func seconds(_ value: Double?) -> String { value.map { Format.fixed($0, 3) } ?? "-" }
+
+    private func mib(_ value: Double?) -> String { value.map { Format.fixed($0, 0) } ?? "-" }
+}

@@ -1,0 +1,118 @@
+import BenchmarkKit
+import Foundation
+
+/// `scripts/bench ingest`: (a) pgbench with 100-row unnest INSERTs, (b) POST /v1/events with 100 events per
+/// request, (c) pgbench with 1-row INSERTs, (d) POST /v1/events with 1 event per request.
+struct IngestBenchmark {
+    let bench: Bench
+    let duration: Int
+    /// The ingest key of app "bench".
+    private var key = ""
+
+    init(bench: Bench, duration: Int) {
+        self.bench = bench
+        self.duration = duration
+    }
+
+    mutating func run() throws -> Summary {
+        try prepareDatabase()
+        let started = Format.utcStamp(Date())
+        let machine = bench.machine()
+        let durability = try bench.durability()
+        let postgres = try bench.sqlValue("SHOW server_version")
+
+        let a = try pgbench("a", clients: 4, script: "ingest-batch.sql", rowsPerTransaction: 100)
+        let b = try http("b", connections: 16, eventsPerRequest: 100)
+        let c = try pgbench("c", clients: 16, script: "ingest-single.sql", rowsPerTransaction: 1)
+        let d = try http("d", connections: 64, eventsPerRequest: 1)
+        return IngestSummary(
+            facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
+            durationSeconds: duration, cpus: bench.cpus, outputFolder: bench.output, batchReference: a, batch: b,
+            singleReference: c, single: d
+        ).render()
+    }
+
+    /// The database with app "bench", an ingest key, and the partitions `upshift serve` would create.
+    private mutating func prepareDatabase() throws {
+        try bench.recreateDatabase("upshift_bench")
+        try bench.upshift(["apps", "create", "--id", "bench", "--name", "Bench"])
+        key = try bench.createKey(["--scope", "ingest", "--name", "bench", "--app", "bench"])
+        // upshift serve creates these at start; the pgbench cases run without it.
+        _ = try bench.sql("SELECT upshift_ensure_event_partitions(now() - interval '31 days', now() + interval '2 months')")
+    }
+
+    /// Case (a) or (c): pgbench on the bench database.
+    private func pgbench(
+        _ tag: String, clients: Int, script: String, rowsPerTransaction: Int
+    ) throws -> IngestSummary.PgbenchCase {
+        let out = bench.path("\(tag)-pgbench.txt")
+        try bench.resetEvents()
+        let before = try bench.cpuTicks()
+        log("case (\(tag)): pgbench, \(clients) clients, rows/transaction: \(rowsPerTransaction), \(duration)s")
+        // pgbench takes a connection URI as its database name. synchronous_commit=on as the server forces it.
+        let status = try Processes.run(
+            Command(
+                "pgbench", [
+                    "-n", "-M", "prepared", "-c", "\(clients)", "-j", "2", "-T", "\(duration)",
+                    "-D", "n=\(rowsPerTransaction)", "-f", bench.environment.script(script), bench.database.description,
+                ], environment: ["PGOPTIONS": "-c synchronous_commit=on"]),
+            stdout: .file(out), stderr: .append(out))
+        let cpu = before.busyShare(until: try bench.cpuTicks())
+        guard status == 0 else {
+            printTail(of: out, lines: 40)
+            throw BenchFailure("pgbench failed in case (\(tag)) (output: \(out))")
+        }
+        let rows = try bench.countEvents()
+        bench.note("rows stored after the run: \(rows)", to: out)
+        let result = try PgbenchResult(parsing: String(contentsOfFile: out, encoding: .utf8))
+        return IngestSummary.PgbenchCase(result: result, rowsStored: rows, cpu: cpu)
+    }
+
+    /// Case (b) or (d): wrk against `upshift serve`, then which stored rows belong to which requests.
+    private func http(_ tag: String, connections: Int, eventsPerRequest: Int) throws -> IngestSummary.HTTPCase {
+        let out = bench.path("\(tag)-wrk.txt")
+        let unanswered = bench.path("\(tag)-unanswered.txt")
+        try bench.resetEvents()
+        let server = try bench.startServer(
+            log: bench.path("\(tag)-serve.log"),
+            settings: ["UPSHIFT_EVENTS_RATE_LIMIT": "0", "UPSHIFT_EVENTS_KEY_RATE_LIMIT": "0"])
+        log("case (\(tag)): wrk, 2 threads, \(connections) connections, events/request: \(eventsPerRequest), \(duration)s")
+        let before = try bench.cpuTicks()
+        // --timeout 10s: a slow answer is still an answer (the server gives up on a flush after 3 s with 503).
+        let status = try Processes.run(
+            Command(
+                "wrk", [
+                    "-t", "2", "-c", "\(connections)", "-d", "\(duration)s", "--timeout", "10s", "--latency",
+                    "-s", bench.environment.script("events.lua"), server.url + "/v1/events", "--",
+                    "\(eventsPerRequest)", unanswered,
+                ], environment: ["UPSHIFT_BENCH_KEY": key]),
+            stdout: .file(out), stderr: .append(out))
+        let cpu = before.busyShare(until: try bench.cpuTicks())
+        guard status == 0 else {
+            printTail(of: out, lines: 40)
+            throw BenchFailure("wrk failed in case (\(tag)) (output: \(out))")
+        }
+        let usage = try bench.stop(server)
+        bench.note("upshift serve: \(usage); exit status after SIGTERM: \(usage.exitStatus)", to: out)
+        let run = try EventsRun(WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8)))
+
+        // Which stored rows belong to requests that got no 2xx answer (the first 32 characters of an event
+        // id name its request), and whether every stored request is whole (all its events or none).
+        let counts = try PsqlOutput.integers(bench.psql(["-F", " "], stdin: """
+            CREATE TEMP TABLE unanswered (name text PRIMARY KEY);
+            \\copy unanswered FROM \(PsqlOutput.quoted(unanswered))
+            SELECT count(*),
+                   count(*) FILTER (WHERE left(event_id::text, 32) IN (SELECT name FROM unanswered)),
+                   (SELECT count(*) FROM (SELECT 1 FROM event_log GROUP BY left(event_id::text, 32)
+                                           HAVING count(*) <> \(eventsPerRequest)) AS partial)
+            FROM event_log;
+            """))
+        guard counts.count == 3 else { throw BenchFailure("the count of stored rows printed \(counts)") }
+        bench.note(
+            "rows stored: \(counts[0]) (of requests without a 2xx answer: \(counts[1]); requests stored partially: \(counts[2]))",
+            to: out)
+        return IngestSummary.HTTPCase(
+            run: run, cpu: cpu, server: usage, rowsStored: counts[0], rowsOfUnansweredRequests: counts[1],
+            partialRequests: counts[2])
+    }
+}

@@ -1,0 +1,433 @@
+import BenchmarkKit
+import Foundation
+
+/// The projections DESIGN.md section 6 defines.
+enum ProjectionName: String, CaseIterable {
+    case installState = "install_state"
+    case adoption
+    case releaseCohorts = "release_cohorts"
+    case promptFunnel = "prompt_funnel"
+}
+
+/// `scripts/bench projections`: a synthetic 90-day history loaded with SQL, then the catch-up of every
+/// projection by `upshift serve`, report latency, and projection lag under 2,000 events/s of live load.
+struct ProjectionsBenchmark {
+    let bench: Bench
+    let events: Int
+    let installs: Int
+    let lagDuration: Int
+    let reportDuration: Int
+    let rebuild: ProjectionName?
+
+    static let app = "fleet"
+    /// Releases 1.0.0 ... 1.9.0: days before the end of the history they came out, and the major of their
+    /// minimum OS.
+    static let releaseDaysAgo = [95, 86, 75, 66, 54, 45, 36, 24, 15, 5]
+    static let releaseOS = [15, 15, 15, 15, 15, 16, 16, 16, 17, 17]
+    /// The bulk load's transactions (slices of the 90 days), so that the feed has several tx_ids.
+    static let chunks = 10
+    /// Live load: events per request x requests per second = 2,000 events/s.
+    static let liveEventsPerRequest = 20
+    static let liveRequestsPerSecond = 100
+    static let noRateLimit = ["UPSHIFT_EVENTS_RATE_LIMIT": "0", "UPSHIFT_EVENTS_KEY_RATE_LIMIT": "0"]
+
+    /// The end of the synthetic history (Unix seconds), shared by the catalog and the load.
+    private let end = Int(Date().timeIntervalSince1970)
+
+    init(bench: Bench, events: Int, installs: Int, lagDuration: Int, reportDuration: Int, rebuild: ProjectionName?) {
+        self.bench = bench
+        self.events = events
+        self.installs = installs
+        self.lagDuration = lagDuration
+        self.reportDuration = reportDuration
+        self.rebuild = rebuild
+    }
+
+    func run() throws -> Summary {
+        try bench.recreateDatabase("upshift_bench_projections")
+        let started = Format.utcStamp(Date())
+        let machine = bench.machine()
+        let durability = try bench.durability()
+        let postgres = try bench.sqlValue("SHOW server_version")
+        let sharedBuffers = try bench.sqlValue("SHOW shared_buffers")
+        let keys = try createCatalog()
+        let load = try bulkLoad()
+
+        let catchUp = try self.catchUp(total: load.eventsInLog)
+        let server = catchUp.server
+        let spotCheck = self.spotCheck()
+        let reports = try self.reports(server, token: keys.read)
+        let live = try self.live(server, key: keys.ingest)
+        let deadLetters = try bench.sqlInteger("SELECT count(*) FROM projection_dead_letters")
+        let counted = try progress(reaching: bench.countEvents())
+        let finalEvents = try bench.countEvents()
+        let usage = try bench.stop(server)
+        catchUp.sampler.stop()
+        let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("rss.txt"), encoding: .utf8)) ?? "")
+        let rebuilt = try rebuild.map(self.rebuild)
+
+        return ProjectionsSummary(
+            facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
+            sharedBuffers: sharedBuffers, app: Self.app, events: events, installs: installs,
+            lagDurationSeconds: lagDuration, reportDurationSeconds: reportDuration, cpus: bench.cpus,
+            outputFolder: bench.output, load: load, catchUp: catchUp.figures, catchUpCPU: catchUp.cpu,
+            catchUpServerCPUSeconds: catchUp.serverCPUSeconds, reports: reports, live: live.figures,
+            liveEventsPerRequest: Self.liveEventsPerRequest, liveRequestsPerSecond: Self.liveRequestsPerSecond,
+            rssCatchUpMiB: rss.peakMiB(from: catchUp.start, to: catchUp.end),
+            rssLiveMiB: rss.peakMiB(from: live.start, to: live.end), rssPeakMiB: rss.peakMiB(), server: usage,
+            serverLogLines: bench.logLines(server), rebuild: rebuilt, spotCheck: spotCheck, deadLetters: deadLetters,
+            counted: counted, finalEvents: finalEvents
+        ).render()
+    }
+
+    // MARK: the catalog and the load
+
+    /// App "fleet", releases 1.0.0 ... 1.9.0 on ios, an ingest key and a read token. Catalog events come
+    /// first in the feed.
+    private func createCatalog() throws -> (ingest: String, read: String) {
+        log("creating the catalog: app \(Self.app), \(Self.releaseDaysAgo.count) ios releases, keys")
+        try bench.upshift([
+            "apps", "create", "--id", Self.app, "--name", "Fleet", "--update-url", "ios=https://apps.apple.com/app/id1234567890",
+        ])
+        for (i, daysAgo) in Self.releaseDaysAgo.enumerated() {
+            let released = Date(timeIntervalSince1970: Double(end - daysAgo * 86400))
+            try bench.upshift([
+                "releases", "add", "--app", Self.app, "--platform", "ios", "--version", "1.\(i).0",
+                "--released-at", Format.iso8601(released), "--minimum-os", "\(Self.releaseOS[i]).0",
+                "--note", "en=Release 1.\(i).0", "--reason", "scripts/bench projections",
+            ])
+        }
+        let ingest = try bench.createKey(["--scope", "ingest", "--name", "bench-ingest", "--app", Self.app])
+        let read = try bench.createKey(["--scope", "read", "--name", "bench-reports"])
+        // Projections close adoption days 31 days behind the largest recorded_at they have read, so catalog
+        // events recorded now, ahead of a feed of client events recorded over the 90 days before, would
+        // close the first two months before their events are read (they are "not counted", and the server
+        // says so). In the history this load stands for, the catalog was written before those events: date
+        // its events back to 6 days before the history starts (1.0.0 came out 5 days before), keeping their
+        // feed order.
+        _ = try bench.sql("SELECT upshift_ensure_event_partitions(now() - interval '100 days', now() + interval '2 months')")
+        _ = try bench.sql("""
+            UPDATE event_log
+            SET occurred_at = to_timestamp(\(end)) - interval '96 days' + position * interval '1 second',
+                recorded_at = to_timestamp(\(end)) - interval '96 days' + position * interval '1 second'
+            WHERE install_id IS NULL
+            """)
+        return (ingest, read)
+    }
+
+    /// The bulk load (scripts/bench.d/projections-load.sql), one psql per core, each loading every jobs-th
+    /// chunk; then VACUUM (ANALYZE), as the log of a running system would be.
+    private func bulkLoad() throws -> ProjectionsSummary.BulkLoad {
+        let jobs = min(bench.cpus, Self.chunks)
+        let releaseDays = "{" + Self.releaseDaysAgo.map { "\(90 - $0)" }.joined(separator: ",") + "}"
+        let releaseOS = "{" + Self.releaseOS.map(String.init).joined(separator: ",") + "}"
+        log("bulk load: \(events) events of \(installs) installs over 90 days, \(Self.chunks) transactions, \(jobs) at a time")
+        var started = Date()
+        let outputs = (0..<jobs).map { bench.path("load-\($0).txt") }
+        let processes = try (0..<jobs).map { job in
+            try Processes.start(
+                Command("psql", [
+                    "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", bench.database.description,
+                    "-v", "app=\(Self.app)", "-v", "events=\(events)", "-v", "installs=\(installs)",
+                    "-v", "chunks=\(Self.chunks)", "-v", "job=\(job)", "-v", "jobs=\(jobs)", "-v", "end_epoch=\(end)",
+                    "-v", "release_days=\(releaseDays)", "-v", "release_os=\(releaseOS)",
+                    "-f", bench.environment.script("projections-load.sql"),
+                ], environment: ["PGOPTIONS": "-c synchronous_commit=on"]),
+                what: "bulk load \(job)", stdout: .file(outputs[job]), stderr: .append(outputs[job]))
+        }
+        let statuses = processes.map { $0.wait() }
+        let texts = outputs.map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }
+        guard statuses.allSatisfy({ $0 == 0 }) else {
+            FileHandle.standardError.write(Data(texts.joined().utf8))
+            throw BenchFailure("the bulk load failed (output: \(bench.path("load-*.txt")))")
+        }
+        let seconds = Date().timeIntervalSince(started)
+        let loaded = BulkLoadOutput.events(texts)
+        guard loaded == events else { throw BenchFailure("the load wrote \(loaded) events, not \(events)") }
+        log("loaded \(loaded) events in \(Format.fixed(seconds, 1)) s; VACUUM (ANALYZE) event_log, CHECKPOINT")
+        started = Date()
+        _ = try bench.sql("VACUUM (ANALYZE) event_log")
+        let vacuumSeconds = Date().timeIntervalSince(started)
+        bench.checkpoint()
+        let total = try bench.countEvents()
+        let size = try bench.sqlValue("""
+            SELECT pg_size_pretty(sum(pg_total_relation_size(inhrelid))) FROM pg_inherits
+            WHERE inhparent = 'event_log'::regclass
+            """)
+        try bench.sql("SELECT type, count(*) FROM event_log GROUP BY type ORDER BY 2 DESC")
+            .write(toFile: bench.path("load-types.txt"), atomically: true, encoding: .utf8)
+        return ProjectionsSummary.BulkLoad(
+            events: loaded, seconds: seconds, transactions: Self.chunks, jobs: jobs, vacuumSeconds: vacuumSeconds,
+            logSize: size, eventsInLog: total)
+    }
+
+    // MARK: catch-up
+
+    /// The active projections, and when each reached `total` events.
+    private func progress(reaching total: Int) throws -> [ProjectionProgress] {
+        try ProjectionProgress.parse(bench.sql("""
+            SELECT name, events, CASE WHEN events >= \(total) THEN extract(epoch FROM updated_at) ELSE 0 END
+            FROM projections WHERE state = 'active' ORDER BY name
+            """, separator: " "))
+    }
+
+    private struct CatchUpRun {
+        var server: Server
+        var sampler: RSSSampler
+        var figures: CatchUp
+        var start: Double
+        var end: Double
+        var cpu: String
+        var serverCPUSeconds: Double
+    }
+
+    /// Starts `upshift serve` on the loaded log and waits until every projection has applied all `total`
+    /// events.
+    private func catchUp(total: Int) throws -> CatchUpRun {
+        let progressFile = bench.path("catch-up.txt")
+        _ = FileManager.default.createFile(atPath: progressFile, contents: nil)
+        let cpuBefore = try bench.cpuTicks()
+        let start = Date().timeIntervalSince1970
+        let server = try bench.startServer(log: bench.path("serve.log"), settings: Self.noRateLimit)
+        let sampler = RSSSampler(pid: server.process.pid, file: bench.path("rss.txt"))
+        let expected = ProjectionName.allCases.count
+        log("catch-up: upshift serve \(server.process.pid) applies \(total) events to \(expected) projections")
+        var caughtUpAt: [String: Double] = [:]
+        var lastSum = -1
+        var lastChange = Date().timeIntervalSince1970
+        var lastReport = 0.0
+        var rows: [ProjectionProgress] = []
+        while true {
+            guard server.process.isRunning else {
+                printTail(of: server.log, lines: 30)
+                throw BenchFailure("upshift serve exited during catch-up")
+            }
+            let now = Date().timeIntervalSince1970
+            rows = try progress(reaching: total)
+            for row in rows where caughtUpAt[row.name] == nil {
+                if let at = row.caughtUpAt { caughtUpAt[row.name] = at }
+            }
+            if now - lastReport >= 9.5 {
+                lastReport = now
+                let line = CatchUp.progressLine(
+                    clock: Format.clock(Date()), elapsed: now - start, progress: rows, total: total)
+                bench.note(line, to: progressFile)
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+            if rows.count >= expected && rows.allSatisfy({ $0.caughtUpAt != nil }) { break }
+            let sum = rows.map(\.events).reduce(0, +)
+            if sum != lastSum {
+                lastSum = sum
+                lastChange = now
+            } else if now - lastChange >= 119.5 {
+                printTail(of: server.log, lines: 30)
+                throw BenchFailure("no projection progress for 120 s (progress: \(progressFile), server log: \(server.log))")
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        let end = Date().timeIntervalSince1970
+        let cpu = cpuBefore.busyShare(until: try bench.cpuTicks())
+        let serverCPU = try bench.processUsage(server.process.pid).cpuSeconds
+        let figures = CatchUp(events: total, start: start, caughtUpAt: caughtUpAt)
+        bench.note("caught up: " + rows.map { "\($0.name) \($0.events) \($0.caughtUpAt.map { Format.fixed($0, 6) } ?? "0")" }
+            .joined(separator: " "), to: progressFile)
+        for projection in figures.projections {
+            bench.note(
+                "\(projection.name) \(Format.fixed(projection.seconds, 2)) \(Format.fixed(projection.eventsPerSecond, 0))",
+                to: progressFile)
+        }
+        log("caught up in \(Format.fixed(figures.seconds, 2)) s (\(Format.fixed(figures.eventsPerSecond, 0)) events/s)")
+        let status = bench.path("projections-status.txt")
+        _ = try? Processes.run(
+            Command(bench.environment.upshift, ["projections", "status"], environment: ["DATABASE_URL": bench.database.description]),
+            stdout: .file(status), stderr: .append(status))
+        if let tables = try? bench.sql("""
+            SELECT c.relname, pg_size_pretty(pg_total_relation_size(c.oid)), c.reltuples::bigint
+            FROM pg_class c WHERE c.relkind = 'r' AND EXISTS (SELECT 1 FROM projections p
+                WHERE p.state = 'active' AND c.relname ~ ('_g' || p.generation || '$')) ORDER BY 1
+            """) {
+            try? tables.write(toFile: bench.path("projection-tables.txt"), atomically: true, encoding: .utf8)
+        }
+        return CatchUpRun(
+            server: server, sampler: sampler, figures: figures, start: start, end: end, cpu: cpu, serverCPUSeconds: serverCPU)
+    }
+
+    /// The adoption projection against the log: per version, installs whose last event of the last whole
+    /// day carried it: "day installs-in-log installs-projected versions-differing".
+    private func spotCheck() -> String {
+        do {
+            let generation = try bench.sqlInteger(
+                "SELECT generation FROM projections WHERE name = 'adoption' AND state = 'active'")
+            let day = PsqlOutput.quoted(Format.day(Date(timeIntervalSince1970: Double(end - 86400))))
+            let app = PsqlOutput.quoted(Self.app)
+            return try bench.sql("""
+                WITH truth AS (
+                    SELECT version, count(*) AS installs FROM (
+                        SELECT DISTINCT ON (install_id) install_id, app_version AS version FROM event_log
+                        WHERE app_id = \(app) AND platform = 'ios' AND install_id IS NOT NULL
+                          AND occurred_at >= \(day)::date AND occurred_at < \(day)::date + 1
+                        ORDER BY install_id, occurred_at DESC, tx_id DESC, position DESC) AS last
+                    GROUP BY version),
+                projected AS (
+                    SELECT version, installs FROM adoption_daily_g\(generation)
+                    WHERE app_id = \(app) AND platform = 'ios' AND day = \(day))
+                SELECT \(day), coalesce(sum(t.installs), 0), coalesce(sum(p.installs), 0),
+                       count(*) FILTER (WHERE t.installs IS DISTINCT FROM p.installs)
+                FROM truth t FULL JOIN projected p USING (version)
+                """, separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
+        } catch {
+            return "failed: \(error)"
+        }
+    }
+
+    // MARK: reports
+
+    /// Each report: its first answer timed with curl, then wrk on one connection for `reportDuration` s.
+    private func reports(_ server: Server, token: String) throws -> [ProjectionsSummary.Report] {
+        let from = Format.day(Date(timeIntervalSince1970: Double(end - 90 * 86400)))
+        let to = Format.day(Date(timeIntervalSince1970: Double(end)))
+        let app = Self.app
+        let reports = [
+            ("adoption", "/v1/apps/\(app)/reports/adoption?platform=ios&from=\(from)&to=\(to)"),
+            ("release-1.5.0", "/v1/apps/\(app)/reports/releases/1.5.0?platform=ios"),
+            ("prompts", "/v1/apps/\(app)/reports/prompts?platform=ios"),
+            ("minimum-impact", "/v1/apps/\(app)/reports/minimum-impact?platform=ios&version=1.8.0&window=7"),
+        ]
+        let firstRequests = bench.path("reports.txt")
+        _ = FileManager.default.createFile(atPath: firstRequests, contents: nil)
+        return try reports.map { name, path in
+            let answer = bench.path("report-\(name).json")
+            let first = (try? Processes.output(
+                Command("curl", [
+                    "-sS", "--max-time", "60", "-o", answer, "-w", "%{http_code} %{time_total}",
+                    "-H", "Authorization: Bearer \(token)", server.url + path,
+                ]))) ?? "000 -"
+            let fields = first.split(separator: " ").map(String.init)
+            let status = Int(fields.first ?? "") ?? 0
+            let seconds = fields.count > 1 ? fields[1] : "-"
+            bench.note("GET \(path) -> \(first) s (first request)", to: firstRequests)
+            log("report \(name): first answer \(status) in \(seconds) s; wrk, 1 connection, \(reportDuration)s")
+            let out = bench.path("report-\(name)-wrk.txt")
+            let wrkStatus = try Processes.run(
+                Command("wrk", [
+                    "-t", "1", "-c", "1", "-d", "\(reportDuration)s", "--timeout", "10s", "--latency",
+                    "-s", bench.environment.script("projections-report.lua"), server.url + path,
+                ], environment: ["UPSHIFT_BENCH_TOKEN": token]),
+                stdout: .file(out), stderr: .append(out))
+            guard wrkStatus == 0 else {
+                printTail(of: out, lines: 40)
+                throw BenchFailure("wrk failed for report \(name) (output: \(out))")
+            }
+            let run = try ReportRun(WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8)))
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: answer)[.size] as? Int) ?? 0
+            return ProjectionsSummary.Report(name: name, run: run, firstStatus: status, firstSeconds: seconds, bytes: bytes)
+        }
+    }
+
+    // MARK: live load and lag
+
+    private struct LiveLoad {
+        var figures: ProjectionsSummary.Live
+        var start: Double
+        var end: Double
+    }
+
+    /// 2,000 events/s through POST /v1/events for `lagDuration` s while the lag sampler runs.
+    private func live(_ server: Server, key: String) throws -> LiveLoad {
+        let pool = bench.path("live-installs.csv")
+        let out = bench.path("live-wrk.txt")
+        let samples = bench.path("lag-samples.txt")
+        let osArray = PsqlOutput.quoted("{" + Self.releaseOS.map(String.init).joined(separator: ",") + "}")
+        // Installs seen in the last 3 days, each with its latest version, OS and locale, and the newest
+        // release its OS runs.
+        _ = try bench.psql(["-c", """
+            \\copy (SELECT install_id, app_version, coalesce(os, ''), coalesce(locale, ''), '1.' || greatest(width_bucket(coalesce(split_part(os, '.', 1)::int, 99), \(osArray)::int[]) - 1, 0) || '.0' FROM (SELECT DISTINCT ON (install_id) install_id, app_version, data->>'osVersion' AS os, data->>'locale' AS locale FROM event_log WHERE install_id IS NOT NULL AND occurred_at > now() - interval '3 days' ORDER BY install_id, occurred_at DESC) AS i ORDER BY random() LIMIT 20000) TO \(PsqlOutput.quoted(pool)) WITH (FORMAT csv)
+            """])
+        let poolSize = (try? FileManager.default.attributesOfItem(atPath: pool)[.size] as? Int) ?? 0
+        guard poolSize > 0 else { throw BenchFailure("no recent installs to post events for") }
+        let before = try bench.countEvents()
+        let cpuBefore = try bench.cpuTicks()
+        let sampler = try Processes.start(
+            Command("psql", [
+                "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", bench.database.description,
+                "-f", bench.environment.script("projections-lag.sql"),
+            ], environment: ["PGOPTIONS": "-c synchronous_commit=on"]),
+            what: "lag sampler", stdout: .file(samples), stderr: .file(bench.path("lag-sampler.err")))
+        Thread.sleep(forTimeInterval: 1)
+        guard sampler.isRunning else {
+            printTail(of: bench.path("lag-sampler.err"), lines: 30)
+            throw BenchFailure("the lag sampler failed")
+        }
+        log("live: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(lagDuration)s, lag sampled every 200 ms")
+        let start = Date().timeIntervalSince1970
+        let status = try Processes.run(
+            Command("wrk", [
+                "-t", "2", "-c", "8", "-d", "\(lagDuration)s", "--timeout", "10s", "--latency",
+                "-s", bench.environment.script("projections-events.lua"), server.url + "/v1/events", "--",
+                "\(Self.liveEventsPerRequest)", "\(Self.liveRequestsPerSecond)", "2", pool,
+            ], environment: ["UPSHIFT_BENCH_KEY": key]),
+            stdout: .file(out), stderr: .append(out))
+        let end = Date().timeIntervalSince1970
+        _ = sampler.stop()
+        let cpu = cpuBefore.busyShare(until: try bench.cpuTicks())
+        guard status == 0 else {
+            printTail(of: out, lines: 40)
+            throw BenchFailure("wrk failed in the live run (output: \(out))")
+        }
+        // How the sampler's query for one projection runs (it should scan the feed index from the checkpoint).
+        _ = try? Processes.run(
+            Command("psql", ["-X", "-q", "-A", "-t", "-d", bench.database.description]),
+            stdout: .file(bench.path("lag-explain.txt")), stderr: .append(bench.path("lag-explain.txt")), stdin: """
+                SELECT last_tx, last_pos FROM projections WHERE name = 'install_state' AND state = 'active' \\gset
+                EXPLAIN (ANALYZE, BUFFERS) SELECT coalesce(extract(epoch FROM now() - min(recorded_at)), 0)::float8, count(*)
+                FROM event_log WHERE (tx_id, position) > (:'last_tx'::xid8, :last_pos);
+                """)
+        let run = try LiveRun(WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8)))
+        let drain = try waitUntilCounted(limit: 120)
+        let rows = try bench.countEvents() - before
+        let lag = LagSummary(
+            LagSample.parse((try? String(contentsOfFile: samples, encoding: .utf8)) ?? ""), from: start, to: end)
+        return LiveLoad(
+            figures: ProjectionsSummary.Live(run: run, cpu: cpu, lag: lag, rowsStored: rows, drainSeconds: drain),
+            start: start, end: end)
+    }
+
+    /// Seconds until every active projection has applied every event in the log; nil after `limit` s.
+    private func waitUntilCounted(limit: Double) throws -> Double? {
+        let started = Date()
+        while true {
+            let behind = try progress(reaching: bench.countEvents()).filter { $0.caughtUpAt == nil }
+            let elapsed = Date().timeIntervalSince(started)
+            if behind.isEmpty { return elapsed }
+            if elapsed >= limit { return nil }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+    }
+
+    // MARK: rebuild
+
+    /// `upshift projections rebuild NAME` with the server stopped.
+    private func rebuild(_ projection: ProjectionName) throws -> ProjectionsSummary.Rebuild {
+        let out = bench.path("rebuild-\(projection.rawValue).txt")
+        log("rebuild: upshift projections rebuild \(projection.rawValue) (server stopped)")
+        let started = Date()
+        let process = try Processes.start(
+            Command(bench.environment.upshift, ["projections", "rebuild", projection.rawValue], environment: [
+                "DATABASE_URL": bench.database.description, "UPSHIFT_MIGRATIONS_DIR": bench.environment.migrations,
+            ]), what: "upshift projections rebuild", stdout: .file(out), stderr: .append(out))
+        let sampler = RSSSampler(pid: process.pid, file: bench.path("rebuild-rss.txt"))
+        let status = process.wait()
+        sampler.stop()
+        let seconds = Date().timeIntervalSince(started)
+        let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("rebuild-rss.txt"), encoding: .utf8)) ?? "")
+        var failure: String?
+        if status != 0 {
+            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n")
+            failure = String(lines.first { $0.lowercased().contains("error") } ?? lines.last ?? "exit status \(status)")
+            log("projections rebuild failed (exit \(status)): \(failure ?? "")")
+        }
+        return ProjectionsSummary.Rebuild(
+            projection: projection.rawValue, seconds: seconds, events: try bench.countEvents(), peakRSSMiB: rss.peakMiB(),
+            failure: failure)
+    }
+}

@@ -1,0 +1,51 @@
+import ArgumentParser
+
+extension ProjectionName: ExpressibleByArgument {}
+
+/// `scripts/bench projections`.
+struct Projections: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Catch-up, report latency and projection lag on a bulk-loaded log.",
+        discussion: """
+            Bulk-loads the events of one app over 90 days with SQL, then measures: the catch-up of all \
+            projections by upshift serve (events/s, RSS), report latency (wrk, 1 connection), projection lag at \
+            a steady 2,000 events/s through POST /v1/events, and with --rebuild `upshift projections rebuild \
+            PROJECTION` alone (server stopped). The full run takes about 20-30 minutes and some GB of disk; \
+            smoke test with e.g. --events 300000 --installs 30000 --lag-duration 30.
+            """)
+
+    @Option(help: "Events to load.")
+    var events = 10_000_000
+
+    @Option(help: "Installs they come from.")
+    var installs = 1_000_000
+
+    @Option(help: "Seconds of live load while the lag is sampled.")
+    var lagDuration = 300
+
+    @Option(help: "Seconds of wrk per report.")
+    var reportDuration = 10
+
+    @Option(help: "Also time `upshift projections rebuild` of this projection, the server stopped.")
+    var rebuild: ProjectionName?
+
+    func validate() throws {
+        for (name, value) in [("events", events), ("installs", installs), ("lag-duration", lagDuration),
+                              ("report-duration", reportDuration)] where value <= 0 {
+            throw ValidationError("--\(name) must be a positive whole number, not \(value)")
+        }
+        guard events >= installs else {
+            throw ValidationError("--events (\(events)) must be at least --installs (\(installs)): every install is seen")
+        }
+        guard installs >= 100 else { throw ValidationError("--installs must be at least 100") }
+    }
+
+    func run() throws {
+        try BenchmarkRun.run("projections") { bench in
+            try ProjectionsBenchmark(
+                bench: bench, events: events, installs: installs, lagDuration: lagDuration,
+                reportDuration: reportDuration, rebuild: rebuild
+            ).run()
+        }
+    }
+}
