@@ -55,7 +55,8 @@ public struct ApplicationParts {
         let serveHTTP = configuration.roles.contains(.http)
         let readiness = Readiness(
             required: serveHTTP ? ["migrations", "partitions", "catalog", "keys"] : ["migrations", "partitions"])
-        let snapshotLoader = CatalogSnapshotService(snapshot: snapshot, store: catalogStore, readiness: readiness, logger: logger)
+        let snapshotLoader = CatalogSnapshotService(
+            snapshot: snapshot, store: catalogStore, readiness: readiness, metrics: configuration.metrics, logger: logger)
         let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
         let authenticator = KeyAuthenticator(
             store: KeyStore(client: client, logger: logger), refreshInterval: configuration.keyRefresh,

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 import UpshiftCore
@@ -35,16 +36,20 @@ final class CatalogSnapshot: Sendable {
     var isLoaded: Bool { state.withLock { $0.loaded } }
     var version: Int64 { state.withLock { $0.version } }
 
-    func replace(apps: [String: AppCatalog], version: Int64) {
+    /// Takes `apps` as the catalog; the apps of `keeping` (which could not be read this time) stay as
+    /// they were, when they were loaded before.
+    func replace(apps: [String: AppCatalog], version: Int64, keeping: some Sequence<String> = []) {
         let entries = apps.mapValues { Entry(catalog: $0, timing: CheckTiming($0), generation: 0) }
         state.withLock { state in
             state.generation += 1
             let generation = state.generation
+            let kept = keeping.compactMap { id in state.apps[id].map { (id, $0) } }
             state.apps = entries.mapValues { entry in
                 var entry = entry
                 entry.generation = generation
                 return entry
             }
+            for (id, entry) in kept { state.apps[id] = entry }
             state.version = version
             state.loaded = true
         }
@@ -59,14 +64,36 @@ struct CatalogSnapshotService: Service {
     let store: CatalogStore
     let readiness: Readiness
     let logger: Logger
+    /// Apps the last load could not read (each logged as an error, its last good catalog kept).
+    let undecodable: Prometheus.Gauge
     var pollInterval: Duration = .seconds(1)
+
+    init(snapshot: CatalogSnapshot, store: CatalogStore, readiness: Readiness, metrics: PrometheusCollectorRegistry, logger: Logger) {
+        self.snapshot = snapshot
+        self.store = store
+        self.readiness = readiness
+        self.logger = logger
+        undecodable = metrics.gauge(
+            "catalog_apps_undecodable", help: "apps whose stored catalog the last load could not read (left as they were)")
+    }
 
     /// Loads the snapshot once (before the server starts).
     func load() async throws {
         let version = try await store.version()
-        let apps = try await store.loadAll()
-        snapshot.replace(apps: apps, version: version)
+        install(try await store.loadAll(), version: version)
         readiness.mark("catalog")
+    }
+
+    /// Takes a load into the snapshot. An app that could not be read keeps its last good catalog (or
+    /// is absent until it can be read) while every other app is served as stored.
+    private func install(_ load: CatalogStore.Load, version: Int64) {
+        for (app, reason) in load.undecodable.sorted(by: { $0.key < $1.key }) {
+            logger.error(
+                "an app's stored catalog cannot be read; its last good catalog is kept",
+                metadata: ["app.id": "\(app)", "error": "\(reason)"])
+        }
+        undecodable.set(Double(load.undecodable.count))
+        snapshot.replace(apps: load.apps, version: version, keeping: load.undecodable.keys)
     }
 
     func run() async throws {
@@ -81,8 +108,7 @@ struct CatalogSnapshotService: Service {
             let version = try await store.version()
             // The instance that wrote reloads at once and then hears its own NOTIFY: load once.
             if snapshot.isLoaded, version == snapshot.version { return }
-            let apps = try await store.loadAll()
-            snapshot.replace(apps: apps, version: version)
+            install(try await store.loadAll(), version: version)
             readiness.mark("catalog")
             logger.debug("catalog reloaded", metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
         } catch {
