@@ -95,6 +95,7 @@ public struct AppConfiguration: Sendable {
         if let timeout = try read.seconds("UPSHIFT_HEAD_TIMEOUT") { configuration.connections.headTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_BODY_TIMEOUT") { configuration.connections.bodyTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_IDLE_TIMEOUT") { configuration.connections.idleTimeout = timeout }
+        if let timeout = try read.seconds("UPSHIFT_WRITE_TIMEOUT") { configuration.connections.writeTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_SHUTDOWN_TIMEOUT") { configuration.connections.shutdownTimeout = timeout }
         if let count = try read.integer("UPSHIFT_MAX_CONNECTIONS", in: 1...1_000_000) {
             configuration.connections.maximumConnections = count

@@ -4,6 +4,7 @@ import HummingbirdCore
 import Logging
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 import UpshiftCore
 import UpshiftStore
 
@@ -16,7 +17,9 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
     let limits = configuration.connections
     var app = Application(
         router: parts.router,
-        server: HTTPServerBuilder { responder in GuardedHTTP1Channel(responder: responder, limits: limits) },
+        server: HTTPServerBuilder { [shutdown = parts.shutdown] responder in
+            GuardedHTTP1Channel(responder: responder, limits: limits, shutdown: shutdown)
+        },
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "upshift", backlog: 1024,
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maximumConnections, logger: parts.logger)),
@@ -24,6 +27,17 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
         logger: parts.logger)
     app.beforeServerStarts(perform: parts.start)
     return app
+}
+
+/// Runs `app` (built by ``buildApplication(_:logger:)`` from `configuration`) until SIGTERM or SIGINT,
+/// then shuts it down within `configuration.connections.shutdownTimeout`: the server and the
+/// ingestion writer bound their own work by it (``ShutdownDeadline``), and whatever else still runs
+/// when it is spent is cancelled, so that the process exits 0 in time even when the database hangs.
+public func runUntilTerminated(_ app: some ApplicationProtocol, configuration: AppConfiguration) async throws {
+    var group = ServiceGroupConfiguration(
+        services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: app.logger)
+    group.maximumGracefulShutdownDuration = configuration.connections.shutdownTimeout
+    try await ServiceGroup(configuration: group).run()
 }
 
 /// What the application is made of: the router with every route, the services of its group in
@@ -35,6 +49,8 @@ public struct ApplicationParts {
     let services: [any Service]
     let start: @Sendable () async throws -> Void
     let logger: Logger
+    /// The bound on a graceful shutdown, shared by the connections and the ingestion writer.
+    let shutdown: ShutdownDeadline
 
     public init(_ configuration: AppConfiguration, logger baseLogger: Logger? = nil) throws {
         let logger = {
@@ -43,6 +59,9 @@ public struct ApplicationParts {
             return logger
         }()
         self.logger = logger
+        let shutdown = ShutdownDeadline(
+            timeout: configuration.connections.shutdownTimeout, flushTimeout: configuration.ingestion.flushTimeout)
+        self.shutdown = shutdown
 
         let migrations = try configuration.migrationsDirectory.map(Migration.load(from:)) ?? Migration.embedded()
 
@@ -76,7 +95,7 @@ public struct ApplicationParts {
         if serveHTTP {
             let writer = IngestionWriter(
                 log: eventLog, clock: configuration.clock, settings: configuration.ingestion,
-                metrics: configuration.metrics, logger: logger, wake: { feedSignal.signal() })
+                metrics: configuration.metrics, shutdown: shutdown, logger: logger, wake: { feedSignal.signal() })
             EventsController(
                 writer: writer, authenticator: authenticator, clock: configuration.clock,
                 settings: configuration.ingestion, trustedProxies: configuration.trustedProxies,

@@ -40,7 +40,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let app = try await buildApplication(configuration)
-        try await app.runService()
+        try await runUntilTerminated(app, configuration: configuration)
     }
 }
 

@@ -243,6 +243,34 @@ import UpshiftTestSupport
         }
     }
 
+    /// A head the HTTP decoder refuses is answered like every other refusal: `400` with a problem body
+    /// (not an empty answer or a bare close), then the connection closes; the server keeps answering.
+    @Test(arguments: [
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nX-Bad: a\u{0}b\r\n\r\n",
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n",
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n",
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nX-Bad: a\u{1}b\r\n\r\n",
+        "GET /health/live HTTP/9.9\r\nHost: x\r\n\r\n",
+        "\u{0}\u{1}\u{2} not HTTP\r\n\r\n",
+    ])
+    func aMalformedHeadIsA400ProblemAndTheConnectionCloses(_ head: String) async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let connection = try await RawConnection.open(port: server.port)
+            await connection.send(head)
+            try await ConnectionLimitsTests.waitUntil({ connection.isClosed }, timeout: .seconds(5))
+            let answer = connection.answer
+            #expect(connection.status == 400, "\(head.debugDescription): \(answer.prefix(300).debugDescription)")
+            #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer.prefix(300))")
+            let body = try #require(answer.range(of: "\r\n\r\n").map { answer[$0.upperBound...] })
+            let problem = try JSONValue.parse(Data(body.utf8))
+            #expect(problem["type"] == "urn:upshift:problem:bad-request")
+            #expect(problem["status"] == 400)
+            await connection.close()
+            #expect(try await server.request(.GET, "/health/live").status == 200)
+        }
+    }
+
     @Test func requestsForMethodsAPathDoesNotAnswerAre405WithAllow() async throws {
         let harness = try await Harness.make()
         try await harness.run { server in
