@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
+import NIOCore
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -37,7 +38,17 @@ public func runUntilTerminated(_ app: some ApplicationProtocol, configuration: A
     var group = ServiceGroupConfiguration(
         services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: app.logger)
     group.maximumGracefulShutdownDuration = configuration.connections.shutdownTimeout
-    try await ServiceGroup(configuration: group).run()
+    do {
+        try await ServiceGroup(configuration: group).run()
+    } catch let error where error is SocketAddressError || error is SocketAddressError.UnknownHost {
+        // The host name does not resolve: say which setting holds it.
+        throw ConfigurationError(
+            description: "UPSHIFT_HOST (or --host) \(configuration.host) cannot be listened on: \(error)")
+    } catch let error as IOError where error.description.contains("bind") {
+        throw ConfigurationError(
+            description: "cannot listen on UPSHIFT_HOST \(configuration.host), UPSHIFT_PORT \(configuration.port) "
+                + "(or --host, --port): \(error)")
+    }
 }
 
 /// What the application is made of: the router with every route, the services of its group in
@@ -63,7 +74,7 @@ public struct ApplicationParts {
             timeout: configuration.connections.shutdownTimeout, flushTimeout: configuration.ingestion.flushTimeout)
         self.shutdown = shutdown
 
-        let migrations = try configuration.migrationsDirectory.map(Migration.load(from:)) ?? Migration.embedded()
+        let migrations = try configuration.migrationsDirectory.map(Migration.load(fromConfigured:)) ?? Migration.embedded()
 
         let database = Database(
             settings: configuration.database, maximumConnections: configuration.maximumConnections, logger: logger)
@@ -87,7 +98,7 @@ public struct ApplicationParts {
         if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
         HealthController(
             readiness: readiness, database: database, metrics: configuration.metrics,
-            openAPI: OpenAPIDocument.load(configuration.openAPIFile, logger: logger)
+            openAPI: try OpenAPIDocument.load(configuration.openAPIFile)
         ).addRoutes(to: router)
 
         var services: [any Service] = [DatabaseService(database: database)]

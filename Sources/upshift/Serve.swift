@@ -18,7 +18,7 @@ struct Serve: AsyncParsableCommand {
         var configuration: AppConfiguration
         do {
             configuration = try AppConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
-            if let host { configuration.host = host }
+            if let host { configuration.host = try AppConfiguration.parseHost(host, name: "--host") }
             if let port {
                 guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
                 configuration.port = port
