@@ -356,7 +356,7 @@ struct DashboardController: Sendable {
             : "<button type=\"submit\" name=\"action\" value=\"pause\">Pause</button>"
         return """
             <tr><td colspan="5"><form class="inline" method="post" action="\(action)" aria-label="Rollout of \(release.version.normalized)">\(hidden)\
-            <label>Rollout %<input id="\(id)-percent" name="percent" type="number" min="0" max="100" step="0.1" value="\(Self.number(release.rolloutPercent))" size="5"></label>\
+            <label>Rollout %<input id="\(id)-percent" name="percent" type="number" min="0" max="100" step="0.01" value="\(Self.number(release.rolloutPercent))" size="5"></label>\
             <label>Reason<input id="\(id)-reason" name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" placeholder="why"></label>\
             <button type="submit" name="action" value="rollout">Set rollout</button>\(pause)\
             <button class="danger" type="submit" name="action" value="withdraw">Withdraw</button></form></td></tr>
@@ -447,8 +447,8 @@ struct DashboardController: Sendable {
             <label>Minimum version<input name="minimumVersion" value="\(version(policy.minimumVersion))" placeholder="none"></label>
             <label>Target version<input name="targetVersion" value="\(version(policy.targetVersion))" placeholder="the latest release"></label>
             <label>Blocked versions (comma-separated)<input name="blockedVersions" value="\(policy.blockedVersions.map(\.normalized).joined(separator: ", "))"></label>
-            <label>Notify after (days)<input name="notifyAfterDays" type="number" min="0" step="any" value="\(optional(policy.notifyAfterDays))"></label>
-            <label>Block after (days)<input name="blockAfterDays" type="number" min="0" step="any" value="\(optional(policy.blockAfterDays))"></label>
+            <label>Notify after (days)<input name="notifyAfterDays" type="number" min="0" step="0.001" value="\(optional(policy.notifyAfterDays))"></label>
+            <label>Block after (days)<input name="blockAfterDays" type="number" min="0" step="0.001" value="\(optional(policy.blockAfterDays))"></label>
             <label>Versions behind before a soft prompt<input name="versionsBehindThreshold" type="number" min="1" value="\(policy.versionsBehindThreshold)"></label>
             <label>Remind interval (seconds)<input name="remindIntervalSeconds" type="number" min="0" value="\(policy.remindIntervalSeconds)"></label>
             <label>Check interval (seconds)<input name="checkIntervalSeconds" type="number" min="0" value="\(policy.checkIntervalSeconds)"></label>
