@@ -253,7 +253,8 @@ import UpshiftTestSupport
                 #expect(connection.answer.contains(#""field":"version""#), "\(bad)")
             }
             // A header the server reads: an ETag it cannot have is named.
-            for tag in ["\"7187100878738540342055441\"", "\"01\"", "\"1", "*", "\"1\", \"2\""] {
+            // 19 digits: beyond the spec's pattern (at most 18), though it would fit an Int.
+            for tag in ["\"7187100878738540342055441\"", "\"1000000000000000000\"", "\"01\"", "\"1", "*", "\"1\", \"2\""] {
                 let reply = try await server.send(
                     .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey, json: .object(["enabled": true]),
                     headers: [("If-Match", tag)])
