@@ -10,6 +10,10 @@ public enum CatalogInput {
     public static let maximumNameLength = 200
     public static let maximumURLLength = 2_000
     public static let maximumReasonLength = 1_000
+    /// Decimal fields take exactly the decimals they can act on, never a value rounded to one: a rollout
+    /// in hundredths of a percent (one of the 10,000 buckets), days in thousandths (86.4 s).
+    public static let rolloutPercentPlaces = 2
+    public static let dayPlaces = 3
 
     /// `{id, name, defaultLocale, updateURL: {platform: url}, storeId: {platform: id}}`.
     public static func app(_ body: JSONValue) throws(FieldError) -> AppInfo {
@@ -80,8 +84,8 @@ public enum CatalogInput {
                 return version
             }
         }
-        policy.notifyAfterDays = try fields.number("notifyAfterDays", in: 0...3_650)
-        policy.blockAfterDays = try fields.number("blockAfterDays", in: 0...3_650)
+        policy.notifyAfterDays = try fields.decimal("notifyAfterDays", in: 0...3_650, places: dayPlaces)
+        policy.blockAfterDays = try fields.decimal("blockAfterDays", in: 0...3_650, places: dayPlaces)
         policy.versionsBehindThreshold =
             try fields.integer("versionsBehindThreshold", in: 1...1_000) ?? Policy.defaultVersionsBehindThreshold
         policy.remindIntervalSeconds =
@@ -138,7 +142,9 @@ public enum CatalogInput {
             }
             release.status = value
         }
-        if let percent = try fields.number("rolloutPercent", in: 0...100) { release.rolloutPercent = percent }
+        if let percent = try fields.decimal("rolloutPercent", in: 0...100, places: rolloutPercentPlaces) {
+            release.rolloutPercent = percent
+        }
         if let paused = try fields.bool("rolloutPaused") { release.rolloutPaused = paused }
     }
 
@@ -235,11 +241,13 @@ public enum CatalogInput {
             return flag
         }
 
-        /// A number whose exact value lies in `range`, read as the nearest `Double`.
-        func number(_ key: String, in range: ClosedRange<Int>) throws(FieldError) -> Double? {
+        /// A number that is exactly a decimal of at most `places` digits after the point, in `range`
+        /// (``JSONNumber/value(in:places:)``): never rounded to the nearest value the field can hold.
+        func decimal(_ key: String, in range: ClosedRange<Int>, places: Int) throws(FieldError) -> Double? {
             guard let value = value(key) else { return nil }
-            guard case .number(let number) = value, let result = number.number(in: range) else {
-                throw FieldError(key, "must be a number from \(range.lowerBound) to \(range.upperBound)")
+            guard case .number(let number) = value, let result = number.value(in: range, places: places) else {
+                let step = "0." + String(repeating: "0", count: places - 1) + "1"
+                throw FieldError(key, "must be a number from \(range.lowerBound) to \(range.upperBound) in steps of \(step)")
             }
             return result
         }

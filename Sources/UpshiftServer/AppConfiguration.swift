@@ -18,11 +18,15 @@ public struct AppConfiguration: Sendable {
     /// The `sql/` folder of numbered migrations, applied at start.
     public var migrationsDirectory: URL? {
         didSet {
-            if openAPIFile == nil { openAPIFile = migrationsDirectory.map(OpenAPIDocument.beside) }
+            if openAPIFile == nil, let beside = migrationsDirectory.map(OpenAPIDocument.beside),
+                FileManager.default.isReadableFile(atPath: beside.path)
+            {
+                openAPIFile = beside
+            }
         }
     }
     /// The API's description, served at `GET /openapi.yaml`: `UPSHIFT_OPENAPI_FILE`, else
-    /// `docs/openapi.yaml` beside the `sql/` folder.
+    /// `docs/openapi.yaml` beside the `sql/` folder when there is one, else the copy built in.
     public var openAPIFile: URL?
     public var ingestion = IngestionSettings()
     public var check = CheckSettings()
@@ -45,7 +49,7 @@ public struct AppConfiguration: Sendable {
     public static func fromEnvironment(_ environment: [String: String]) throws -> AppConfiguration {
         var configuration = AppConfiguration(database: try DatabaseSettings.fromEnvironment(environment))
         let read = EnvironmentReader(environment)
-        if let host = try read.text("UPSHIFT_HOST") { configuration.host = host }
+        if let host = try read.text("UPSHIFT_HOST") { configuration.host = try parseHost(host, name: "UPSHIFT_HOST") }
         if let port = try read.integer("UPSHIFT_PORT", in: 0...65535) { configuration.port = port }
         if let level = environment["UPSHIFT_LOG_LEVEL"], !level.isEmpty {
             guard let value = Logger.Level(rawValue: level.lowercased()) else {
@@ -92,6 +96,7 @@ public struct AppConfiguration: Sendable {
         if let timeout = try read.seconds("UPSHIFT_HEAD_TIMEOUT") { configuration.connections.headTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_BODY_TIMEOUT") { configuration.connections.bodyTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_IDLE_TIMEOUT") { configuration.connections.idleTimeout = timeout }
+        if let timeout = try read.seconds("UPSHIFT_WRITE_TIMEOUT") { configuration.connections.writeTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_SHUTDOWN_TIMEOUT") { configuration.connections.shutdownTimeout = timeout }
         if let count = try read.integer("UPSHIFT_MAX_CONNECTIONS", in: 1...1_000_000) {
             configuration.connections.maximumConnections = count
@@ -102,9 +107,45 @@ public struct AppConfiguration: Sendable {
         if let format = environment["UPSHIFT_LOG_FORMAT"], !format.isEmpty, !["json", "text"].contains(format.lowercased()) {
             throw ConfigurationError.invalid("UPSHIFT_LOG_FORMAT", format)
         }
-        if let file = try read.text("UPSHIFT_OPENAPI_FILE") { configuration.openAPIFile = URL(fileURLWithPath: file) }
-        configuration.migrationsDirectory = Migration.locateDirectory(environment: environment)
+        if let file = try read.text("UPSHIFT_OPENAPI_FILE") {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ConfigurationError.invalid("UPSHIFT_OPENAPI_FILE", file, expected: "a readable file")
+            }
+            configuration.openAPIFile = URL(fileURLWithPath: file)
+        }
+        if let directory = Migration.locateDirectory(environment: environment) {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ConfigurationError.invalid(
+                    "UPSHIFT_MIGRATIONS_DIR", directory.path, expected: "a folder of numbered migrations, NNNN_name.sql")
+            }
+            configuration.migrationsDirectory = directory
+        }
         return configuration
+    }
+
+    /// The address to listen on: an IPv4 or IPv6 address, or a host name (RFC 1123: dot-separated
+    /// labels of letters, digits and `-`, at most 63 bytes each and 253 in all). `name` is what an
+    /// error names (`UPSHIFT_HOST`, `--host`). Whether a name resolves is known only when the server
+    /// binds; that error names the variable too.
+    public static func parseHost(_ text: String, name: String) throws -> String {
+        if (try? SocketAddress(ipAddress: text, port: 0)) != nil { return text }
+        let labels = text.split(separator: ".", omittingEmptySubsequences: false)
+        let isName =
+            (1...253).contains(text.utf8.count)
+            && labels.allSatisfy { label in
+                (1...63).contains(label.utf8.count) && label.first != "-" && label.last != "-"
+                    && label.utf8.allSatisfy { byte in
+                        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                            || byte == UInt8(ascii: "-")
+                    }
+            }
+            // All digits and dots is an IPv4 address that did not parse (`256.1.1.1`), not a name.
+            && !text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") }
+        guard isName else {
+            throw ConfigurationError.invalid(name, text, expected: "an IP address or a host name")
+        }
+        return text
     }
 
     /// Parses `http,projections`.

@@ -2,8 +2,10 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
-import ServiceLifecycle
+import NIOCore
 import Prometheus
+import ServiceLifecycle
+import UnixSignals
 import UpshiftCore
 import UpshiftStore
 
@@ -16,7 +18,9 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
     let limits = configuration.connections
     var app = Application(
         router: parts.router,
-        server: HTTPServerBuilder { responder in GuardedHTTP1Channel(responder: responder, limits: limits) },
+        server: HTTPServerBuilder { [shutdown = parts.shutdown] responder in
+            GuardedHTTP1Channel(responder: responder, limits: limits, shutdown: shutdown)
+        },
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "upshift", backlog: 1024,
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maximumConnections, logger: parts.logger)),
@@ -24,6 +28,27 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
         logger: parts.logger)
     app.beforeServerStarts(perform: parts.start)
     return app
+}
+
+/// Runs `app` (built by ``buildApplication(_:logger:)`` from `configuration`) until SIGTERM or SIGINT,
+/// then shuts it down within `configuration.connections.shutdownTimeout`: the server and the
+/// ingestion writer bound their own work by it (``ShutdownDeadline``), and whatever else still runs
+/// when it is spent is cancelled, so that the process exits 0 in time even when the database hangs.
+public func runUntilTerminated(_ app: some ApplicationProtocol, configuration: AppConfiguration) async throws {
+    var group = ServiceGroupConfiguration(
+        services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint], logger: app.logger)
+    group.maximumGracefulShutdownDuration = configuration.connections.shutdownTimeout
+    do {
+        try await ServiceGroup(configuration: group).run()
+    } catch let error where error is SocketAddressError || error is SocketAddressError.UnknownHost {
+        // The host name does not resolve: say which setting holds it.
+        throw ConfigurationError(
+            description: "UPSHIFT_HOST (or --host) \(configuration.host) cannot be listened on: \(error)")
+    } catch let error as IOError where error.description.contains("bind") {
+        throw ConfigurationError(
+            description: "cannot listen on UPSHIFT_HOST \(configuration.host), UPSHIFT_PORT \(configuration.port) "
+                + "(or --host, --port): \(error)")
+    }
 }
 
 /// What the application is made of: the router with every route, the services of its group in
@@ -35,6 +60,8 @@ public struct ApplicationParts {
     let services: [any Service]
     let start: @Sendable () async throws -> Void
     let logger: Logger
+    /// The bound on a graceful shutdown, shared by the connections and the ingestion writer.
+    let shutdown: ShutdownDeadline
 
     public init(_ configuration: AppConfiguration, logger baseLogger: Logger? = nil) throws {
         let logger = {
@@ -43,8 +70,11 @@ public struct ApplicationParts {
             return logger
         }()
         self.logger = logger
+        let shutdown = ShutdownDeadline(
+            timeout: configuration.connections.shutdownTimeout, flushTimeout: configuration.ingestion.flushTimeout)
+        self.shutdown = shutdown
 
-        let migrations = try configuration.migrationsDirectory.map(Migration.load(from:)) ?? Migration.embedded()
+        let migrations = try configuration.migrationsDirectory.map(Migration.load(fromConfigured:)) ?? Migration.embedded()
         // Prometheus is bound here, once: every service counts through the swift-metrics API, into a
         // registry of this application's own (tests build several applications in one process).
         let registry = PrometheusCollectorRegistry()
@@ -58,7 +88,8 @@ public struct ApplicationParts {
         let snapshot = CatalogSnapshot()
         let serveHTTP = configuration.roles.contains(.http)
         let readiness = Readiness(required: serveHTTP ? [.migrations, .partitions, .catalog, .keys] : [.migrations, .partitions])
-        let snapshotLoader = CatalogSnapshotService(snapshot: snapshot, store: catalogStore, readiness: readiness, logger: logger)
+        let snapshotLoader = CatalogSnapshotService(
+            snapshot: snapshot, store: catalogStore, readiness: readiness, metrics: metrics, logger: logger)
         let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
         let keys = KeyDirectory(
             store: KeyStore(client: client, logger: logger), refreshInterval: configuration.keyRefresh,
@@ -71,7 +102,7 @@ public struct ApplicationParts {
         router.addRoutes(
             HealthController(
                 readiness: readiness, database: database, exposition: { registry.emit(into: &$0) },
-                openAPI: OpenAPIDocument.load(configuration.openAPIFile, logger: logger)
+                openAPI: try OpenAPIDocument.load(configuration.openAPIFile)
             ).routes)
 
         // The pool first: it stops last, after everything that uses it.
@@ -80,8 +111,8 @@ public struct ApplicationParts {
         if serveHTTP {
             let authentication = BearerAuthentication(keys: keys)
             let writer = IngestionWriter(
-                log: eventLog, clock: configuration.clock, settings: configuration.ingestion, metrics: metrics, logger: logger,
-                wake: { feedSignal.signal() })
+                log: eventLog, clock: configuration.clock, settings: configuration.ingestion, metrics: metrics,
+                shutdown: shutdown, logger: logger, wake: { feedSignal.signal() })
             router.addRoutes(
                 EventsController(
                     writer: writer, clock: configuration.clock, settings: configuration.ingestion,

@@ -35,16 +35,20 @@ final class CatalogSnapshot: Sendable {
     var isLoaded: Bool { state.withLock { $0.loaded } }
     var version: Int64 { state.withLock { $0.version } }
 
-    func replace(apps: [String: AppCatalog], version: Int64) {
+    /// Takes `apps` as the catalog; the apps of `keeping` (which could not be read this time) stay as
+    /// they were, when they were loaded before.
+    func replace(apps: [String: AppCatalog], version: Int64, keeping: some Sequence<String> = []) {
         let entries = apps.mapValues { Entry(catalog: $0, timing: CheckTiming($0), generation: 0) }
         state.withLock { state in
             state.generation += 1
             let generation = state.generation
+            let kept = keeping.compactMap { id in state.apps[id].map { (id, $0) } }
             state.apps = entries.mapValues { entry in
                 var entry = entry
                 entry.generation = generation
                 return entry
             }
+            for (id, entry) in kept { state.apps[id] = entry }
             state.version = version
             state.loaded = true
         }

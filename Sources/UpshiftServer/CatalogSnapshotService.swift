@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import ServiceLifecycle
 import UpshiftCore
 import UpshiftStore
@@ -12,14 +13,35 @@ struct CatalogSnapshotService: Service {
     let store: CatalogStore
     let readiness: Readiness
     let logger: Logger
+    /// Apps the last load could not read (each logged as an error, its last good catalog kept).
+    let undecodable: Meter
     var pollInterval: Duration = .seconds(1)
+
+    init(snapshot: CatalogSnapshot, store: CatalogStore, readiness: Readiness, metrics: any MetricsFactory, logger: Logger) {
+        self.snapshot = snapshot
+        self.store = store
+        self.readiness = readiness
+        self.logger = logger
+        undecodable = ServerMetrics.gauge("catalog_apps_undecodable", factory: metrics)
+    }
 
     /// Loads the snapshot once (before the server starts).
     func load() async throws {
         let version = try await store.version()
-        let apps = try await store.loadAll()
-        snapshot.replace(apps: apps, version: version)
+        install(try await store.loadAll(), version: version)
         readiness.mark(.catalog)
+    }
+
+    /// Takes a load into the snapshot. An app that could not be read keeps its last good catalog (or
+    /// is absent until it can be read) while every other app is served as stored.
+    private func install(_ load: CatalogStore.Load, version: Int64) {
+        for (app, reason) in load.undecodable.sorted(by: { $0.key < $1.key }) {
+            logger.error(
+                "an app's stored catalog cannot be read; its last good catalog is kept",
+                metadata: ["app.id": "\(app)", "error": "\(reason)"])
+        }
+        undecodable.set(Double(load.undecodable.count))
+        snapshot.replace(apps: load.apps, version: version, keeping: load.undecodable.keys)
     }
 
     func run() async throws {
@@ -34,8 +56,7 @@ struct CatalogSnapshotService: Service {
             let version = try await store.version()
             // The instance that wrote reloads at once and then hears its own NOTIFY: load once.
             if snapshot.isLoaded, version == snapshot.version { return }
-            let apps = try await store.loadAll()
-            snapshot.replace(apps: apps, version: version)
+            install(try await store.loadAll(), version: version)
             readiness.mark(.catalog)
             logger.debug("catalog reloaded", metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
         } catch {

@@ -47,8 +47,10 @@ struct CheckTiming: Sendable {
 /// bodies counted): the least recently used go first when it is full.
 ///
 /// Two kinds of entries share the budget. An answer is keyed by the parsed, normalized question
-/// (``Question``: platform, version, OS, locale, channel, previous), so unknown parameters and `build`
-/// neither split nor grow it. In front of it, a GET's raw query (without `install`, at most
+/// (``Question``: platform, canonical version, OS, locale, channel, previous), so unknown parameters,
+/// `build` and other spellings of one version (`1.0+a`, `1.0+b`, `01.0`) neither split nor grow it.
+/// The answer repeats the version as the request wrote it (`installedVersion`), so an answer kept for
+/// one spelling is served to another with that field respelled (``Answer/respelled(as:)``). In front of it, a GET's raw query (without `install`, at most
 /// ``maximumIndexedQuery`` bytes) maps to the request it parses to, so that a repeated question skips
 /// parsing; the request kept there carries the build, OS and locale of that very query, which the
 /// `checked` observation records.
@@ -64,6 +66,58 @@ final class CheckAnswerCache: Sendable {
         var interval: Int
         /// Whether another install id could get another answer (a partial rollout on the platform).
         var dependsOnInstall: Bool
+        /// The installed version as the request that computed it wrote it, and where the body repeats it
+        /// (the bytes of the `installedVersion` string, without quotes).
+        var spelling: String
+        private var spellingRange: Range<Int>?
+
+        init(
+            body: ByteBuffer, etag: String, headers: HTTPFields, action: CheckAction, reason: CheckReason,
+            latestVersion: String?, interval: Int, dependsOnInstall: Bool, installedVersion: String
+        ) {
+            self.body = body
+            self.etag = etag
+            self.headers = headers
+            self.action = action
+            self.reason = reason
+            self.latestVersion = latestVersion
+            self.interval = interval
+            self.dependsOnInstall = dependsOnInstall
+            spelling = installedVersion
+            spellingRange = Self.range(of: installedVersion, in: body)
+        }
+
+        /// The first `"installedVersion":"<spelling>"` of the body: its key comes first in sorted keys,
+        /// and inside a JSON string the quotes of that pattern would be escaped.
+        private static func range(of spelling: String, in body: ByteBuffer) -> Range<Int>? {
+            let pattern = Array("\"installedVersion\":\"\(spelling)\"".utf8)
+            let bytes = body.readableBytesView
+            guard let start = bytes.firstRange(of: pattern)?.lowerBound else { return nil }
+            let offset = start - bytes.startIndex + "\"installedVersion\":\"".utf8.count
+            return offset..<(offset + spelling.utf8.count)
+        }
+
+        /// This answer for a request that wrote the same version another way (`1.0.0` for `1.0`): the
+        /// same decision with `installedVersion` as that request wrote it, and the ETag of that body.
+        /// Nil when the body cannot be respelled (a spelling JSON would escape; never for a valid version).
+        func respelled(as text: String) -> Answer? {
+            guard let range = spellingRange,
+                text.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
+            else { return nil }
+            let bytes = body.readableBytesView
+            var respelled = ByteBuffer()
+            respelled.reserveCapacity(bytes.count - range.count + text.utf8.count)
+            respelled.writeBytes(bytes.prefix(range.lowerBound))
+            respelled.writeString(text)
+            respelled.writeBytes(bytes.dropFirst(range.upperBound))
+            var answer = self
+            answer.body = respelled
+            answer.etag = "\"\(CheckController.fnv1a(Data(respelled.readableBytesView)))\""
+            answer.headers[.eTag] = answer.etag
+            answer.spelling = text
+            answer.spellingRange = range.lowerBound..<(range.lowerBound + text.utf8.count)
+            return answer
+        }
     }
 
     /// What an answer depends on, besides the catalog (its `generation`) and the clock.
@@ -71,7 +125,7 @@ final class CheckAnswerCache: Sendable {
         var app: String
         var generation: Int
         var platform: String
-        /// As written: the answer repeats it (`installedVersion`).
+        /// Canonical (``Version/canonical``): every spelling of a version is one question.
         var version: String
         var os: String?
         var locale: String?
@@ -82,7 +136,7 @@ final class CheckAnswerCache: Sendable {
             self.app = app
             self.generation = generation
             platform = request.platform
-            version = request.version.text
+            version = request.version.canonical
             os = request.os?.canonical
             locale = request.locale.map(LocaleTag.normalize)
             channel = request.channel

@@ -13,13 +13,14 @@ import UpshiftCore
 struct RequestTimedOut: Error {}
 
 /// Hummingbird's HTTP/1.1 channel with the bounds of ``ConnectionLimits``: a head and a body deadline,
-/// an idle timeout, a limit on the head's size (`431`), and a last deadline on graceful shutdown after
-/// which a connection that still has not finished is closed.
+/// an idle timeout, a deadline for writing an answer, a limit on the head's size (`431`), and a last
+/// deadline on graceful shutdown after which a connection that still has not finished is closed.
 struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
 
     let responder: HTTPChannelHandler.Responder
     let limits: ConnectionLimits
+    let shutdown: ShutdownDeadline
 
     func setup(channel: any NIOCore.Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -42,15 +43,16 @@ struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 
     func handle(value: Value, logger: Logger) async {
         let channel = value.channel
-        let deadline = limits.shutdownTimeout
+        let shutdown = shutdown
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await handleHTTP(asyncChannel: value, logger: logger) }
             group.addTask {
-                // `deadline` after graceful shutdown begins, whatever still runs is cut off: the connection
-                // closes and its request's task is cancelled, so that shutdown ends within its bound.
+                // When the requests' share of the shutdown is spent, whatever still runs is cut off: the
+                // connection closes and its request's task is cancelled, so that shutdown ends within its bound.
                 do {
                     try await gracefulShutdown()
-                    try await Task.sleep(for: deadline)
+                    shutdown.begin()
+                    try await Task.sleep(until: shutdown.requestsEnd ?? .now, clock: .continuous)
                 } catch {
                     return  // the connection ended first
                 }
@@ -76,8 +78,9 @@ private final class ArrivalWatcher: ChannelInboundHandler, RemovableChannelHandl
 }
 
 /// The deadlines of one connection: idle (no request under way), head (bytes of a request arrived, its
-/// head not complete), body (head read, body not complete). Between a request's end and its answer
-/// nothing is timed: the application bounds its own work.
+/// head not complete), body (head read, body not complete), and, beside them, the answer's (its head
+/// written, its end not yet: a client that does not read holds the rest back). Between a request's end
+/// and its answer's head nothing is timed: the application bounds its own work.
 private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -104,10 +107,16 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
     private var bytesWaiting = false
     /// After the body deadline: close once the answer (a 408) is written.
     private var closeAfterAnswer = false
+    /// While an answer is being written, or its bytes wait for a client that does not read them: when
+    /// its next part must be written, or its buffer drained.
+    private var answerDeadline: NIODeadline?
+    /// An answer's head is written, its end not yet.
+    private var answering = false
 
     init(limits: ConnectionLimits) {
         self.limits = limits
-        self.longestSleep = TimeAmount(min(limits.headTimeout, limits.bodyTimeout, limits.idleTimeout))
+        self.longestSleep = TimeAmount(
+            min(limits.headTimeout, limits.bodyTimeout, limits.idleTimeout, limits.writeTimeout))
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -161,25 +170,38 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A head over the limit: 431 and the connection closes (the decoder cannot go on); while another
-        // request is being read or answered (a pipelined head, oversized trailers) only the close.
-        if let parserError = error as? HTTPParserError, parserError == .headerOverflow {
+        // A head the decoder refuses: over the limit (431), or not HTTP (a NUL in a header value, a
+        // header line without a colon, a bad request line: 400), answered as a problem like every other
+        // refusal, and the connection closes (the decoder cannot go on). While another request is being
+        // read or answered (a pipelined head, oversized trailers) only the close: its answer is under way.
+        // An error in the middle of a body goes on to the application, which is reading it.
+        if let parserError = error as? HTTPParserError, !readingRequest || parserError == .headerOverflow {
             guard unanswered == 0, !readingRequest else {
                 context.close(promise: nil)
                 return
             }
-            answer(
-                ProblemDetails(
+            let problem =
+                parserError == .headerOverflow
+                ? ProblemDetails(
                     .requestTooLarge,
-                    detail: "the request target and header fields may have \(limits.maximumHeadBytes) bytes together"),
-                context: context)
+                    detail: "the request target and header fields may have \(limits.maximumHeadBytes) bytes together")
+                : ProblemDetails.badRequest("the request head is not well-formed HTTP/1.1 (\(parserError))")
+            answer(problem, context: context)
             return
         }
         context.fireErrorCaught(error)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        // Each part of an answer that gets past back-pressure is progress: the rest must follow, and
+        // what is buffered must drain to the client, within the write timeout.
+        answerDeadline = .now() + TimeAmount(limits.writeTimeout)
+        if wakeUp == nil { scheduleWakeUp(context: context) }
+        guard case .end = unwrapOutboundIn(data) else {
+            answering = true
+            return context.write(data, promise: promise)
+        }
+        answering = false
         unanswered = max(0, unanswered - 1)
         if closeAfterAnswer {
             context.writeAndFlush(data, promise: promise)
@@ -191,6 +213,14 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
             bytesWaiting = false
         }
         context.write(data, promise: promise)
+        // Written whole and nothing held back: no deadline. Else it runs until the buffer drains.
+        if context.channel.isWritable { answerDeadline = nil }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // An answer's end was written and its bytes have now drained below the buffer's limit.
+        if context.channel.isWritable, !answering { answerDeadline = nil }
+        context.fireChannelWritabilityChanged()
     }
 
     private func start(_ kind: Timer, context: ChannelHandlerContext) {
@@ -219,7 +249,8 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
 
     private func scheduleWakeUp(context: ChannelHandlerContext) {
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        wakeUp = context.eventLoop.scheduleTask(deadline: min(deadline, .now() + longestSleep)) {
+        let next = min(timer == nil ? .distantFuture : deadline, answerDeadline ?? .distantFuture, .now() + longestSleep)
+        wakeUp = context.eventLoop.scheduleTask(deadline: next) {
             let (handler, context) = loopBound.value
             handler.wokeUp(context: context)
         }
@@ -227,12 +258,16 @@ private final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHand
 
     private func wokeUp(context: ChannelHandlerContext) {
         wakeUp = nil
-        guard let kind = timer else { return }
-        if NIODeadline.now() < deadline {
-            scheduleWakeUp(context: context)
-        } else {
-            expired(kind, context: context)
+        let now = NIODeadline.now()
+        if let due = answerDeadline, now >= due {
+            // The client does not take the answer: nothing can be said to it any more, only closed.
+            stop()
+            answerDeadline = nil
+            context.close(promise: nil)
+            return
         }
+        if let kind = timer, now >= deadline { expired(kind, context: context) }
+        if timer != nil || answerDeadline != nil, wakeUp == nil { scheduleWakeUp(context: context) }
     }
 
     private func expired(_ kind: Timer, context: ChannelHandlerContext) {

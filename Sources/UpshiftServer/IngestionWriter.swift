@@ -23,7 +23,10 @@ enum IngestionError: Error, Equatable {
 /// A request is never answered `200` for events that are not committed. When the database fails, the
 /// waiting requests and, for a short while, new ones get ``IngestionError/databaseUnavailable`` (503),
 /// and the next flush tries again. On graceful shutdown the writer stops taking new events and
-/// writes what is pending before it returns.
+/// writes what is pending before it returns, within what is left of the shutdown's bound
+/// (``ShutdownDeadline``): once that is spent, what is still pending is given up (observations
+/// counted as dropped, waiting requests answered 503) instead of waiting on a database that does
+/// not answer.
 final class IngestionWriter: Service, Sendable {
     /// Posted events and check observations are buffered against separate limits, so that a backlog
     /// of observations never turns posts away.
@@ -44,6 +47,11 @@ final class IngestionWriter: Service, Sendable {
         var idleFlushers: [CheckedContinuation<Void, Never>] = []
         var stopping = false
         var failFastUntil: ContinuousClock.Instant?
+        /// Observations refused or not written: each is answered with a failure, which the check counts
+        /// in `check_observations_dropped` (so this is that counter's value).
+        var observationsDropped = 0
+        /// Events given up at the shutdown deadline, by Kind.
+        var givenUp = [0, 0]
     }
 
     private let log: EventLog
@@ -54,17 +62,19 @@ final class IngestionWriter: Service, Sendable {
     private let flushed: Counter
     private let flushFailures: Counter
     private let wake: @Sendable () -> Void
+    private let shutdown: ShutdownDeadline
 
     /// - Parameter wake: called after each commit (the projection runner listens to it).
     init(
         log: EventLog, clock: any WallClock, settings: IngestionSettings, metrics: any MetricsFactory,
-        logger: Logger, wake: @escaping @Sendable () -> Void = {}
+        shutdown: ShutdownDeadline, logger: Logger, wake: @escaping @Sendable () -> Void = {}
     ) {
         self.log = log
         self.clock = clock
         self.settings = settings
         self.logger = logger
         self.wake = wake
+        self.shutdown = shutdown
         // Group commits of events, and those that failed (database unavailable).
         self.flushed = ServerMetrics.counter("ingest_flushes", factory: metrics)
         self.flushFailures = ServerMetrics.counter("ingest_flush_failures", factory: metrics)
@@ -102,9 +112,15 @@ final class IngestionWriter: Service, Sendable {
     ) {
         let now = ContinuousClock.now
         let outcome: Result<CheckedContinuation<Void, Never>?, IngestionError> = state.withLock { state in
-            if state.stopping { return .failure(.shuttingDown) }
-            if let until = state.failFastUntil, until > now { return .failure(.databaseUnavailable) }
-            if state.pendingEvents[kind.rawValue] + events.count > limit { return .failure(.overloaded) }
+            let refusal: IngestionError? =
+                if state.stopping { .shuttingDown }
+                else if let until = state.failFastUntil, until > now { .databaseUnavailable }
+                else if state.pendingEvents[kind.rawValue] + events.count > limit { .overloaded }
+                else { nil }
+            if let refusal {
+                if kind == .observation { state.observationsDropped += events.count }
+                return .failure(refusal)
+            }
             state.pending.append(Submission(events: events, kind: kind, completion: completion))
             state.pendingEvents[kind.rawValue] += events.count
             return .success(state.idleFlushers.popLast())
@@ -124,12 +140,23 @@ final class IngestionWriter: Service, Sendable {
                     }
                 }
             } onCancel: {
+                self.shutdown.begin()
                 self.stop()
             }
         } onGracefulShutdown: {
+            self.shutdown.begin()
             self.stop()
         }
-        logger.info("ingestion writer stopped; pending events written")
+        let (dropped, givenUp) = state.withLock { ($0.observationsDropped, $0.givenUp) }
+        let metadata: Logger.Metadata = [
+            "check.observations.dropped": "\(dropped)", "observations.given_up": "\(givenUp[Kind.observation.rawValue])",
+            "events.given_up": "\(givenUp[Kind.posted.rawValue])",
+        ]
+        if givenUp == [0, 0] {
+            logger.info("ingestion writer stopped; pending events written", metadata: metadata)
+        } else {
+            logger.warning("ingestion writer stopped at the shutdown deadline; what was still pending is not written", metadata: metadata)
+        }
     }
 
     /// Stops taking events; flushers write what is pending, then end.
@@ -190,7 +217,28 @@ final class IngestionWriter: Service, Sendable {
         }
     }
 
+    /// How long the next flush may take: its timeout, or what is left of a shutdown's bound when that
+    /// is less; nil when nothing is left.
+    private func flushTimeout() -> Duration? {
+        guard let end = shutdown.end else { return settings.flushTimeout }
+        let left = end - ContinuousClock.now
+        return left > .zero ? min(settings.flushTimeout, left) : nil
+    }
+
+    private static func observations(in batch: [Submission]) -> Int {
+        batch.reduce(0) { $0 + ($1.kind == .observation ? $1.events.count : 0) }
+    }
+
     private func flush(_ batch: [Submission]) async {
+        guard let timeout = flushTimeout() else {
+            // The shutdown's bound is spent: give up without asking the database.
+            state.withLock { state in
+                for submission in batch { state.givenUp[submission.kind.rawValue] += submission.events.count }
+                state.observationsDropped += Self.observations(in: batch)
+            }
+            for submission in batch { submission.completion(.failure(.shuttingDown)) }
+            return
+        }
         // One row per app and id: the first submission that carries it owns it; the requests of later
         // copies compare them with the stored event (a resend or a conflict).
         var owner: [EventKey: Int] = [:]
@@ -204,7 +252,7 @@ final class IngestionWriter: Service, Sendable {
         }
         let rowsToWrite = rows
         do {
-            let inserted = try await withDeadline(settings.flushTimeout) {
+            let inserted = try await withDeadline(timeout) {
                 try await self.log.append(rowsToWrite, recordedAt: self.clock.now())
             }
             flushed.increment()
@@ -215,7 +263,10 @@ final class IngestionWriter: Service, Sendable {
             wake()
         } catch {
             flushFailures.increment()
-            state.withLock { $0.failFastUntil = ContinuousClock.now.advanced(by: settings.failFastAfterError) }
+            state.withLock { state in
+                state.failFastUntil = ContinuousClock.now.advanced(by: settings.failFastAfterError)
+                state.observationsDropped += Self.observations(in: batch)
+            }
             logger.warning(
                 "event log append failed; answering 503",
                 metadata: ["events.count": "\(rows.count)", "error": "\(String(reflecting: error))"])

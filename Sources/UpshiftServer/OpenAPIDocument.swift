@@ -11,14 +11,14 @@ struct OpenAPIDocument: Sendable {
         migrations.deletingLastPathComponent().appendingPathComponent("docs/openapi.yaml")
     }
 
-    /// `file` when given, else `docs/openapi.yaml` as this binary was built with it.
-    static func load(_ file: URL?, logger: Logger) -> OpenAPIDocument? {
+    /// `file` when given, else `docs/openapi.yaml` as this binary was built with it. A file that cannot
+    /// be read stops the server, naming `UPSHIFT_OPENAPI_FILE`.
+    static func load(_ file: URL?) throws -> OpenAPIDocument? {
         guard let file else {
             return embeddedFiles.first.flatMap { Data(base64Encoded: $0.base64) }.map { OpenAPIDocument(bytes: ByteBuffer(bytes: $0)) }
         }
         guard let data = FileManager.default.contents(atPath: file.path) else {
-            logger.warning("no OpenAPI document to serve at /openapi.yaml", metadata: ["file": "\(file.path)"])
-            return nil
+            throw ConfigurationError.invalid("UPSHIFT_OPENAPI_FILE", file.path, expected: "a readable file")
         }
         return OpenAPIDocument(bytes: ByteBuffer(bytes: data))
     }

@@ -66,28 +66,55 @@ public struct CatalogStore: Sendable {
 
     // MARK: Reads
 
-    /// The whole catalog (for the check snapshot), or one app's.
-    public func loadAll(appId: String? = nil) async throws -> [String: AppCatalog] {
+    /// The catalog as read: every app whose rows all decode, and the apps left out because one did not.
+    public struct Load: Sendable {
+        public var apps: [String: AppCatalog]
+        /// App id → what could not be decoded (a row written by an older, laxer server, or by hand).
+        public var undecodable: [String: String]
+    }
+
+    /// An app whose stored rows cannot be decoded.
+    public struct UndecodableApp: Error, CustomStringConvertible {
+        public var appId: String
+        public var reason: String
+        public var description: String { "the stored catalog of app \(appId) cannot be read: \(reason)" }
+    }
+
+    /// The whole catalog (for the check snapshot), or one app's. A row that does not decode leaves its
+    /// app out (listed in ``Load/undecodable``) instead of failing the load: one bad row must never take
+    /// every app's catalog down with it.
+    public func loadAll(appId: String? = nil) async throws -> Load {
         let decoder = CatalogCoding.decoder()
         var catalogs: [String: AppCatalog] = [:]
+        var undecodable: [String: String] = [:]
         for app in try await apps(id: appId) { catalogs[app.id] = AppCatalog(app: app) }
         let releases = try await client.query(
-            "SELECT app_id, release::text, revision FROM releases WHERE \(appId)::text IS NULL OR app_id = \(appId)",
+            "SELECT app_id, platform, version_key, release::text, revision FROM releases WHERE \(appId)::text IS NULL OR app_id = \(appId)",
             logger: logger)
-        for try await (appId, json, revision) in releases.decode((String, String, Int).self) {
-            var release = try decoder.decode(Release.self, from: Data(json.utf8))
-            release.revision = revision
-            catalogs[appId]?.upsert(release)
+        for try await (appId, platform, version, json, revision) in releases.decode((String, String, String, String, Int).self) {
+            do {
+                var release = try decoder.decode(Release.self, from: Data(json.utf8))
+                release.revision = revision
+                catalogs[appId]?.upsert(release)
+            } catch {
+                undecodable[appId] = undecodable[appId] ?? "release \(platform) \(version): \(error)"
+            }
         }
         let policies = try await client.query(
             "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(appId)::text IS NULL OR app_id = \(appId)",
             logger: logger)
         for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
-            var policy = try decoder.decode(Policy.self, from: Data(json.utf8))
-            policy.revision = revision
-            catalogs[appId]?.policies[platform] = policy
+            do {
+                var policy = try decoder.decode(Policy.self, from: Data(json.utf8))
+                policy.revision = revision
+                catalogs[appId]?.policies[platform] = policy
+            } catch {
+                undecodable[appId] = undecodable[appId] ?? "policy \(platform): \(error)"
+            }
         }
-        return catalogs
+        // Half an app is worse than none: without its policy or a blocked release it would answer wrongly.
+        for appId in undecodable.keys { catalogs[appId] = nil }
+        return Load(apps: catalogs, undecodable: undecodable)
     }
 
     /// A number that grows with every catalog write (the sum of the stream heads), for polling.
@@ -116,7 +143,9 @@ public struct CatalogStore: Sendable {
     }
 
     public func app(id: String) async throws -> AppCatalog? {
-        try await loadAll(appId: id)[id]
+        let load = try await loadAll(appId: id)
+        if let reason = load.undecodable[id] { throw UndecodableApp(appId: id, reason: reason) }
+        return load.apps[id]
     }
 
     /// The app's catalog changes, newest first; `before` pages back by stream version.

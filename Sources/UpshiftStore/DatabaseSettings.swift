@@ -30,6 +30,7 @@ public struct DatabaseSettings: Sendable, Equatable {
         case invalidURL(String)
         case invalidPort(String)
         case invalidSSLMode(String)
+        case invalidHost(String)
         case missing
 
         public var description: String {
@@ -37,6 +38,7 @@ public struct DatabaseSettings: Sendable, Equatable {
             case .invalidURL(let reason): "DATABASE_URL is not a postgres:// URL: \(reason)"
             case .invalidPort(let port): "POSTGRES_PORT must be a port number, not \(port)"
             case .invalidSSLMode(let mode): "POSTGRES_SSLMODE must be disable, prefer or require, not \(mode)"
+            case .invalidHost(let host): "POSTGRES_HOST must be a host name or an IP address, not \"\(host)\""
             case .missing: "set DATABASE_URL (or POSTGRES_HOST and friends)"
             }
         }
@@ -48,6 +50,10 @@ public struct DatabaseSettings: Sendable, Equatable {
             return try DatabaseSettings(url: url)
         }
         guard let host = environment["POSTGRES_HOST"] else { throw ParseError.missing }
+        // Empty, blank or with control characters: a mistake in the deployment, not a host.
+        guard !host.trimmingCharacters(in: .whitespaces).isEmpty, host.utf8.count <= 255,
+            !host.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == " " })
+        else { throw ParseError.invalidHost(host) }
         var port = 5432
         if let text = environment["POSTGRES_PORT"], !text.isEmpty {
             guard let value = Int(text), (1...65535).contains(value) else { throw ParseError.invalidPort(text) }

@@ -37,7 +37,23 @@ public struct Migration: Sendable, Equatable {
 
     /// `UPSHIFT_MIGRATIONS_DIR` when set, else the migrations built in.
     public static func configured(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> [Migration] {
-        try locateDirectory(environment: environment).map(load(from:)) ?? embedded()
+        try locateDirectory(environment: environment).map(load(fromConfigured:)) ?? embedded()
+    }
+
+    /// The migrations of the folder `UPSHIFT_MIGRATIONS_DIR` names; what goes wrong says so, with the
+    /// variable's name (an operator set it, and may have set it wrong).
+    public static func load(fromConfigured directory: URL) throws -> [Migration] {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw MigrationError.directory(directory.path, "there is no folder there")
+        }
+        do {
+            return try load(from: directory)
+        } catch let error as MigrationError {
+            throw MigrationError.directory(directory.path, error.description)
+        } catch {
+            throw MigrationError.directory(directory.path, "\(error)")
+        }
     }
 
     private static func ordered(_ files: [(name: String, sql: String)]) throws -> [Migration] {
@@ -70,6 +86,8 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
     case modified(String)
     /// A migration's SQL failed; nothing of it was applied.
     case failed(String, String)
+    /// The folder `UPSHIFT_MIGRATIONS_DIR` names cannot be read as migrations.
+    case directory(String, String)
 
     public var description: String {
         switch self {
@@ -78,6 +96,7 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
         case .modified(let name):
             "migration \(name) was edited after it was applied (checksum differs); add a new migration instead"
         case .failed(let name, let message): "migration \(name) failed and was rolled back: \(message)"
+        case .directory(let path, let reason): "UPSHIFT_MIGRATIONS_DIR (\(path)): \(reason)"
         }
     }
 }

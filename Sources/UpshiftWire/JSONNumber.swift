@@ -68,12 +68,21 @@ public struct JSONNumber: Sendable, Equatable, CustomStringConvertible {
         return range.contains(value) ? value : nil
     }
 
-    /// The value as the nearest `Double` when its exact value lies inside `range`; nil otherwise.
-    /// (`100.0000000000000000001` is above 100 even though the nearest `Double` is 100.)
-    public func number(in range: ClosedRange<Int>) -> Double? {
-        guard let decimal, Self.compare(decimal, range.lowerBound) >= 0, Self.compare(decimal, range.upperBound) <= 0,
-            let value = Double(literal), value.isFinite
+    /// The value when it is exactly a decimal of at most `places` digits after the point inside `range`
+    /// (`12.5`, `1.25e1` and `12.50` are 12.5); nil otherwise, `1e-400` and `0.005` (for 2 places)
+    /// included: such a value is refused, never rounded to one the field can hold.
+    ///
+    /// Within these bounds the `Double` returned is the one nearest the decimal, and prints back as
+    /// exactly that decimal (at most 15 significant digits survive the round trip), so what is stored
+    /// and answered is what was sent.
+    public func value(in range: ClosedRange<Int>, places: Int) -> Double? {
+        guard let decimal, decimal.exponent >= -places, decimal.magnitude <= 15 - places,
+            Self.compare(decimal, range.lowerBound) >= 0, Self.compare(decimal, range.upperBound) <= 0
         else { return nil }
+        var text = decimal.negative ? "-" : ""
+        text += decimal.digits.isEmpty ? "0" : decimal.digits.map { String($0) }.joined()
+        text += "e\(decimal.exponent)"
+        guard let value = Double(text), value.isFinite else { return nil }
         return value == 0 ? 0 : value  // `-0` is 0
     }
 

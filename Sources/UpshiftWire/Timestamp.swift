@@ -3,7 +3,14 @@ import Foundation
 /// RFC 3339 timestamps, parsed and written by hand: they are on every event, and Foundation's
 /// formatters are slow and not safe to share across tasks on every platform.
 public enum Timestamp {
+    /// The first and last millisecond ``format`` can write: years 0000 to 9999 in UTC.
+    public static let earliestMillisecond = daysFromCivil(year: 0, month: 1, day: 1) * 86_400_000
+    public static let latestMillisecond = daysFromCivil(year: 10_000, month: 1, day: 1) * 86_400_000 - 1
+
     /// Parses `2026-04-01T12:30:00Z`, `2026-04-01T12:30:00.123+02:00` (RFC 3339 §5.6, `t`/`z` accepted).
+    /// The instant, in UTC and to the millisecond ``format`` writes, must lie in years 0000 to 9999:
+    /// `9999-12-31T23:59:59-00:01` is a minute into year 10000, which no timestamp of this API can
+    /// spell, so it is nil like any other text that is not a timestamp.
     public static func parse(_ text: String) -> Date? {
         var bytes = Array(text.utf8)
         guard bytes.count >= 20, bytes.count <= 40 else { return nil }
@@ -52,7 +59,11 @@ public enum Timestamp {
         }
         let days = daysFromCivil(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
-        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+        let date = Date(timeIntervalSince1970: Double(seconds) + fraction)
+        // Rounded as ``format`` rounds it: 9999-12-31T23:59:59.9996Z would be written as year 10000.
+        let millisecond = Int((date.timeIntervalSince1970 * 1000).rounded())
+        guard millisecond >= earliestMillisecond, millisecond <= latestMillisecond else { return nil }
+        return date
     }
 
     /// Writes `date` as `2026-04-01T12:30:00.123Z` (UTC, milliseconds).

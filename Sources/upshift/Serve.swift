@@ -18,7 +18,7 @@ struct Serve: AsyncParsableCommand {
         var configuration: AppConfiguration
         do {
             configuration = try AppConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
-            if let host { configuration.host = host }
+            if let host { configuration.host = try AppConfiguration.parseHost(host, name: "--host") }
             if let port {
                 guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
                 configuration.port = port
@@ -40,7 +40,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let app = try await buildApplication(configuration)
-        try await app.runService()
+        try await runUntilTerminated(app, configuration: configuration)
     }
 }
 

@@ -151,6 +151,27 @@ import UpshiftCore
         #expect(Timestamp.parse(text) == nil)
     }
 
+    /// An offset or a fraction that carries the instant out of years 0000–9999 would be written as
+    /// text (`10000-…`, `-001-…`) that `parse` refuses: refused here, so nothing stored can be unreadable.
+    @Test(arguments: [
+        "9999-12-31T23:59:59-00:01", "9999-12-31T12:00:00-23:59", "9999-12-31T23:59:59.9996Z",
+        "0000-01-01T00:00:00+00:01", "0000-01-01T11:00:00+23:59",
+    ])
+    func rejectsInstantsOutsideTheYearsItCanWrite(_ text: String) {
+        #expect(Timestamp.parse(text) == nil)
+    }
+
+    @Test(arguments: [
+        ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"), ("9999-12-31T23:59:59.9994Z", "9999-12-31T23:59:59.999Z"),
+        ("9999-12-31T23:59:59+00:01", "9999-12-31T23:58:59.000Z"), ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00.000Z"),
+        ("0000-01-01T00:00:00-00:01", "0000-01-01T00:01:00.000Z"), ("0000-01-01T00:00:00.0004+00:00", "0000-01-01T00:00:00.000Z"),
+    ])
+    func theEdgesOfTheRangeRoundTrip(_ text: String, _ formatted: String) throws {
+        let date = try #require(Timestamp.parse(text))
+        #expect(Timestamp.format(date) == formatted)
+        #expect(Timestamp.parse(Timestamp.format(date)) != nil)
+    }
+
     @Test func formatsRoundTrip() {
         let date = Date(timeIntervalSince1970: 1_775_046_600.123)
         #expect(Timestamp.format(date) == "2026-04-01T12:30:00.123Z")

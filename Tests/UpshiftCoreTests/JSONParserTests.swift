@@ -10,7 +10,7 @@ import UpshiftCore
         ("100.0", 100, 100), ("1.5", nil, 1.5), ("12.50", nil, 12.5), ("-1", nil, nil), ("-0.5", nil, nil),
         ("100.0000000000000000001", nil, nil), ("1e19", nil, nil), ("9223372036854775808", nil, nil),
         ("9223372036854775807", nil, nil), ("9007199254740991", 9_007_199_254_740_991, nil),
-        ("9007199254740992", nil, nil), ("1e308", nil, nil), ("1e400", nil, nil), ("1e-400", nil, 0),
+        ("9007199254740992", nil, nil), ("1e308", nil, nil), ("1e400", nil, nil), ("1e-400", nil, nil), ("0.005", nil, nil),
         (String(repeating: "9", count: 400), nil, nil), ("5" + String(repeating: "0", count: 400) + "e-400", 5, 5),
     ]
 
@@ -18,7 +18,7 @@ import UpshiftCore
     func numbersAreReadExactly(_ literal: String, _ integer: Int?, _ percent: Double?) throws {
         let number = try #require(JSONNumber(literal: literal))
         #expect(number.integer(in: 0...9_007_199_254_740_991) == integer)
-        #expect(number.number(in: 0...100) == percent)
+        #expect(number.value(in: 0...100, places: 2) == percent)
         // The parser keeps what it read: a document of it gives the same answers.
         guard case .number(let parsed) = try JSONParser.parse(Array(literal.utf8)) else {
             Issue.record("not a number")
@@ -34,10 +34,28 @@ import UpshiftCore
     }
 
     @Test func nonFiniteNumbersBuiltInCodeAreInNoRange() {
-        #expect(JSONNumber(Double.infinity).number(in: 0...100) == nil)
+        #expect(JSONNumber(Double.infinity).value(in: 0...100, places: 2) == nil)
         #expect(JSONNumber(Double.nan).integer(in: Int.min...Int.max) == nil)
-        #expect(JSONNumber(1.5).number(in: 0...100) == 1.5)
+        #expect(JSONNumber(1.5).value(in: 0...100, places: 2) == 1.5)
         #expect(JSONNumber(1.0) == JSONNumber(literal: "1e0"))
+    }
+
+    /// A decimal field takes a value only when it is exactly a decimal of its places in range; what it
+    /// takes prints back as the same decimal. Nothing is rounded to a value the field could hold.
+    @Test(arguments: [
+        ("12.34", 12.34), ("1.234e1", 12.34), ("12.3400", 12.34), ("0.01", 0.01), ("100", 100), ("1e2", 100), ("-0", 0),
+        ("0", 0), ("0.07", 0.07), ("99.99", 99.99), ("1e-2", 0.01),
+    ])
+    func decimalsInTheirPlacesAreTakenExactly(_ literal: String, _ value: Double) throws {
+        let number = try #require(JSONNumber(literal: literal))
+        let taken = try #require(number.value(in: 0...100, places: 2))
+        #expect(taken == value)
+        #expect(JSONNumber(taken) == number)
+    }
+
+    @Test(arguments: ["1e-400", "0.005", "12.345", "5e-324", "100.01", "100.0000000000000000001", "-0.01", "1e400", "0.1e-2"])
+    func decimalsBeyondTheirPlacesOrRangeAreRefused(_ literal: String) throws {
+        #expect(try #require(JSONNumber(literal: literal)).value(in: 0...100, places: 2) == nil)
     }
 
     /// Text that is not Unicode, and malformed documents, are refused and named by their member.

@@ -46,6 +46,84 @@ import UpshiftTestSupport
         }
     }
 
+    /// A date whose instant falls outside years 0000–9999 (an offset carrying it over the edge) is
+    /// refused naming `releasedAt`: stored, it would be written back as text no reader accepts.
+    @Test func releaseDatesOutsideTheYearsTheAPIWritesAreRefused() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let key = harness.adminKey
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: Self.release).status == 201)
+            for text in ["9999-12-31T23:59:59-00:01", "0000-01-01T00:00:00+00:01", "9999-12-31T23:59:59.9996Z"] {
+                var release = Self.release.objectValue!
+                release["version"] = .string("3.0")
+                release["releasedAt"] = .string(text)
+                let added = try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: .object(release))
+                #expect(added.status == 400, "\(text)")
+                #expect(try added.value()["field"] == .string("releasedAt"), "\(text)")
+                let patched = try await server.send(
+                    .PATCH, "/v1/apps/expenses/releases/ios/2.4.0", key: key, json: .object(["releasedAt": .string(text)]),
+                    headers: [("If-Match", "\"1\"")])
+                #expect(patched.status == 400, "\(text)")
+                #expect(try patched.value()["field"] == .string("releasedAt"), "\(text)")
+            }
+            // The edges themselves are taken, and read back as written.
+            for (version, text) in [("4.0", "9999-12-31T23:59:59.999Z"), ("5.0", "0000-01-01T00:00:00-00:01")] {
+                var release = Self.release.objectValue!
+                release["version"] = .string(version)
+                release["releasedAt"] = .string(text)
+                #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: .object(release)).status == 201)
+            }
+            let listed = try await server.send(.GET, "/v1/apps/expenses/releases?platform=ios", key: key)
+            #expect(listed.status == 200)
+            let dates = try listed.value()["releases"]?.arrayValue?.compactMap { $0["releasedAt"]?.stringValue } ?? []
+            #expect(Set(dates).isSuperset(of: ["9999-12-31T23:59:59.999Z", "0000-01-01T00:01:00.000Z"]))
+        }
+    }
+
+    /// A stored row that cannot be read (written by an older, laxer server, or by hand) leaves out its
+    /// own app only: the server starts, every other app is served and its writes reach the checks, the
+    /// app keeps its last good catalog while the server runs, and a metric counts it.
+    @Test func anUnreadableAppNeverTakesTheOtherAppsCatalogsDown() async throws {
+        let harness = try await Harness.make()
+        @Sendable func check(_ server: Server, _ app: String) async throws -> Server.Reply {
+            try await server.request(.GET, "/v1/apps/\(app)/check?platform=ios&version=1.0")
+        }
+        @Sendable func corrupt() async throws {
+            // Year 10000, as `Timestamp.format` wrote a date that `parse` once let through.
+            _ = try await harness.count(
+                """
+                WITH changed AS (UPDATE releases SET release = jsonb_set(release, '{releasedAt}', '"10000-01-01T00:00:59.000Z"')
+                                 WHERE app_id = 'broken' RETURNING 1)
+                SELECT count(*)::int FROM changed
+                """)
+        }
+        try await harness.run { server in
+            let created = try await server.send(
+                .POST, "/v1/apps", key: harness.rootKey, json: .object(["id": .string("broken"), "name": .string("Broken")]))
+            #expect(created.status == 201)
+            #expect(try await server.send(.POST, "/v1/apps/broken/releases", key: harness.rootKey, json: Self.release).status == 201)
+            #expect(try await check(server, "broken").value()["latestVersion"] == .string("2.4.0"))
+            try await corrupt()
+            // A write to another app reloads the snapshot: that app's change is served, and the
+            // unreadable one answers from its last good catalog.
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release).status == 201)
+            #expect(try await check(server, "expenses").value()["latestVersion"] == .string("2.4.0"))
+            #expect(try await check(server, "broken").value()["latestVersion"] == .string("2.4.0"))
+            #expect(try await server.metric("upshift_catalog_apps_undecodable") == 1)
+        }
+        // `upshift serve` restarted on the same database: it starts, serves the other app, and has nothing
+        // for this one.
+        let port = try await freePort()
+        let process = try ServerProcess(database: harness.database, port: port)
+        try await process.start()
+        let server = Server(port: port)
+        #expect(try await check(server, "expenses").value()["latestVersion"] == .string("2.4.0"))
+        #expect(try await check(server, "broken").status == 404)
+        #expect(try await server.metric("upshift_catalog_apps_undecodable") == 1)
+        #expect(process.log().contains("broken"))
+        #expect(await process.terminate() == 0)
+    }
+
     @Test func revisionsGuardEveryEdit() async throws {
         let harness = try await Harness.make()
         try await harness.run { (server: Server) async throws in
@@ -157,7 +235,7 @@ import UpshiftTestSupport
         // The catalog folded from the app: events equals the catalog tables.
         let (tables, events) = try await harness.sql { client in
             let store = CatalogStore(client: client, logger: TestEnvironment.logger)
-            return (try await store.loadAll()["expenses"], try await store.events(appId: "expenses"))
+            return (try await store.loadAll().apps["expenses"], try await store.events(appId: "expenses"))
         }
         var rebuilt: AppCatalog?
         for event in events { event.apply(to: &rebuilt) }

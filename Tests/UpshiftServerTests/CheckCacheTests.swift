@@ -76,7 +76,8 @@ import UpshiftCore
             cache.store(
                 .init(
                     body: body, etag: "\"\(round)\"", headers: [.contentType: "application/json"], action: .none,
-                    reason: .upToDate, latestVersion: nil, interval: 0, dependsOnInstall: false),
+                    reason: .upToDate, latestVersion: nil, interval: 0, dependsOnInstall: false,
+                    installedVersion: request.version.text),
                 for: question)
             let junk = String(repeating: "x", count: generator.int(0...1_100))
             cache.store(request, app: "app", generation: 1, query: "platform=ios&junk=\(junk)")
@@ -130,6 +131,56 @@ import UpshiftCore
                 }
             }
             try await group.waitForAll()
+        }
+    }
+
+    /// Every spelling of one version (`1.0+a`, `1.0+b`, `1.0.0`, `01.0`) is one question to the cache:
+    /// the long answer is kept once, and each request is still answered with its own spelling in
+    /// `installedVersion` and the ETag of that body.
+    @Test func spellingsOfOneVersionShareOneAnswerEachAnsweredAsWritten() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        configuration.check.ratePerClient.rate = 0
+        let now = harness.clock.now()
+        try await harness.run(configuration) { server in
+            let lines = (0..<20).map { "Line \($0): " + String(repeating: "ü", count: 400) }
+            let release: JSONValue = [
+                "platform": "ios", "version": "2.0", "releasedAt": .string(Timestamp.format(now.addingTimeInterval(-86_400))),
+                "notes": ["en": .array(lines.map(JSONValue.string))],
+            ]
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release).status == 201)
+            func ask(_ version: String) async throws -> (Server.Reply, JSONValue) {
+                let reply = try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=\(version)")
+                #expect(reply.status == 200, "\(version)")
+                return (reply, try reply.value())
+            }
+            let (first, firstBody) = try await ask("1.0%2Ba")
+            #expect(firstBody["installedVersion"] == "1.0+a")
+            #expect(firstBody["action"] == "soft")
+            let before = try #require(try await server.metric("upshift_check_cache_bytes"))
+            var tags: Set<String> = [first.etag ?? ""]
+            for (query, written) in [("1.0%2Bb", "1.0+b"), ("1.0.0", "1.0.0"), ("01.0", "01.0"), ("1.00%2Bbuild.7", "1.00+build.7")] {
+                let (reply, body) = try await ask(query)
+                #expect(body["installedVersion"] == .string(written))
+                // The same decision otherwise, byte for byte.
+                guard case .object(var rest) = body, case .object(var firstRest) = firstBody else { Issue.record("not objects"); continue }
+                rest["installedVersion"] = nil
+                firstRest["installedVersion"] = nil
+                #expect(rest == firstRest, "\(written)")
+                // Its own ETag, and that one answers a revalidation.
+                let tag = try #require(reply.etag)
+                #expect(tags.insert(tag).inserted, "\(written)")
+                let again = try await server.request(
+                    .GET, "/v1/apps/expenses/check?platform=ios&version=\(query)", headers: [("If-None-Match", tag)])
+                #expect(again.status == 304, "\(written)")
+                // And asked again, the same body (from the cache).
+                #expect(try await ask(query).0.body == reply.body, "\(written)")
+            }
+            // One answer of \(first.body.count) bytes kept, not one per spelling: only the small entries of
+            // the raw-query index came in.
+            let after = try #require(try await server.metric("upshift_check_cache_bytes"))
+            #expect(first.body.count > 8_000)
+            #expect(after - before < Double(first.body.count), "\(before) → \(after) bytes")
         }
     }
 

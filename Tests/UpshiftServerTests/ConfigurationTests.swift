@@ -18,7 +18,10 @@ import UpshiftTestSupport
         ("UPSHIFT_BODY_TIMEOUT", "1e12"), ("UPSHIFT_IDLE_TIMEOUT", "-5"), ("UPSHIFT_SHUTDOWN_TIMEOUT", "soon"),
         ("UPSHIFT_MAX_CONNECTIONS", "0"), ("UPSHIFT_MAX_CONNECTIONS", "9223372036854775808"),
         ("UPSHIFT_MAX_HEAD_BYTES", "100"), ("UPSHIFT_LOG_FORMAT", "xml"), ("DATABASE_URL", "postgres://h:99999/db"),
-        ("UPSHIFT_HOST", "a\u{1}b"),
+        ("UPSHIFT_HOST", "a\u{1}b"), ("UPSHIFT_HOST", "bad host"), ("UPSHIFT_HOST", "a..b"), ("UPSHIFT_HOST", "-a.example"),
+        ("UPSHIFT_HOST", "256.1.1.1"), ("UPSHIFT_HOST", "http://0.0.0.0"), ("UPSHIFT_HOST", String(repeating: "a", count: 64)),
+        ("UPSHIFT_WRITE_TIMEOUT", "0"), ("UPSHIFT_WRITE_TIMEOUT", "never"),
+        ("UPSHIFT_OPENAPI_FILE", "/nonexistent/openapi.yaml"), ("UPSHIFT_MIGRATIONS_DIR", "/nonexistent/sql"),
     ]
 
     @Test(arguments: invalid)
@@ -45,6 +48,65 @@ import UpshiftTestSupport
         #expect(configuration.ingestion.ratePerClient.rate == 0)
         #expect(configuration.trustedProxies == ["10.0.0.1", "::1"])
         #expect(configuration.connections.maximumConnections == 10)
+        for host in ["0.0.0.0", "::", "::1", "localhost", "upshift-1.internal.example"] {
+            environment["UPSHIFT_HOST"] = host
+            #expect(try AppConfiguration.fromEnvironment(environment).host == host)
+        }
+        environment["UPSHIFT_WRITE_TIMEOUT"] = "1.5"
+        #expect(try AppConfiguration.fromEnvironment(environment).connections.writeTimeout == .milliseconds(1_500))
+    }
+
+    /// Without `DATABASE_URL`, the `POSTGRES_*` variables: an empty or blank host is a mistake, named.
+    @Test(arguments: ["", " ", "db host", "db\u{0}"])
+    func anEmptyOrMalformedPostgresHostIsNamed(_ host: String) {
+        #expect {
+            try AppConfiguration.fromEnvironment(["POSTGRES_HOST": host])
+        } throws: { error in
+            "\(error)".contains("POSTGRES_HOST")
+        }
+        #expect((try? AppConfiguration.fromEnvironment(["POSTGRES_HOST": "db.internal"]))?.database.host == "db.internal")
+    }
+
+    /// What is wrong inside the migrations folder names the variable that points at it.
+    @Test func aMigrationsFolderThatDoesNotReadIsNamed() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-migrations-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("SELECT 1;".utf8).write(to: folder.appendingPathComponent("first.sql"))
+        var configuration = try AppConfiguration.fromEnvironment(Self.base.merging(["UPSHIFT_MIGRATIONS_DIR": folder.path]) { $1 })
+        #expect(configuration.migrationsDirectory?.path == folder.path)
+        #expect {
+            _ = try ApplicationParts(configuration)
+        } throws: { error in
+            "\(error)".contains("UPSHIFT_MIGRATIONS_DIR") && "\(error)".contains("first.sql")
+        }
+        #expect {
+            _ = try Migration.configured(environment: ["UPSHIFT_MIGRATIONS_DIR": folder.path])
+        } throws: { error in
+            "\(error)".contains("UPSHIFT_MIGRATIONS_DIR")
+        }
+        // A folder that went away after the configuration was read.
+        configuration.migrationsDirectory = folder.appendingPathComponent("gone")
+        #expect {
+            _ = try ApplicationParts(configuration)
+        } throws: { error in
+            "\(error)".contains("UPSHIFT_MIGRATIONS_DIR")
+        }
+    }
+
+    /// A host name that passes its syntax but does not resolve fails when the server binds: that error
+    /// names the variable too, and serve stops.
+    @Test func aHostThatCannotBeListenedOnStopsServeNamingIt() async throws {
+        let harness = try await Harness.make()
+        // A name that does not resolve, and an address of no interface here (TEST-NET-1).
+        for host in ["upshift.invalid", "192.0.2.1"] {
+            let server = try ServerProcess(
+                database: harness.database, port: try await freePort(), extraEnvironment: ["UPSHIFT_HOST": host])
+            try server.process.run()
+            server.process.waitUntilExit()
+            #expect(server.process.terminationStatus != 0)
+            #expect(server.log().contains("UPSHIFT_HOST"), "\(host): \(server.log().suffix(1_000))")
+        }
     }
 
     @Test func serveStopsAtOnceWithTheVariableNamed() async throws {

@@ -69,6 +69,55 @@ import UpshiftTestSupport
         }
     }
 
+    /// A client that asks for an answer larger than every buffer between it and the server, and never
+    /// reads it, holds its connection no longer than the write timeout, while other clients are answered.
+    @Test func aClientThatNeverReadsItsAnswerIsClosedWithinTheWriteTimeout() async throws {
+        let harness = try await Harness.make()
+        var configuration = Self.configuration(harness)
+        configuration.connections.writeTimeout = .seconds(2)
+        // Only the write timeout may close the connection here.
+        configuration.connections.idleTimeout = .seconds(120)
+        let releasedAt = Timestamp.format(harness.clock.now().addingTimeInterval(-86_400))
+        try await harness.run(configuration) { server in
+            // A check answer of about 8 MB: 40 releases, each with 50 lines of 1,000 four-byte characters.
+            let lines = JSONValue.array(Array(repeating: .string(String(repeating: "😀", count: 1_000)), count: 50))
+            for major in 1...40 {
+                let release: JSONValue = [
+                    "platform": "ios", "version": .string("\(major).0"), "releasedAt": .string(releasedAt), "notes": ["en": lines],
+                ]
+                let added = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release)
+                #expect(added.status == 201)
+            }
+            let path = "/v1/apps/expenses/check?platform=ios&version=0.1"
+            let stalled = try await RawConnection.open(port: server.port, reading: false)
+            await stalled.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
+            let started = ContinuousClock.now
+            // Meanwhile others are answered: the whole answer, read.
+            var answered = 0
+            while ContinuousClock.now - started < .seconds(5) {
+                let reply = try await server.request(.GET, path, timeout: .seconds(10))
+                #expect(reply.status == 200)
+                #expect(reply.body.count > 8_000_000)
+                answered += 1
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            #expect(answered >= 3)
+            // The server gave up on it: reading now, the client finds part of the answer, then the end.
+            await stalled.startReading()
+            try await Self.waitUntil({ stalled.isClosed }, timeout: .seconds(10))
+            let answer = stalled.answer
+            #expect(stalled.status == 200)
+            let head = try #require(answer.range(of: "\r\n\r\n"))
+            let length = answer[..<head.lowerBound].split(separator: "\r\n")
+                .first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+            let sent = answer.utf8.count - answer[..<head.upperBound].utf8.count
+            #expect(try #require(length) > 8_000_000)
+            #expect(sent < length ?? 0, "the whole answer arrived: the connection was not cut")
+            await stalled.close()
+        }
+    }
+
     /// `count` connections opened at once, each sent its `start` (nil: nothing).
     static func open(_ count: Int, port: Int, start: @escaping @Sendable (Int) -> String?) async throws -> [RawConnection] {
         try await withThrowingTaskGroup(of: (Int, RawConnection).self) { group in

@@ -169,6 +169,12 @@ struct Server: Sendable {
         return try await request(method, path, headers: all, body: try json?.data())
     }
 
+    /// The value of a metric of `/metrics` (its whole name, labels included), nil when it is not there.
+    func metric(_ name: String) async throws -> Double? {
+        let text = String(decoding: try await request(.GET, "/metrics").body, as: UTF8.self)
+        return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.dropFirst(name.count + 1)) }
+    }
+
     func postEvents(_ events: [[String: String]], key: String?, timeout: TimeAmount = .seconds(30)) async throws -> Reply {
         let body = try JSONSerialization.data(withJSONObject: ["events": events])
         return try await postEvents(body: body, key: key, timeout: timeout)

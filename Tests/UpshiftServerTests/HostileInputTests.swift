@@ -8,9 +8,11 @@ import UpshiftTestSupport
 /// every JSON body, text that is not Unicode or holds control characters in bodies, queries, paths and
 /// headers, parameters sent twice. Nothing crashes, nothing is a 5xx, and a refusal names its field.
 @Suite struct HostileInputTests {
-    /// The classes of JSON numbers the issue names, as written on the wire.
+    /// The classes of JSON numbers the issue names, as written on the wire, and decimals at and beyond
+    /// the places a decimal field takes (`1e-400` once became 0, a rounding the fields must not do).
     static let numberClasses = [
         "1e19", "9223372036854775808", "1e308", "1e400", "-1", "1.5", "1.0", "1e2", "-0", String(repeating: "7", count: 400),
+        "1e-400", "12.34", "1.234e1", "0.001", "0.005", "12.3450", "5e-324", "99.999", "0.1e-2",
     ]
 
     /// A numeric field: where it is, and the exact range it documents.
@@ -20,15 +22,30 @@ import UpshiftTestSupport
         var name: String
         var range: ClosedRange<Double>
         var integer: Bool
+        /// Decimals a fractional field takes (the spec's `multipleOf`).
+        var places = 0
 
         var description: String { "\(place) \(name)" }
 
         /// Whether the exact value of `literal` is one this field takes, and the value it is stored as.
         func accepts(_ literal: String) -> Double? {
             guard let value = Double(literal), value.isFinite, range.contains(value) else { return nil }
-            // The 400-digit integer parses to 7.77e399 (not finite); "1.5" is not an integer.
+            // The 400-digit integer parses to 7.77e399 (not finite); "1.5" is not an integer; "1e-400"
+            // parses to 0 but needs 400 decimals.
             if integer, value != value.rounded() { return nil }
+            guard Self.decimals(literal) <= (integer ? 0 : places) else { return nil }
             return value == 0 ? 0 : value
+        }
+
+        /// How many digits after the point the exact value of a JSON number needs (`12.3450` 3, `1e-400` 400).
+        static func decimals(_ literal: String) -> Int {
+            let parts = literal.lowercased().split(separator: "e")
+            let exponent = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            let mantissa = parts[0].split(separator: ".", omittingEmptySubsequences: false)
+            guard mantissa.contains(where: { $0.contains(where: { $0 >= "1" && $0 <= "9" }) }) else { return 0 }
+            let fraction = mantissa.count > 1 ? mantissa[1].reversed().drop(while: { $0 == "0" }).count : 0
+            let integerZeros = fraction == 0 ? mantissa[0].reversed().prefix { $0 == "0" }.count : 0
+            return max(0, fraction - exponent - integerZeros)
         }
     }
 
@@ -36,11 +53,11 @@ import UpshiftTestSupport
         .init(place: .checkPost, name: "build", range: 0...9_007_199_254_740_991, integer: true),
         .init(place: .event, name: "build", range: 0...9_007_199_254_740_991, integer: true),
         .init(place: .release, name: "build", range: 0...9_007_199_254_740_991, integer: true),
-        .init(place: .release, name: "rolloutPercent", range: 0...100, integer: false),
+        .init(place: .release, name: "rolloutPercent", range: 0...100, integer: false, places: 2),
         .init(place: .releasePatch, name: "build", range: 0...9_007_199_254_740_991, integer: true),
-        .init(place: .releasePatch, name: "rolloutPercent", range: 0...100, integer: false),
-        .init(place: .policy, name: "notifyAfterDays", range: 0...3_650, integer: false),
-        .init(place: .policy, name: "blockAfterDays", range: 0...3_650, integer: false),
+        .init(place: .releasePatch, name: "rolloutPercent", range: 0...100, integer: false, places: 2),
+        .init(place: .policy, name: "notifyAfterDays", range: 0...3_650, integer: false, places: 3),
+        .init(place: .policy, name: "blockAfterDays", range: 0...3_650, integer: false, places: 3),
         .init(place: .policy, name: "versionsBehindThreshold", range: 1...1_000, integer: true),
         .init(place: .policy, name: "remindIntervalSeconds", range: 0...31_536_000, integer: true),
         .init(place: .policy, name: "checkIntervalSeconds", range: 0...31_536_000, integer: true),
@@ -107,6 +124,8 @@ import UpshiftTestSupport
                     // Stored as exactly that value (never clamped, rounded or truncated).
                     if field.place != .checkPost {
                         #expect(body[field.name]?.doubleValue == expected, "\(context)")
+                        // And answered as exactly the decimal sent (`1.234e1` as 12.34), not a neighbour.
+                        #expect(body[field.name] == .number(JSONNumber(literal: literal)!), "\(context)")
                     }
                 } else {
                     #expect(reply.status == 400, "\(context)")
@@ -237,12 +256,41 @@ import UpshiftTestSupport
                 #expect(connection.answer.contains(#""field":"version""#), "\(bad)")
             }
             // A header the server reads: an ETag it cannot have is named.
-            for tag in ["\"7187100878738540342055441\"", "\"01\"", "\"1", "*", "\"1\", \"2\""] {
+            // 19 digits: beyond the spec's pattern (at most 18), though it would fit an Int.
+            for tag in ["\"7187100878738540342055441\"", "\"1000000000000000000\"", "\"01\"", "\"1", "*", "\"1\", \"2\""] {
                 let reply = try await server.send(
                     .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey, json: .object(["enabled": true]),
                     headers: [("If-Match", tag)])
                 #expect(try reply.status == 400 && reply.value()["field"] == .string("If-Match"), "\(tag): \(reply.status)")
             }
+        }
+    }
+
+    /// A head the HTTP decoder refuses is answered like every other refusal: `400` with a problem body
+    /// (not an empty answer or a bare close), then the connection closes; the server keeps answering.
+    @Test(arguments: [
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nX-Bad: a\u{0}b\r\n\r\n",
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n",
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n",
+        "GET /health/live HTTP/1.1\r\nHost: x\r\nX-Bad: a\u{1}b\r\n\r\n",
+        "GET /health/live HTTP/9.9\r\nHost: x\r\n\r\n",
+        "\u{0}\u{1}\u{2} not HTTP\r\n\r\n",
+    ])
+    func aMalformedHeadIsA400ProblemAndTheConnectionCloses(_ head: String) async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let connection = try await RawConnection.open(port: server.port)
+            await connection.send(head)
+            try await ConnectionLimitsTests.waitUntil({ connection.isClosed }, timeout: .seconds(5))
+            let answer = connection.answer
+            #expect(connection.status == 400, "\(head.debugDescription): \(answer.prefix(300).debugDescription)")
+            #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer.prefix(300))")
+            let body = try #require(answer.range(of: "\r\n\r\n").map { answer[$0.upperBound...] })
+            let problem = try JSONValue.parse(Data(body.utf8))
+            #expect(problem["type"] == "urn:upshift:problem:bad-request")
+            #expect(problem["status"] == 400)
+            await connection.close()
+            #expect(try await server.request(.GET, "/health/live").status == 200)
         }
     }
 

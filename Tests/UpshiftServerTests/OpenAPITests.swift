@@ -40,6 +40,12 @@ import UpshiftTestSupport
         #expect(spec.subtracting(routes).isEmpty, "operations the server does not answer: \(spec.subtracting(routes).sorted())")
     }
 
+    /// The spec is served to API clients: it states its rules itself, and cites no document they never see.
+    @Test func theSpecCitesNoInternalDocument() throws {
+        let text = try String(contentsOf: Self.specFile, encoding: .utf8)
+        #expect(!text.contains("DESIGN.md"))
+    }
+
     @Test func theServerServesItsSpec() async throws {
         let harness = try await Harness.make()
         try await harness.run { server in

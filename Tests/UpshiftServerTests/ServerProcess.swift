@@ -61,10 +61,15 @@ final class ServerProcess: @unchecked Sendable {
         process.waitUntilExit()
     }
 
-    /// SIGTERM, then the exit status once the process has ended.
-    func terminate() async -> Int32 {
+    /// SIGTERM, then the exit status once the process has ended; SIGKILL (status 9) when it is still
+    /// running after `limit`, so that a shutdown that never ends fails the test instead of hanging it.
+    func terminate(killAfter limit: Duration = .seconds(60)) async -> Int32 {
         kill(process.processIdentifier, SIGTERM)
-        while process.isRunning { try? await Task.sleep(for: .milliseconds(20)) }
+        let deadline = ContinuousClock.now.advanced(by: limit)
+        while process.isRunning {
+            if ContinuousClock.now >= deadline { kill(process.processIdentifier, SIGKILL) }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
         return process.terminationStatus
     }
 

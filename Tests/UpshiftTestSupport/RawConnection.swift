@@ -12,9 +12,15 @@ public final class RawConnection: Sendable {
         self.channel = channel
     }
 
-    public static func open(port: Int, host: String = "127.0.0.1") async throws -> RawConnection {
+    /// - Parameter reading: false for a client that reads nothing of the answer (a small receive buffer,
+    ///   and no reads) until ``startReading()``.
+    public static func open(port: Int, host: String = "127.0.0.1", reading: Bool = true) async throws -> RawConnection {
         let box = Mutex<RawConnection?>(nil)
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        if !reading {
+            bootstrap = bootstrap.channelOption(.autoRead, value: false).channelOption(.socketOption(.so_rcvbuf), value: 4_096)
+        }
+        let channel = try await bootstrap
             .channelInitializer { channel in
                 channel.pipeline.addHandler(Collector { bytes in box.withLock { $0?.append(bytes) } })
             }
@@ -49,6 +55,12 @@ public final class RawConnection: Sendable {
     public func push(_ text: String) {
         guard channel.isActive else { return }
         channel.writeAndFlush(ByteBuffer(string: text), promise: nil)
+    }
+
+    /// Reads from now on (a client opened with `reading: false`), and so learns whether the server closed.
+    public func startReading() async {
+        try? await channel.setOption(.autoRead, value: true)
+        channel.read()
     }
 
     /// Whether the server closed the connection (or it failed).

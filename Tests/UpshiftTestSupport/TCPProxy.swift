@@ -11,6 +11,8 @@ public final class TCPProxy: Sendable {
 
     private final class State: Sendable {
         let value = Mutex<(open: Bool, channels: [any Channel])>((true, []))
+        /// Connections are held and nothing is forwarded (``TCPProxy/stall()``).
+        let stalled = Mutex(false)
         func withLock<T>(_ body: (inout (open: Bool, channels: [any Channel])) -> T) -> T {
             value.withLock { body(&$0) }
         }
@@ -31,12 +33,17 @@ public final class TCPProxy: Sendable {
             .childChannelInitializer { inbound in
                 let isOpen = state.withLock { $0.open }
                 guard isOpen else { return inbound.close() }
+                if state.stalled.withLock({ $0 }) {
+                    // Accepted, and never answered.
+                    state.withLock { $0.channels.append(inbound) }
+                    return inbound.eventLoop.makeSucceededVoidFuture()
+                }
                 return ClientBootstrap(group: inbound.eventLoop)
                     .connect(host: targetHost, port: targetPort)
                     .flatMap { outbound in
                         state.withLock { $0.channels.append(contentsOf: [inbound, outbound]) }
-                        return inbound.pipeline.addHandler(Glue(peer: outbound)).flatMap {
-                            outbound.pipeline.addHandler(Glue(peer: inbound))
+                        return inbound.pipeline.addHandler(Glue(peer: outbound, state: state)).flatMap {
+                            outbound.pipeline.addHandler(Glue(peer: inbound, state: state))
                         }
                     }
                     .flatMapError { _ in inbound.close() }
@@ -58,6 +65,14 @@ public final class TCPProxy: Sendable {
     /// Accepts and forwards connections again.
     public func restore() {
         state.withLock { $0.open = true }
+        state.stalled.withLock { $0 = false }
+    }
+
+    /// A database that stops answering without closing anything (a network partition): connections stay
+    /// open and nothing more is forwarded either way; new ones are accepted and never answered. Every
+    /// statement then waits for its own timeout.
+    public func stall() {
+        state.stalled.withLock { $0 = true }
     }
 
     public func stop() async {
@@ -69,12 +84,15 @@ public final class TCPProxy: Sendable {
     private final class Glue: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         let peer: any Channel
+        let state: State
 
-        init(peer: any Channel) {
+        init(peer: any Channel, state: State) {
             self.peer = peer
+            self.state = state
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !state.stalled.withLock({ $0 }) else { return }
             peer.writeAndFlush(unwrapInboundIn(data), promise: nil)
         }
 

@@ -64,12 +64,13 @@ struct CatalogController: Sendable {
         guard let header = request.headers[.ifMatch] else {
             throw ProblemDetails(.ifMatchRequired, detail: "send If-Match with the ETag you read (\"0\" for a policy never set)")
         }
-        // `"n"` or `W/"n"`, n a revision without leading zeros.
+        // `"n"` or `W/"n"`, n a revision without leading zeros and of at most 18 digits, as the spec's
+        // pattern says (no revision comes near it).
         var tag = Substring(header.trimmingCharacters(in: .whitespaces))
         if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
         let digits = tag.dropFirst().dropLast()
         guard tag.count >= 3, tag.hasPrefix("\""), tag.hasSuffix("\""), digits == "0" || !digits.hasPrefix("0"),
-            let revision = TextRules.integer(digits, in: 0...Int.max)
+            let revision = TextRules.integer(digits, in: 0...999_999_999_999_999_999)
         else {
             throw ProblemDetails.badRequest("If-Match must be an ETag such as \"3\"", field: "If-Match")
         }

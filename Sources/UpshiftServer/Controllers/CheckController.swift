@@ -112,8 +112,10 @@ struct CheckController: Sendable {
         let reusable = checkRequest.install == nil || !entry.timing.dependsOnInstall(platform: checkRequest.platform)
         let question = CheckAnswerCache.Question(checkRequest, app: appId, generation: entry.generation)
         let answer: CheckAnswerCache.Answer
-        if reusable, let cached = answers.answer(question, interval: interval) {
-            answer = cached
+        if reusable, let cached = answers.answer(question, interval: interval),
+            let spelled = cached.spelling == checkRequest.version.text ? cached : cached.respelled(as: checkRequest.version.text)
+        {
+            answer = spelled
         } else {
             answer = try compute(checkRequest, entry: entry, now: now, interval: interval)
             // Kept unless another install could get another answer to the same question.
@@ -150,7 +152,8 @@ struct CheckController: Sendable {
                 .cacheControl: "private, max-age=\(decision.checkAfterSeconds)",
             ],
             action: decision.action, reason: decision.reason, latestVersion: decision.latestVersion,
-            interval: interval, dependsOnInstall: entry.timing.dependsOnInstall(platform: request.platform))
+            interval: interval, dependsOnInstall: entry.timing.dependsOnInstall(platform: request.platform),
+            installedVersion: decision.installedVersion)
     }
 
     /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent). `clean` is false when the query may

@@ -142,7 +142,7 @@ enum OverviewPage {
             : "<button type=\"submit\" name=\"action\" value=\"pause\">Pause</button>"
         return """
             <tr><td colspan="5"><form class="inline" method="post" action="\(action)" aria-label="Rollout of \(release.version.normalized)">\(hidden)\
-            <label>Rollout %<input id="\(id)-percent" name="percent" type="number" min="0" max="100" step="0.1" value="\(JSONNumber(release.rolloutPercent).literal)" size="5"></label>\
+            <label>Rollout %<input id="\(id)-percent" name="percent" type="number" min="0" max="100" step="0.01" value="\(JSONNumber(release.rolloutPercent).literal)" size="5"></label>\
             <label>Reason<input id="\(id)-reason" name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" placeholder="why"></label>\
             <button type="submit" name="action" value="rollout">Set rollout</button>\(pause)\
             <button class="danger" type="submit" name="action" value="withdraw">Withdraw</button></form></td></tr>

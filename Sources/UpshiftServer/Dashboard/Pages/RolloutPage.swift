@@ -56,8 +56,8 @@ enum RolloutPage {
             <label>Minimum version<input name="minimumVersion" value="\(version(policy.minimumVersion))" placeholder="none"></label>
             <label>Target version<input name="targetVersion" value="\(version(policy.targetVersion))" placeholder="the latest release"></label>
             <label>Blocked versions (comma-separated)<input name="blockedVersions" value="\(policy.blockedVersions.map(\.normalized).joined(separator: ", "))"></label>
-            <label>Notify after (days)<input name="notifyAfterDays" type="number" min="0" step="any" value="\(optional(policy.notifyAfterDays))"></label>
-            <label>Block after (days)<input name="blockAfterDays" type="number" min="0" step="any" value="\(optional(policy.blockAfterDays))"></label>
+            <label>Notify after (days)<input name="notifyAfterDays" type="number" min="0" step="0.001" value="\(optional(policy.notifyAfterDays))"></label>
+            <label>Block after (days)<input name="blockAfterDays" type="number" min="0" step="0.001" value="\(optional(policy.blockAfterDays))"></label>
             <label>Versions behind before a soft prompt<input name="versionsBehindThreshold" type="number" min="1" value="\(policy.versionsBehindThreshold)"></label>
             <label>Remind interval (seconds)<input name="remindIntervalSeconds" type="number" min="0" value="\(policy.remindIntervalSeconds)"></label>
             <label>Check interval (seconds)<input name="checkIntervalSeconds" type="number" min="0" value="\(policy.checkIntervalSeconds)"></label>
