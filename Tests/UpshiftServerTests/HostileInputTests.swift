@@ -255,6 +255,22 @@ import UpshiftTestSupport
                 #expect(connection.status == 400, "\(bad): \(connection.answer.prefix(200))")
                 #expect(connection.answer.contains(#""field":"version""#), "\(bad)")
             }
+            // The app of a path is text like any parameter: bytes that are not UTF-8 or a control
+            // character are named (400); text that is no app's id is no app (404). Check, catalog, reports.
+            for (target, key) in [
+                ("GET /v1/apps/%APP%/check?platform=ios&version=1.0", nil), ("GET /v1/apps/%APP%", harness.readKey),
+                ("GET /v1/apps/%APP%/reports/adoption?platform=ios", harness.readKey),
+            ] as [(String, String?)] {
+                for (app, status) in [("%FF", 400), ("ex%00penses", 400), ("%E2%82", 400), ("Expenses!", 404), ("none", 404)] {
+                    let connection = try await RawConnection.open(port: server.port)
+                    let auth = key.map { "Authorization: Bearer \($0)\r\n" } ?? ""
+                    await connection.send(
+                        target.replacingOccurrences(of: "%APP%", with: app) + " HTTP/1.1\r\nHost: x\r\n\(auth)Connection: close\r\n\r\n")
+                    try await ConnectionLimitsTests.waitUntil { connection.isClosed }
+                    #expect(connection.status == status, "\(target) with \(app): \(connection.answer.prefix(200))")
+                    if status == 400 { #expect(connection.answer.contains(#""field":"app""#), "\(target) with \(app)") }
+                }
+            }
             // A header the server reads: an ETag it cannot have is named.
             // 19 digits: beyond the spec's pattern (at most 18), though it would fit an Int.
             for tag in ["\"7187100878738540342055441\"", "\"1000000000000000000\"", "\"01\"", "\"1", "*", "\"1\", \"2\""] {

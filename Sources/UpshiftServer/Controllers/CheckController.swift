@@ -105,7 +105,7 @@ struct CheckController: Sendable {
         context: UpshiftRequestContext
     ) throws -> Response {
         guard let (appId, entry) = app else {
-            throw ProblemDetails.notFound("no app \(context.parameters.get("app") ?? "")")
+            throw CatalogError.appNotFound(try context.pathValue("app"))  // 400 when the segment is not text
         }
         let now = clock.now()
         let interval = entry.timing.interval(platform: checkRequest.platform, now: now)

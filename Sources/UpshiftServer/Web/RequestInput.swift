@@ -107,11 +107,11 @@ extension UpshiftRequestContext {
         return text
     }
 
-    /// The `{app}` of the path. Any text that is not an app id (or not text at all) names no app: `404`.
+    /// The `{app}` of the path: `400` naming it when it is not text (bytes that are not UTF-8, control
+    /// characters), as every parameter; text that is not an app id names no app: `404`.
     func appId() throws -> String {
-        guard let app = try? pathValue("app"), AppID.isValid(app) else {
-            throw ProblemDetails.notFound("no app \(parameters.get("app") ?? "")")
-        }
+        let app = try pathValue("app")
+        guard AppID.isValid(app) else { throw CatalogError.appNotFound(app) }
         return app
     }
 
