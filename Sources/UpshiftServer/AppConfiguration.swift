@@ -36,8 +36,7 @@ public struct AppConfiguration: Sendable {
     /// How often the server asks whether a key was created or revoked (then it reloads them all): a
     /// revocation reaches every instance within this time.
     public var keyRefresh: Duration = .seconds(1)
-    /// Database connections of the pool.
-    public var maximumConnections = 16
+    public var pools = DatabasePoolSettings()
 
     public init(database: DatabaseSettings) {
         self.database = database
@@ -100,6 +99,20 @@ public struct AppConfiguration: Sendable {
         if let timeout = try read.seconds("UPSHIFT_SHUTDOWN_TIMEOUT") { configuration.connections.shutdownTimeout = timeout }
         if let count = try read.integer("UPSHIFT_MAX_CONNECTIONS", in: 1...1_000_000) {
             configuration.connections.maximumConnections = count
+        }
+        if let count = try read.integer("UPSHIFT_HOT_POOL_CONNECTIONS", in: 1...1_000) {
+            configuration.pools.hotConnections = count
+        }
+        if let count = try read.integer("UPSHIFT_READ_POOL_CONNECTIONS", in: 1...1_000) {
+            configuration.pools.readConnections = count
+        }
+        if let count = try read.integer("UPSHIFT_PROJECTION_POOL_CONNECTIONS", in: 1...1_000) {
+            configuration.pools.projectionConnections = count
+        }
+        if let timeout = try read.seconds("UPSHIFT_POOL_WAIT_TIMEOUT") { configuration.pools.waitTimeout = timeout }
+        if let timeout = try read.seconds("UPSHIFT_DATABASE_TIMEOUT") { configuration.pools.answerTimeout = timeout }
+        if let timeout = try read.seconds("UPSHIFT_REPORT_STATEMENT_TIMEOUT") {
+            configuration.pools.reportStatementTimeout = timeout
         }
         if let bytes = try read.integer("UPSHIFT_MAX_HEAD_BYTES", in: 1024...(1 << 20)) {
             configuration.connections.maximumHeadBytes = bytes

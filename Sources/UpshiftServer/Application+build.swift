@@ -80,19 +80,26 @@ public struct ApplicationParts {
         let registry = PrometheusCollectorRegistry()
         let metrics = PrometheusMetricsFactory(registry: registry)
 
-        let database = Database(
-            settings: configuration.database, maximumConnections: configuration.maximumConnections, logger: logger)
-        let client = database.client
-        let eventLog = EventLog(client: client, logger: logger)
-        let catalogStore = CatalogStore(client: client, logger: logger)
+        // Pools of their own for the hot path, the reads and the projection runner, so that slow reports
+        // cannot starve ingestion (docs/OPERATIONS.md, "Database connections").
+        let pools = configuration.pools
+        let hot = DatabasePool(
+            name: "hot", settings: configuration.database, connections: pools.hotConnections, bounds: pools.hotBounds,
+            metrics: metrics, logger: logger)
+        let reads = DatabasePool(
+            name: "reads", settings: configuration.database, connections: pools.readConnections,
+            bounds: pools.readBounds, statementTimeout: pools.reportStatementTimeout, metrics: metrics, logger: logger)
+        let eventLog = EventLog(pool: hot, logger: logger)
+        let catalogStore = CatalogStore(pool: reads, logger: logger)
         let snapshot = CatalogSnapshot()
         let serveHTTP = configuration.roles.contains(.http)
         let readiness = Readiness(required: serveHTTP ? [.migrations, .partitions, .catalog, .keys] : [.migrations, .partitions])
         let snapshotLoader = CatalogSnapshotService(
-            snapshot: snapshot, store: catalogStore, readiness: readiness, metrics: metrics, logger: logger)
+            snapshot: snapshot, store: CatalogStore(pool: hot, logger: logger), database: configuration.database,
+            readiness: readiness, metrics: metrics, logger: logger)
         let partitions = PartitionMaintainer(log: eventLog, clock: configuration.clock, logger: logger)
         let keys = KeyDirectory(
-            store: KeyStore(client: client, logger: logger), refreshInterval: configuration.keyRefresh,
+            store: KeyStore(pool: hot, logger: logger), refreshInterval: configuration.keyRefresh,
             readiness: readiness, logger: logger)
 
         let router = Router(context: UpshiftRequestContext.self)
@@ -101,12 +108,12 @@ public struct ApplicationParts {
         if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
         router.addRoutes(
             HealthController(
-                readiness: readiness, database: database, exposition: { registry.emit(into: &$0) },
+                readiness: readiness, database: DatabaseProbe(pool: hot), exposition: { registry.emit(into: &$0) },
                 openAPI: try OpenAPIDocument.load(configuration.openAPIFile)
             ).routes)
 
-        // The pool first: it stops last, after everything that uses it.
-        var services: [any Service] = [client]
+        // The pools first: they stop last, after everything that uses them.
+        var services: [any Service] = [hot.client, reads.client]
         let feedSignal = FeedSignal()
         if serveHTTP {
             let authentication = BearerAuthentication(keys: keys)
@@ -128,13 +135,13 @@ public struct ApplicationParts {
                     await snapshotLoader.reload(reason: "write")
                 }.routes(authentication: authentication), atPath: "/v1/apps")
             let reports = ReportService(
-                store: ReportStore(client: client, logger: logger), snapshot: snapshot, clock: configuration.clock)
+                store: ReportStore(pool: reads, logger: logger), snapshot: snapshot, clock: configuration.clock)
             router.addRoutes(
                 ReportsController(reports: reports, snapshot: snapshot, clock: configuration.clock)
                     .routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
             router.addRoutes(
                 DashboardPages(
-                    sessions: SessionStore(client: client, logger: logger), keys: keys, catalog: catalogStore,
+                    sessions: SessionStore(pool: hot, logger: logger), keys: keys, catalog: catalogStore,
                     reports: reports, snapshot: snapshot, clock: configuration.clock,
                     signInLimiter: RateLimiter(configuration.check.ratePerClient),
                     sessionLimiter: RateLimiter(configuration.dashboard.ratePerClient),
@@ -145,9 +152,13 @@ public struct ApplicationParts {
             services.append(contentsOf: [partitions, writer, snapshotLoader, keys] as [any Service])
         }
         if configuration.roles.contains(.projections) {
+            let projections = DatabasePool(
+                name: "projections", settings: configuration.database, connections: pools.projectionConnections,
+                bounds: nil, metrics: metrics, logger: logger)
+            services.insert(projections.client, at: 0)
             services.append(
                 ProjectionRunner(
-                    store: ProjectionStore(client: client, logger: logger), settings: configuration.projections,
+                    store: ProjectionStore(pool: projections, logger: logger), settings: configuration.projections,
                     signal: feedSignal, readiness: readiness, metrics: metrics, logger: logger))
         }
         routes = router.routes.map { ($0.method, $0.path.description) }
@@ -155,9 +166,11 @@ public struct ApplicationParts {
         self.router = router
         self.services = services
 
+        let database = configuration.database
         start = {
+            try await waitForDatabase(database, logger: logger)
             try await retryingWhileUnreachable(logger: logger) {
-                let applied = try await Migrator(client: client, logger: logger).migrate(migrations)
+                let applied = try await Migrator(client: hot.client, logger: logger).migrate(migrations)
                 if !applied.isEmpty { logger.info("migrated", metadata: ["migrations.applied": "\(applied)"]) }
             }
             readiness.mark(.migrations)
@@ -171,10 +184,30 @@ public struct ApplicationParts {
     }
 }
 
-/// Start-up work that needs the database waits for it (a container may start before PostgreSQL),
-/// but gives up after a minute so that a misconfigured instance fails visibly.
+/// How long `serve` waits at start for PostgreSQL to accept a connection (a container may start
+/// before it) before it gives up, so that a misconfigured instance fails visibly.
+let startupDatabaseWait: Duration = .seconds(60)
+
+/// Waits until PostgreSQL accepts a connection, logging each failed attempt with its cause (refused,
+/// timed out, authentication, unknown database); throws ``DatabaseUnreachable`` after
+/// ``startupDatabaseWait``.
+private func waitForDatabase(_ settings: DatabaseSettings, logger: Logger) async throws {
+    let deadline = ContinuousClock.now.advanced(by: startupDatabaseWait)
+    var attempt = 1
+    while let unreachable = await Database.diagnose(settings, logger: logger) {
+        guard ContinuousClock.now < deadline else { throw unreachable }
+        logger.warning(
+            "database unreachable at start; retrying every second for up to \(startupDatabaseWait)",
+            metadata: ["attempt": "\(attempt)", "error": "\(unreachable)"])
+        attempt += 1
+        try await Task.sleep(for: .seconds(1))
+    }
+}
+
+/// Start-up work after the database answered once: should it go away again meanwhile, the work is
+/// retried every second for up to ``startupDatabaseWait``.
 private func retryingWhileUnreachable(logger: Logger, _ work: @Sendable () async throws -> Void) async throws {
-    let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+    let deadline = ContinuousClock.now.advanced(by: startupDatabaseWait)
     while true {
         do {
             return try await work()

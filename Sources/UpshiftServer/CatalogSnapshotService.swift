@@ -11,15 +11,21 @@ import UpshiftStore
 struct CatalogSnapshotService: Service {
     let snapshot: CatalogSnapshot
     let store: CatalogStore
+    /// Where the listener opens its own connection.
+    let database: DatabaseSettings
     let readiness: Readiness
     let logger: Logger
     /// Apps the last load could not read (each logged as an error, its last good catalog kept).
     let undecodable: Meter
     var pollInterval: Duration = .seconds(1)
 
-    init(snapshot: CatalogSnapshot, store: CatalogStore, readiness: Readiness, metrics: any MetricsFactory, logger: Logger) {
+    init(
+        snapshot: CatalogSnapshot, store: CatalogStore, database: DatabaseSettings, readiness: Readiness,
+        metrics: any MetricsFactory, logger: Logger
+    ) {
         self.snapshot = snapshot
         self.store = store
+        self.database = database
         self.readiness = readiness
         self.logger = logger
         undecodable = ServerMetrics.gauge("catalog_apps_undecodable", factory: metrics)
@@ -70,7 +76,8 @@ struct CatalogSnapshotService: Service {
             let started = ContinuousClock.now
             do {
                 try await cancelWhenGracefulShutdown {
-                    try await store.listen(
+                    try await CatalogStore.listen(
+                        settings: database, logger: logger,
                         onListening: { await reload(reason: "listen") },  // catch up on what was missed
                         onChange: { _ in await reload(reason: "notify") })
                 }

@@ -56,11 +56,15 @@ public struct CatalogStore: Sendable {
     /// The channel every catalog write notifies, with the app id as payload.
     public static let notifyChannel = "upshift_catalog"
 
-    let client: PostgresClient
+    let pool: DatabasePool
     let logger: Logger
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
+        self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
+    }
+
+    public init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
         self.logger = logger
     }
 
@@ -88,7 +92,7 @@ public struct CatalogStore: Sendable {
         var catalogs: [String: AppCatalog] = [:]
         var undecodable: [String: String] = [:]
         for app in try await apps(id: appId) { catalogs[app.id] = AppCatalog(app: app) }
-        let releases = try await client.query(
+        let releases = try await pool.query(
             "SELECT app_id, platform, version_key, release::text, revision FROM releases WHERE \(appId)::text IS NULL OR app_id = \(appId)",
             logger: logger)
         for try await (appId, platform, version, json, revision) in releases.decode((String, String, String, String, Int).self) {
@@ -100,7 +104,7 @@ public struct CatalogStore: Sendable {
                 undecodable[appId] = undecodable[appId] ?? "release \(platform) \(version): \(error)"
             }
         }
-        let policies = try await client.query(
+        let policies = try await pool.query(
             "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(appId)::text IS NULL OR app_id = \(appId)",
             logger: logger)
         for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
@@ -119,13 +123,13 @@ public struct CatalogStore: Sendable {
 
     /// A number that grows with every catalog write (the sum of the stream heads), for polling.
     public func version() async throws -> Int64 {
-        let rows = try await client.query("SELECT coalesce(sum(version), 0)::bigint FROM streams", logger: logger)
+        let rows = try await pool.query("SELECT coalesce(sum(version), 0)::bigint FROM streams", logger: logger)
         for try await value in rows.decode(Int64.self) { return value }
         return 0
     }
 
     public func apps(id: String? = nil) async throws -> [AppInfo] {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT app_id, name, default_locale, update_urls::text, store_ids::text FROM apps
             WHERE \(id)::text IS NULL OR app_id = \(id) ORDER BY app_id
@@ -150,7 +154,7 @@ public struct CatalogStore: Sendable {
 
     /// The app's catalog changes, newest first; `before` pages back by stream version.
     public func history(appId: String, before: Int?, limit: Int) async throws -> [CatalogHistoryEntry] {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT stream_version, type, occurred_at, data::text FROM event_log
             WHERE stream_id = \("app:\(appId)") AND (\(before)::bigint IS NULL OR stream_version < \(before))
@@ -171,7 +175,7 @@ public struct CatalogStore: Sendable {
 
     /// Every catalog event of an app, oldest first (rebuilds and audits).
     public func events(appId: String) async throws -> [CatalogEvent] {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             "SELECT type, data::text FROM event_log WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
             logger: logger)
         var events: [CatalogEvent] = []
@@ -184,17 +188,24 @@ public struct CatalogStore: Sendable {
 
     /// Listens for catalog writes on a connection of its own: `onListening` once the LISTEN is in
     /// place, `onChange` with the app id of every write. Returns or throws when the connection ends.
-    public func listen(
+    public static func listen(
+        settings: DatabaseSettings, logger: Logger,
         onListening: @Sendable () async -> Void, onChange: @Sendable (String) async -> Void
     ) async throws {
-        try await client.withConnection { connection in
-            try await connection.listen(on: Self.notifyChannel) { notifications in
+        let connection = try await PostgresConnection.connect(
+            configuration: try settings.connectionConfiguration(applicationName: "upshift-listener"), id: 0, logger: logger)
+        do {
+            try await connection.listen(on: notifyChannel) { notifications in
                 await onListening()
                 for try await notification in notifications {
                     await onChange(notification.payload)
                 }
             }
+        } catch {
+            try? await connection.close()
+            throw error
         }
+        try? await connection.close()
     }
 
     // MARK: Writes
@@ -207,7 +218,7 @@ public struct CatalogStore: Sendable {
         let stream = "app:\(app.id)"
         let urls = try CatalogCoding.json(app.updateURL)
         let stores = try CatalogCoding.json(app.storeId)
-        try await client.transaction(logger: logger) { connection in
+        try await pool.transaction(logger: logger) { connection in
             let head = try await connection.query(
                 "INSERT INTO streams (stream_id, version) VALUES (\(stream), 1) ON CONFLICT DO NOTHING RETURNING version",
                 logger: logger)
@@ -347,7 +358,7 @@ public struct CatalogStore: Sendable {
         appId: String, now: Date,
         _ body: @escaping @Sendable (PostgresConnection, Int) async throws -> T
     ) async throws -> T {
-        try await client.transaction(logger: logger) { connection in
+        try await pool.transaction(logger: logger) { connection in
             let head = try await connection.query(
                 "SELECT version FROM streams WHERE stream_id = \("app:\(appId)") FOR UPDATE", logger: logger)
             var version: Int?

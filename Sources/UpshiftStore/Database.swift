@@ -1,35 +1,111 @@
 import Logging
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import UpshiftCore
 
-/// The connection pool of one PostgreSQL database, and what the server asks of it as a whole. The pool
-/// (`client`, a `PostgresClient`) is a service of the application's group itself.
-public final class Database: Sendable {
-    public let client: PostgresClient
-    let logger: Logger
-
-    public init(settings: DatabaseSettings, maximumConnections: Int, logger: Logger) {
-        self.client = PostgresClient(
-            configuration: settings.clientConfiguration(maximumConnections: maximumConnections), backgroundLogger: logger)
-        self.logger = logger
+/// What the server and the CLI ask of PostgreSQL as a whole: whether an error means it could not be
+/// reached, and, when it cannot be, why (``diagnose(_:logger:)``).
+public enum Database {
+    /// Whether `error` means the database could not be reached or could not answer in time (rather
+    /// than refused a statement).
+    public static func isConnectionError(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError { return error.code == .connectionError || error.code == .serverClosedConnection || error.code == .clientClosedConnection }
+        return error is DeadlineExceeded || error is ConnectionLost || error is DatabaseUnavailable
+            || error is DatabaseUnreachable
     }
 
-    /// Whether PostgreSQL answers `SELECT 1` within `limit`.
-    public func isReachable(within limit: Duration = .seconds(2)) async -> Bool {
+    /// Opens one connection outside any pool and closes it: nil when that works, else why not
+    /// (refused, timed out, authentication, unknown database…), naming the host and port. A pool
+    /// hides the cause behind its circuit breaker; this is how the CLI and `serve`'s start-up say it.
+    public static func diagnose(_ settings: DatabaseSettings, logger: Logger) async -> DatabaseUnreachable? {
         do {
-            return try await withDeadline(limit) { [client, logger] in
-                for try await _ in try await client.query("SELECT 1", logger: logger) {}
-                return true
+            let connection = try await withDeadline(.seconds(5)) {
+                try await PostgresConnection.connect(
+                    configuration: try settings.connectionConfiguration(applicationName: "upshift-probe"), id: 0,
+                    logger: logger)
             }
+            try? await connection.close()
+            return nil
         } catch {
-            return false
+            return DatabaseUnreachable(settings, error: error)
+        }
+    }
+}
+
+/// PostgreSQL could not be connected to, and why, with where it was looked for.
+public struct DatabaseUnreachable: Error, CustomStringConvertible, Sendable {
+    public enum Cause: Sendable, Equatable, CustomStringConvertible {
+        case refused
+        case timedOut
+        case unknownHost
+        case authentication(String)
+        case unknownDatabase(String)
+        case other(String)
+
+        public var description: String {
+            switch self {
+            case .refused: "connection refused (is PostgreSQL running, on this port?)"
+            case .timedOut: "the connection timed out"
+            case .unknownHost: "the host name does not resolve"
+            case .authentication(let message): "authentication failed: \(message)"
+            case .unknownDatabase(let message): "unknown database: \(message)"
+            case .other(let message): message
+            }
         }
     }
 
-    /// Whether `error` means the database could not be reached (rather than refused a statement).
-    public static func isConnectionError(_ error: any Error) -> Bool {
-        if let error = error as? PSQLError { return error.code == .connectionError || error.code == .serverClosedConnection || error.code == .clientClosedConnection }
-        return error is DeadlineExceeded || error is ConnectionLost
+    public let host: String
+    public let port: Int
+    public let database: String
+    public let username: String
+    public let cause: Cause
+
+    init(_ settings: DatabaseSettings, error: any Error) {
+        host = settings.host
+        port = settings.port
+        database = settings.database
+        username = settings.username
+        cause = Self.cause(of: error)
+    }
+
+    public var description: String {
+        "cannot connect to PostgreSQL at \(host):\(port) (database \(database), user \(username)): \(cause)"
+    }
+
+    static func cause(of error: any Error) -> Cause {
+        switch error {
+        case is DeadlineExceeded:
+            return .timedOut
+        case let error as PSQLError:
+            if let state = error.serverInfo?[.sqlState] {
+                let message = error.serverInfo?[.message] ?? state
+                switch state {
+                case "28P01", "28000": return .authentication(message)
+                case "3D000": return .unknownDatabase(message)
+                default: return .other(message)
+                }
+            }
+            if let underlying = error.underlying { return cause(of: underlying) }
+            if error.code == .serverClosedConnection {
+                return .other("the connection closed before PostgreSQL answered (a network that cannot be reached, or not PostgreSQL)")
+            }
+            return .other(String(describing: error.code))
+        case let error as NIOConnectionError:
+            if let failure = error.connectionErrors.first { return cause(of: failure.error) }
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return .unknownHost }
+            return .other(String(describing: error))
+        case ChannelError.connectTimeout:
+            return .timedOut
+        case let error as IOError where error.errnoCode == ECONNREFUSED:
+            return .refused
+        case let error as IOError where error.errnoCode == ETIMEDOUT:
+            return .timedOut
+        case is SocketAddressError, is SocketAddressError.UnknownHost:
+            return .unknownHost
+        default:
+            return .other(String(describing: error))
+        }
     }
 }
 
@@ -107,11 +183,13 @@ extension PostgresConnection {
 
 extension Database {
     /// Runs `body` with a client of two connections for `settings`, for one command (the CLI, the
-    /// simulation): the client runs while `body` does and stops after it.
+    /// simulation): the client runs while `body` does and stops after it. A database that cannot be
+    /// connected to fails at once with ``DatabaseUnreachable`` (where, and why).
     public static func withClient<T: Sendable>(
         _ settings: DatabaseSettings, logger: Logger,
         _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
     ) async throws -> T {
+        if let unreachable = await diagnose(settings, logger: logger) { throw unreachable }
         let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {

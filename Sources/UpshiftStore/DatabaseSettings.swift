@@ -1,4 +1,5 @@
 import Foundation
+import NIOSSL
 import PostgresNIO
 
 /// Where PostgreSQL is (DESIGN.md section 8): `DATABASE_URL`, or `POSTGRES_HOST`, `POSTGRES_PORT`,
@@ -97,25 +98,44 @@ public struct DatabaseSettings: Sendable, Equatable {
         return copy
     }
 
-    /// A PostgresNIO client configuration. Commits are durable: `synchronous_commit` is set to `on`
-    /// for every connection, whatever the server's default.
+    private var tls: PostgresClient.Configuration.TLS {
+        switch tlsMode {
+        case "require": .require(.makeClientConfiguration())
+        case "prefer": .prefer(.makeClientConfiguration())
+        default: .disable
+        }
+    }
+
+    /// The settings every connection starts with. Commits are durable: `synchronous_commit` is `on`
+    /// whatever the server's default.
+    private func startupParameters(applicationName: String) -> [(String, String)] {
+        [("synchronous_commit", "on"), ("application_name", applicationName)]
+    }
+
+    /// A PostgresNIO client (pool) configuration.
     public func clientConfiguration(maximumConnections: Int = 20, applicationName: String = "upshift")
         -> PostgresClient.Configuration
     {
-        let tls: PostgresClient.Configuration.TLS =
-            switch tlsMode {
-            case "require": .require(.makeClientConfiguration())
-            case "prefer": .prefer(.makeClientConfiguration())
-            default: .disable
-            }
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
         configuration.options.connectTimeout = .seconds(3)
-        configuration.options.additionalStartupParameters = [
-            ("synchronous_commit", "on"),
-            ("application_name", applicationName),
-        ]
+        configuration.options.additionalStartupParameters = startupParameters(applicationName: applicationName)
+        return configuration
+    }
+
+    /// The configuration of one connection outside a pool (the catalog listener, a diagnosis).
+    public func connectionConfiguration(applicationName: String) throws -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS =
+            switch tlsMode {
+            case "require": .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case "prefer": .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            default: .disable
+            }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls)
+        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.additionalStartupParameters = startupParameters(applicationName: applicationName)
         return configuration
     }
 }

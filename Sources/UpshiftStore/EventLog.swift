@@ -5,11 +5,15 @@ import UpshiftCore
 
 /// The append-only `event_log` table (DESIGN.md 5.1).
 public struct EventLog: Sendable {
-    let client: PostgresClient
+    let pool: DatabasePool
     let logger: Logger
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
+        self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
+    }
+
+    public init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
         self.logger = logger
     }
 
@@ -61,7 +65,7 @@ public struct EventLog: Sendable {
             ON CONFLICT DO NOTHING
             RETURNING app_id, event_id
             """
-        return try await client.transaction(logger: logger) { [logger] connection in
+        return try await pool.transaction(logger: logger) { [logger] connection in
             var inserted = Set<EventKey>(minimumCapacity: events.count)
             for try await (app, id) in try await connection.query(query, logger: logger).decode((String, UUID).self) {
                 inserted.insert(EventKey(appId: app, id: id))
@@ -75,7 +79,7 @@ public struct EventLog: Sendable {
     public func storedEvents(matching events: [Event]) async throws -> [Event] {
         guard !events.isEmpty else { return [] }
         let apps = events.map(\.appId), ids = events.map(\.id)
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT l.event_id, l.type, l.occurred_at, l.app_id, l.install_id, l.platform, l.app_version, l.data::text
             FROM unnest(\(apps)::text[], \(ids)::uuid[]) AS q(app_id, id)
@@ -96,7 +100,7 @@ public struct EventLog: Sendable {
     /// When the newest event of the log was recorded; nil for an empty log.
     public func latestRecordedAt() async throws -> Date? {
         var latest: Date?
-        for try await value in try await client.query("SELECT max(recorded_at) FROM event_log", logger: logger).decode(Date?.self) {
+        for try await value in try await pool.query("SELECT max(recorded_at) FROM event_log", logger: logger).decode(Date?.self) {
             latest = value
         }
         return latest
@@ -105,7 +109,7 @@ public struct EventLog: Sendable {
     /// The events of `app` that belong to an install (client events, and checks that carried one).
     public func installEventCount(app: String) async throws -> Int {
         var count = 0
-        for try await value in try await client.query(
+        for try await value in try await pool.query(
             "SELECT count(*)::int8 FROM event_log WHERE app_id = \(app) AND install_id IS NOT NULL", logger: logger
         ).decode(Int.self) { count = value }
         return count
@@ -117,7 +121,7 @@ public struct EventLog: Sendable {
     public func ensurePartitions(now: Date) async throws -> Int {
         let from = now.addingTimeInterval(-31 * 86_400)
         let to = Calendar.utc.date(byAdding: .month, value: 2, to: now) ?? now.addingTimeInterval(62 * 86_400)
-        let rows = try await client.query(
+        let rows = try await pool.query(
             "SELECT upshift_ensure_event_partitions(\(from), \(to))", logger: logger)
         for try await created in rows.decode(Int.self) { return created }
         return 0

@@ -40,11 +40,15 @@ public enum KeyStoreError: Error, CustomStringConvertible, Equatable {
 
 /// The `api_keys` table.
 public struct KeyStore: Sendable {
-    let client: PostgresClient
+    let pool: DatabasePool
     let logger: Logger
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
+        self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
+    }
+
+    public init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
         self.logger = logger
     }
 
@@ -52,14 +56,14 @@ public struct KeyStore: Sendable {
     public func create(name: String, scope: KeyScope, appId: String?, now: Date) async throws -> (APIKey, String) {
         if scope == .ingest, appId == nil { throw KeyStoreError.ingestKeyNeedsApp }
         if let appId {
-            let rows = try await client.query("SELECT 1 FROM apps WHERE app_id = \(appId)", logger: logger)
+            let rows = try await pool.query("SELECT 1 FROM apps WHERE app_id = \(appId)", logger: logger)
             var exists = false
             for try await _ in rows { exists = true }
             guard exists else { throw KeyStoreError.unknownApp(appId) }
         }
         let secret = KeySecret.generate(scope: scope)
         let key = APIKey(id: UUID(), name: name, scope: scope, appId: appId, createdAt: now, revokedAt: nil)
-        try await client.query(
+        try await pool.query(
             """
             INSERT INTO api_keys (key_id, name, scope, app_id, secret_digest, created_at)
             VALUES (\(key.id), \(name), \(scope.rawValue), \(appId), \(KeySecret.digest(secret)), \(now))
@@ -69,7 +73,7 @@ public struct KeyStore: Sendable {
 
     /// The live (not revoked) key whose secret has this digest.
     public func find(digest: String) async throws -> APIKey? {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT key_id, name, scope, app_id, created_at, revoked_at FROM api_keys
             WHERE secret_digest = \(digest) AND revoked_at IS NULL
@@ -84,7 +88,7 @@ public struct KeyStore: Sendable {
 
     /// Every key, oldest first.
     public func list() async throws -> [APIKey] {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             "SELECT key_id, name, scope, app_id, created_at, revoked_at FROM api_keys ORDER BY created_at, name",
             logger: logger)
         var keys: [APIKey] = []
@@ -106,7 +110,7 @@ public struct KeyStore: Sendable {
         guard keys.count <= 1 else { throw KeyStoreError.ambiguousKey(idOrName) }
         guard var key = keys.first else { throw KeyStoreError.unknownKey(idOrName) }
         if key.revokedAt == nil {
-            try await client.query(
+            try await pool.query(
                 "UPDATE api_keys SET revoked_at = \(now) WHERE key_id = \(key.id) AND revoked_at IS NULL",
                 logger: logger)
             key.revokedAt = now
@@ -119,7 +123,7 @@ extension KeyStore {
     /// Every live key by the digest of its secret: the server keeps them all in memory, so that no
     /// request's token costs a database look-up.
     public func liveKeys() async throws -> [String: APIKey] {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT secret_digest, key_id, name, scope, app_id, created_at FROM api_keys WHERE revoked_at IS NULL
             """, logger: logger)
@@ -133,7 +137,7 @@ extension KeyStore {
 
     /// Changes whenever a key is created or revoked: a cheap question to ask every second.
     public func fingerprint() async throws -> String {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT count(*)::text || '/' || count(revoked_at)::text || '/' || coalesce(max(created_at)::text, '')
                    || '/' || coalesce(max(revoked_at)::text, '')

@@ -12,11 +12,15 @@ public struct DashboardSession: Sendable, Equatable {
 
 /// The `dashboard_sessions` table. The browser holds the token; the table holds its digest.
 public struct SessionStore: Sendable {
-    let client: PostgresClient
+    let pool: DatabasePool
     let logger: Logger
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
+        self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
+    }
+
+    public init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
         self.logger = logger
     }
 
@@ -25,8 +29,8 @@ public struct SessionStore: Sendable {
     public func create(key: APIKey, now: Date, lifetime: TimeInterval) async throws -> (token: String, session: DashboardSession) {
         let token = KeySecret.randomToken()
         let session = DashboardSession(key: key, csrfToken: KeySecret.randomToken(), expiresAt: now.addingTimeInterval(lifetime))
-        try await client.query("DELETE FROM dashboard_sessions WHERE expires_at <= \(now)", logger: logger)
-        try await client.query(
+        try await pool.query("DELETE FROM dashboard_sessions WHERE expires_at <= \(now)", logger: logger)
+        try await pool.query(
             """
             INSERT INTO dashboard_sessions (token_digest, key_id, csrf_token, created_at, expires_at)
             VALUES (\(KeySecret.digest(token)), \(key.id), \(session.csrfToken), \(now), \(session.expiresAt))
@@ -36,7 +40,7 @@ public struct SessionStore: Sendable {
 
     /// The live session for this token: not expired, its key not revoked.
     public func find(token: String, now: Date) async throws -> DashboardSession? {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT k.key_id, k.name, k.scope, k.app_id, k.created_at, s.csrf_token, s.expires_at
             FROM dashboard_sessions s JOIN api_keys k USING (key_id)
@@ -53,6 +57,6 @@ public struct SessionStore: Sendable {
 
     /// Ends the session (sign-out); ending one that is gone is harmless.
     public func delete(token: String) async throws {
-        try await client.query("DELETE FROM dashboard_sessions WHERE token_digest = \(KeySecret.digest(token))", logger: logger)
+        try await pool.query("DELETE FROM dashboard_sessions WHERE token_digest = \(KeySecret.digest(token))", logger: logger)
     }
 }

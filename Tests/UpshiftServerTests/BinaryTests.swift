@@ -26,4 +26,64 @@ import UpshiftTestSupport
         #expect(Data(reply.body) == document)
         #expect(await server.terminate() == 0)
     }
+
+    /// Runs `upshift <arguments>` with `DATABASE_URL` set and returns its exit status, standard error
+    /// and how long it took.
+    static func command(_ arguments: [String], databaseURL: String) throws -> (status: Int32, error: String, took: Duration) {
+        let process = Process()
+        process.executableURL = try TestEnvironment.binary()
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = databaseURL
+        process.environment = environment
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        let started = ContinuousClock.now
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text, ContinuousClock.now - started)
+    }
+
+    /// A database that cannot be reached is named, with why, within seconds (not after a minute of
+    /// silence and a pool error).
+    @Test func theCLINamesAnUnreachableDatabaseAndWhy() async throws {
+        let server = try TestEnvironment.databaseSettings()
+        let closed = try await freePort()
+        let cases: [(url: String, expected: String)] = [
+            ("postgres://postgres@127.0.0.1:\(closed)/upshift", "127.0.0.1:\(closed) (database upshift, user postgres): connection refused"),
+            ("postgres://postgres@\(server.host):\(server.port)/no_such_database_here", "unknown database:"),
+            ("postgres://no_such_role_here@\(server.host):\(server.port)/postgres", "authentication failed:"),
+            ("postgres://postgres@no-such-host.invalid:5432/upshift", "no-such-host.invalid:5432"),
+        ]
+        for (url, expected) in cases {
+            let run = try Self.command(["keys", "list"], databaseURL: url)
+            #expect(run.status != 0, "\(url)")
+            #expect(run.error.contains("cannot connect to PostgreSQL at"), "\(url): \(run.error)")
+            #expect(run.error.contains(expected), "\(url): \(run.error)")
+            #expect(run.took < .seconds(10), "\(url): \(run.took)")
+        }
+    }
+
+    /// `serve` waits for its database at start and says, each second, why it cannot connect.
+    @Test func serveLogsEachAttemptToReachItsDatabaseWithTheCause() async throws {
+        let closed = try await freePort()
+        var database = try TestEnvironment.databaseSettings()
+        database.port = closed
+        let server = try ServerProcess(database: database, port: try await freePort())
+        try server.process.run()
+        let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+        while server.log().components(separatedBy: "database unreachable at start").count < 4,
+            ContinuousClock.now < deadline
+        {
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let log = server.log()
+        #expect(server.process.isRunning, "serve gave up before its 60 s: \(log)")
+        #expect(log.components(separatedBy: "database unreachable at start").count >= 4, "\(log)")
+        #expect(log.contains("attempt=3"), "\(log)")
+        #expect(log.contains("127.0.0.1:\(closed)") && log.contains("connection refused"), "\(log)")
+        server.kill9()
+    }
 }

@@ -6,7 +6,7 @@ import UpshiftStore
 /// `/health/live`, `/health/ready`, `/health/db`, `/metrics` and `/openapi.yaml`.
 struct HealthController: Sendable {
     let readiness: Readiness
-    let database: Database
+    let database: DatabaseProbe
     /// Writes the metrics in Prometheus' text format.
     let exposition: @Sendable (inout [UInt8]) -> Void
     let openAPI: OpenAPIDocument?
@@ -36,11 +36,9 @@ struct HealthController: Sendable {
     }
 
     @Sendable func databaseHealth(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
-        let started = ContinuousClock.now
-        guard await database.isReachable() else {
+        guard case .reachable(let elapsed) = await database.current() else {
             return try JSONResponse.make(["status": "unreachable"], status: .serviceUnavailable)
         }
-        let elapsed = ContinuousClock.now - started
         let millis = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
         return try JSONResponse.make(DatabaseHealth(status: "ok", latencyMs: (millis * 10).rounded() / 10))
     }

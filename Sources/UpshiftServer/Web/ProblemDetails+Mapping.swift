@@ -31,6 +31,9 @@ extension ProblemDetails {
             case .overloaded: return .unavailable("too many events are waiting; retry later", retryAfter: 1)
             case .shuttingDown: return .unavailable("the server is shutting down; retry", retryAfter: 1)
             }
+        case let error as DatabaseUnavailable:
+            logger.warning("database unavailable", metadata: ["error": "\(error)"])
+            return .unavailable(error.clientDetail, retryAfter: 2)
         case let error as ReportStore.NotReady:
             return .unavailable("\(error.description); retry shortly", retryAfter: 5)
         case is NIOTooManyBytesError:
@@ -65,6 +68,17 @@ extension ProblemDetails {
         case .appExists, .releaseExists: ProblemDetails(.exists, detail: error.description)
         case .stale: ProblemDetails(.stale, detail: error.description + "; read it again and retry")
         case .invalid(let field): .invalidField(field)
+        }
+    }
+}
+
+extension DatabaseUnavailable {
+    /// What a client is told: which bound passed, not the pool's inner error.
+    var clientDetail: String {
+        switch reason {
+        case .busy: "the server is busy; retry later"
+        case .timedOut, .statementTimeout: "the database did not answer in time; retry later"
+        case .connectionLost, .poolFailed: "the database is unreachable; retry later"
         }
     }
 }

@@ -25,11 +25,15 @@ public struct ProjectionGeneration: Sendable, Equatable {
 
 /// The projection registry and the work of a projection's single active runner (DESIGN.md 5.2).
 public struct ProjectionStore: Sendable {
-    let client: PostgresClient
+    let pool: DatabasePool
     let logger: Logger
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
+        self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
+    }
+
+    public init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
         self.logger = logger
     }
 
@@ -38,7 +42,7 @@ public struct ProjectionStore: Sendable {
     /// Active projections that have not applied every event of the log yet.
     public func activeBehind() async throws -> Int {
         var behind = 0
-        for try await value in try await client.query(
+        for try await value in try await pool.query(
             """
             SELECT count(*)::int8 FROM projections p WHERE p.state = 'active' AND EXISTS (
                 SELECT 1 FROM event_log e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos))
@@ -48,12 +52,12 @@ public struct ProjectionStore: Sendable {
     }
 
     public func generations() async throws -> [ProjectionGeneration] {
-        try await client.withLiveConnection { [logger] connection in try await Self.generations(on: connection, logger: logger) }
+        try await pool.withConnection { [logger] connection in try await Self.generations(on: connection, logger: logger) }
     }
 
     /// The active generation of each projection (what reports read).
     public func activeGenerations() async throws -> [String: Int] {
-        let rows = try await client.query("SELECT name, generation FROM projections WHERE state = 'active'", logger: logger)
+        let rows = try await pool.query("SELECT name, generation FROM projections WHERE state = 'active'", logger: logger)
         var result: [String: Int] = [:]
         for try await (name, generation) in rows.decode((String, Int).self) { result[name] = generation }
         return result
@@ -62,7 +66,7 @@ public struct ProjectionStore: Sendable {
     /// Gives every projection an active generation (the first start creates its tables), and starts
     /// a rebuild for each whose active generation has an older version than the code's.
     public func prepare(_ definitions: [any ProjectionDefinition]) async throws {
-        try await client.transaction(logger: logger) { [logger] connection in
+        try await pool.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
             let existing = try await Self.generations(on: connection, logger: logger)
             for definition in definitions {
@@ -83,7 +87,7 @@ public struct ProjectionStore: Sendable {
 
     /// A new building generation of `definition` (or the one already building), rebuilt from the start.
     public func beginRebuild(_ definition: any ProjectionDefinition) async throws -> ProjectionGeneration {
-        try await client.transaction(logger: logger) { [logger] connection in
+        try await pool.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
             let mine = try await Self.generations(on: connection, logger: logger).filter { $0.name == definition.name }
             if let building = mine.first(where: { $0.state == .building }) { return building }
@@ -93,7 +97,7 @@ public struct ProjectionStore: Sendable {
 
     /// Switches `generation` in as the active one, then drops the tables of the one it replaces.
     public func activate(_ definition: any ProjectionDefinition, generation: Int) async throws {
-        let retired: [Int] = try await client.transaction(logger: logger) { [logger] connection in
+        let retired: [Int] = try await pool.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
             let rows = try await connection.query(
                 """
@@ -115,7 +119,7 @@ public struct ProjectionStore: Sendable {
 
     /// Drops a generation's tables and forgets it.
     public func drop(_ definition: any ProjectionDefinition, generation: Int) async throws {
-        try await client.transaction(logger: logger) { [logger] connection in
+        try await pool.transaction(logger: logger) { [logger] connection in
             try await connection.query(
                 "DELETE FROM projections WHERE name = \(definition.name) AND generation = \(generation)", logger: logger)
             try await connection.query(
@@ -131,7 +135,7 @@ public struct ProjectionStore: Sendable {
 
     /// Dead letters per (projection, generation).
     public func deadLetterCounts() async throws -> [String: Int] {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             "SELECT name || ':' || generation, count(*)::int8 FROM projection_dead_letters GROUP BY 1", logger: logger)
         var result: [String: Int] = [:]
         for try await (key, count) in rows.decode((String, Int).self) { result[key] = count }
@@ -140,7 +144,7 @@ public struct ProjectionStore: Sendable {
 
     /// How far a checkpoint is behind the feed: events not yet applied, and the age of the oldest.
     public func lag(after checkpoint: FeedPosition, now: Date) async throws -> (events: Int, seconds: Double) {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT count(*)::int8, min(recorded_at) FROM event_log
             WHERE (tx_id, position) > (\(String(checkpoint.transaction))::text::xid8, \(checkpoint.position))
@@ -153,7 +157,7 @@ public struct ProjectionStore: Sendable {
 
     /// The highest position handed out so far (an estimate of the feed's length, for progress).
     public func feedLength() async throws -> Int64 {
-        let rows = try await client.query(
+        let rows = try await pool.query(
             "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM event_log_position_seq", logger: logger)
         for try await value in rows.decode(Int64.self) { return value }
         return 0
@@ -167,10 +171,10 @@ public struct ProjectionStore: Sendable {
     /// `limit`, and fails as soon as its connection closes.
     public func lead<T: Sendable>(
         _ definition: any ProjectionDefinition, generation: Int, limit: Duration,
-        _ body: @Sendable (ProjectionLeader) async throws -> T
+        _ body: @escaping @Sendable (ProjectionLeader) async throws -> T
     ) async throws -> T? {
         let key = "upshift:projection:\(definition.name):\(generation)"
-        return try await client.withConnection { connection in
+        return try await pool.withConnection { connection in
             let leader = ProjectionLeader(
                 connection: connection, definition: definition, generation: generation, limit: limit, logger: logger)
             guard try await leader.lock(key) else { return nil }

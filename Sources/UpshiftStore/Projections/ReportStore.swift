@@ -5,14 +5,18 @@ import UpshiftCore
 
 /// The report queries of DESIGN.md section 6, over the active generation of each projection.
 public struct ReportStore: Sendable {
-    let client: PostgresClient
+    let pool: DatabasePool
     let logger: Logger
     let projections: ProjectionStore
 
     public init(client: PostgresClient, logger: Logger) {
-        self.client = client
+        self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
+    }
+
+    public init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
         self.logger = logger
-        projections = ProjectionStore(client: client, logger: logger)
+        projections = ProjectionStore(pool: pool, logger: logger)
     }
 
     /// Thrown when a projection has no active generation yet (the server has not started its runner).
@@ -40,7 +44,7 @@ public struct ReportStore: Sendable {
         -> [(day: UTCDay, version: String, sortKey: String, installs: Int)]
     {
         let active = try await tables("adoption")
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT day::text, version, version_key, installs FROM \(table("adoption_daily", of: "adoption", in: active))
             WHERE app_id = \(app) AND platform = \(platform)
@@ -67,7 +71,7 @@ public struct ReportStore: Sendable {
     public func release(app: String, platform: String, version: Version) async throws -> ReleaseFigures? {
         let active = try await tables("release_cohorts", "install_state")
         let name = version.normalized
-        let found = try await client.query(
+        let found = try await pool.query(
             """
             SELECT released_at FROM \(table("release_cohorts", of: "release_cohorts", in: active))
             WHERE app_id = \(app) AND platform = \(platform) AND version = \(name)
@@ -78,7 +82,7 @@ public struct ReportStore: Sendable {
         // T per cohort install: its first time on a version ≥ the release, at or after the release. A
         // join, not a lookup per install, so that PostgreSQL can hash it: at 1 M installs a cohort has
         // hundreds of thousands.
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             WITH members AS MATERIALIZED (
                 SELECT install_id FROM \(table("release_installs", of: "release_cohorts", in: active))
@@ -121,7 +125,7 @@ public struct ReportStore: Sendable {
     public func funnels(app: String, platform: String, target: Version?) async throws -> [PromptFunnelReport.Funnel] {
         let active = try await tables("prompt_funnel", "install_state")
         // Conversion by a join of the prompted installs with their versions, not a lookup per install.
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             WITH p AS MATERIALIZED (
                 SELECT * FROM \(table("prompt_installs", of: "prompt_funnel", in: active))
@@ -161,7 +165,7 @@ public struct ReportStore: Sendable {
         -> [(version: String, osVersion: String?, installs: Int)]
     {
         let active = try await tables("install_state")
-        let rows = try await client.query(
+        let rows = try await pool.query(
             """
             SELECT version, os_version, count(*)::int8 FROM \(table("install_state", of: "install_state", in: active))
             WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
