@@ -78,7 +78,12 @@ public struct ApplicationParts {
         // Prometheus is bound here, once: every service counts through the swift-metrics API, into a
         // registry of this application's own (tests build several applications in one process).
         let registry = PrometheusCollectorRegistry()
-        let metrics = PrometheusMetricsFactory(registry: registry)
+        var metrics = PrometheusMetricsFactory(registry: registry)
+        metrics.durationHistogramBuckets["upshift_http_request_duration_seconds"] = RequestMetricsMiddleware<
+            UpshiftRequestContext
+        >.durationBuckets
+        metrics.valueHistogramBuckets["upshift_ingest_batch_events"] = [1, 2, 5, 10, 25, 50, 100, 250, 500]
+        metrics.valueHistogramBuckets["upshift_ingest_flush_events"] = [1, 10, 100, 500, 1_000, 2_500, 5_000]
 
         // Pools of their own for the hot path, the reads and the projection runner, so that slow reports
         // cannot starve ingestion (docs/OPERATIONS.md, "Database connections").
@@ -104,6 +109,7 @@ public struct ApplicationParts {
 
         let router = Router(context: UpshiftRequestContext.self)
         let routeTable = RouteTable()
+        router.middlewares.add(RequestMetricsMiddleware(factory: metrics))
         router.middlewares.add(ProblemMiddleware(routes: routeTable))
         if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
         router.addRoutes(
@@ -143,8 +149,8 @@ public struct ApplicationParts {
                 DashboardPages(
                     sessions: SessionStore(pool: hot, logger: logger), keys: keys, catalog: catalogStore,
                     reports: reports, snapshot: snapshot, clock: configuration.clock,
-                    signInLimiter: RateLimiter(configuration.check.ratePerClient),
-                    sessionLimiter: RateLimiter(configuration.dashboard.ratePerClient),
+                    signInLimiter: RateLimiter(configuration.check.ratePerClient, name: "sign_in", metrics: metrics),
+                    sessionLimiter: RateLimiter(configuration.dashboard.ratePerClient, name: "dashboard", metrics: metrics),
                     trustedProxies: configuration.trustedProxies
                 ) {
                     await snapshotLoader.reload(reason: "dashboard write")

@@ -61,6 +61,10 @@ final class IngestionWriter: Service, Sendable {
     private let state = Mutex(State())
     private let flushed: Counter
     private let flushFailures: Counter
+    /// Events waiting for a flush, by kind (posted, observation).
+    private let queued: [Meter]
+    /// Rows per group commit.
+    private let flushRows: Recorder
     private let wake: @Sendable () -> Void
     private let shutdown: ShutdownDeadline
 
@@ -78,6 +82,14 @@ final class IngestionWriter: Service, Sendable {
         // Group commits of events, and those that failed (database unavailable).
         self.flushed = ServerMetrics.counter("ingest_flushes", factory: metrics)
         self.flushFailures = ServerMetrics.counter("ingest_flush_failures", factory: metrics)
+        self.queued = ["posted", "observation"].map {
+            Meter(label: "upshift_ingest_queue_events", dimensions: [("kind", $0)], factory: metrics)
+        }
+        self.flushRows = Recorder(label: "upshift_ingest_flush_events", factory: metrics)
+    }
+
+    private func showQueue(_ pending: [Int]) {
+        for (meter, count) in zip(queued, pending) { meter.set(count) }
     }
 
     /// Appends `events` (distinct app and id) and returns those that were new, once they are committed.
@@ -111,7 +123,7 @@ final class IngestionWriter: Service, Sendable {
         completion: @escaping @Sendable (Result<Set<EventKey>, IngestionError>) -> Void
     ) {
         let now = ContinuousClock.now
-        let outcome: Result<CheckedContinuation<Void, Never>?, IngestionError> = state.withLock { state in
+        let outcome: Result<(CheckedContinuation<Void, Never>?, [Int]), IngestionError> = state.withLock { state in
             let refusal: IngestionError? =
                 if state.stopping { .shuttingDown }
                 else if let until = state.failFastUntil, until > now { .databaseUnavailable }
@@ -123,11 +135,13 @@ final class IngestionWriter: Service, Sendable {
             }
             state.pending.append(Submission(events: events, kind: kind, completion: completion))
             state.pendingEvents[kind.rawValue] += events.count
-            return .success(state.idleFlushers.popLast())
+            return .success((state.idleFlushers.popLast(), state.pendingEvents))
         }
         switch outcome {
         case .failure(let error): completion(.failure(error))
-        case .success(let flusher): flusher?.resume()
+        case .success(let (flusher, pending)):
+            showQueue(pending)
+            flusher?.resume()
         }
     }
 
@@ -179,7 +193,7 @@ final class IngestionWriter: Service, Sendable {
     private func nextBatch() async -> [Submission]? {
         while true {
             enum Step {
-                case batch([Submission])
+                case batch([Submission], pending: [Int])
                 case done
                 case wait
             }
@@ -197,12 +211,14 @@ final class IngestionWriter: Service, Sendable {
                     }
                     let batch = Array(state.pending.prefix(taken))
                     state.pending.removeFirst(taken)
-                    return .batch(batch)
+                    return .batch(batch, pending: state.pendingEvents)
                 }
                 return state.stopping ? .done : .wait
             }
             switch step {
-            case .batch(let batch): return batch
+            case .batch(let batch, let pending):
+                showQueue(pending)
+                return batch
             case .done: return nil
             case .wait:
                 await withCheckedContinuation { continuation in
@@ -251,6 +267,7 @@ final class IngestionWriter: Service, Sendable {
             }
         }
         let rowsToWrite = rows
+        flushRows.record(rows.count)
         do {
             let inserted = try await withDeadline(timeout) {
                 try await self.log.append(rowsToWrite, recordedAt: self.clock.now())

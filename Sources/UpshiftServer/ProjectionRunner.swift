@@ -23,6 +23,7 @@ public final class ProjectionRunner: Service, Sendable {
     private let running = Mutex(Set<String>())
     private let applied: Counter
     private let deadLettered: Counter
+    private let metrics: any MetricsFactory
 
     init(
         store: ProjectionStore, definitions: [any ProjectionDefinition] = Projections.all, settings: ProjectionSettings,
@@ -37,6 +38,22 @@ public final class ProjectionRunner: Service, Sendable {
         // Events applied by projection runners, and those they could not apply.
         applied = ServerMetrics.counter("projection_events", factory: metrics)
         deadLettered = ServerMetrics.counter("projection_dead_letters", factory: metrics)
+        self.metrics = metrics
+    }
+
+    /// The lag of an active projection this instance leads: events of the log it has not applied yet
+    /// (counted up to a million) and the age of the oldest of them, in seconds (0 and 0 when it is
+    /// caught up). Measured when a read comes back: full, empty, or in between.
+    private struct Lag {
+        let events: Meter
+        let seconds: Meter
+
+        init(projection: String, factory: any MetricsFactory) {
+            events = Meter(label: "upshift_projection_lag_events", dimensions: [("projection", projection)], factory: factory)
+            seconds = Meter(label: "upshift_projection_lag_seconds", dimensions: [("projection", projection)], factory: factory)
+        }
+
+        static let cap = 1_000_000
     }
 
     /// A runner outside `upshift serve` (the CLI's rebuild): no wake-ups, no metrics.
@@ -159,6 +176,7 @@ public final class ProjectionRunner: Service, Sendable {
     ) async throws -> Outcome {
         let name = leader.definition.name
         let beforeCommit = commitHook(for: name)
+        let lag = Lag(projection: name, factory: metrics)
         guard var current = try await leader.current() else { return .retired }
         logger.info("projection runner active", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
         // A long log from the start: set-based, once most of it is below the snapshot horizon.
@@ -189,6 +207,13 @@ public final class ProjectionRunner: Service, Sendable {
             let seen = signal.count
             let checkpoint = current.checkpoint
             let events = try await leader.read(after: checkpoint, limit: settings.batchSize)
+            if current.state == .active {
+                let behind =
+                    events.count < settings.batchSize
+                    ? events.count : try await leader.backlog(after: checkpoint, cap: Lag.cap)
+                lag.events.set(behind)
+                lag.seconds.set(events.first.map { max(0, Date().timeIntervalSince($0.recordedAt)) } ?? 0)
+            }
             if events.isEmpty {
                 if current.state == .building {
                     try await store.activate(leader.definition, generation: leader.generation)

@@ -194,18 +194,23 @@ public struct CatalogStore: Sendable {
     ) async throws {
         let connection = try await PostgresConnection.connect(
             configuration: try settings.connectionConfiguration(applicationName: "upshift-listener"), id: 0, logger: logger)
-        do {
-            try await connection.listen(on: notifyChannel) { notifications in
-                await onListening()
-                for try await notification in notifications {
-                    await onChange(notification.payload)
+        // Cancelling (a graceful shutdown) closes the connection, which ends the notifications.
+        try await withTaskCancellationHandler {
+            do {
+                try await connection.listen(on: notifyChannel) { notifications in
+                    await onListening()
+                    for try await notification in notifications {
+                        await onChange(notification.payload)
+                    }
                 }
+            } catch {
+                try? await connection.close()
+                throw error
             }
-        } catch {
             try? await connection.close()
-            throw error
+        } onCancel: {
+            connection.close().whenComplete { _ in }
         }
-        try? await connection.close()
     }
 
     // MARK: Writes

@@ -41,6 +41,22 @@ public struct FeedReader: Sendable {
         return try await decode(rows, reserving: limit)
     }
 
+    /// How many events of the log lie after `position`, counted up to `cap` (the projection lag an
+    /// operator sees; committed events only, not just those below the snapshot horizon).
+    static func backlog(on connection: PostgresConnection, after position: FeedPosition, cap: Int, logger: Logger)
+        async throws -> Int
+    {
+        let rows = try await connection.query(
+            """
+            SELECT count(*)::int8 FROM (
+                SELECT 1 FROM event_log
+                WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
+                LIMIT \(cap)) AS beyond
+            """ as SQL, logger: logger)
+        for try await count in rows.decode(Int.self) { return count }
+        return 0
+    }
+
     /// What a projection reads of an event (`ProjectionEvent`), each column named as `decode` reads it.
     static let columns: SQL = """
         tx_id::text AS tx, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,

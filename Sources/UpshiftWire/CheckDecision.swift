@@ -27,12 +27,12 @@ public struct CheckRequest: Sendable, Equatable {
     }
 }
 
-public enum CheckAction: String, Sendable, Codable {
+public enum CheckAction: String, Sendable, Codable, CaseIterable {
     case none, soft, force
 }
 
 /// Why the check answered as it did (DESIGN.md section 4, decision steps).
-public enum CheckReason: String, Sendable, Codable {
+public enum CheckReason: String, Sendable, Codable, CaseIterable {
     case disabled
     case belowMinimum = "below_minimum"
     case blockedVersion = "blocked_version"

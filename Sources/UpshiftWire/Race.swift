@@ -3,7 +3,8 @@ import Foundation
 /// Runs `operation` against `watchdog` and answers with whichever ends first: the operation's value or
 /// error, or the error the watchdog throws (a deadline passed, a connection closed). The loser is
 /// cancelled and not waited for, so an operation that ignores cancellation cannot hold the caller past
-/// its watchdog. Cancelling the caller cancels the operation; the watchdog still bounds the wait.
+/// its watchdog. Cancelling the caller cancels the operation and resumes the caller at once with
+/// `CancellationError`.
 ///
 /// The one race of the package: the server's `withDeadline` and the SDK's check timeout are watchdogs
 /// over it.
@@ -36,8 +37,13 @@ private final class RaceOutcome<T: Sendable>: @unchecked Sendable {
     private var work: Task<Void, Never>?
     private var cancelled = false
 
+    /// Keeps the caller's continuation, or resumes it at once when the caller was cancelled already.
     func start(_ continuation: CheckedContinuation<T, any Error>) {
-        lock.withLock { self.continuation = continuation }
+        let alreadyCancelled = lock.withLock {
+            if !cancelled { self.continuation = continuation }
+            return cancelled
+        }
+        if alreadyCancelled { continuation.resume(throwing: CancellationError()) }
     }
 
     /// The task running the operation; cancelled at once when the caller already was.
@@ -49,11 +55,14 @@ private final class RaceOutcome<T: Sendable>: @unchecked Sendable {
         if cancel { work.cancel() }
     }
 
+    /// The caller was cancelled: the operation is cancelled and the caller resumes at once with
+    /// `CancellationError`, without waiting for an operation that ignores cancellation.
     func cancel() {
         lock.withLock {
             cancelled = true
             return work
         }?.cancel()
+        settle(.failure(CancellationError()))
     }
 
     /// The first result resumes the caller; a failure (the watchdog's, or the operation's own) also

@@ -70,10 +70,13 @@ import UpshiftTestSupport
             #expect(try await post(500, from: "203.0.113.1").status == 200)
             #expect(try await post(100, from: "203.0.113.1").status == 200)
             // Nothing refused yet, nothing counted.
-            #expect(try await server.metric("upshift_events_rate_limited_total") == 0)
+            let byAddress = #"upshift_rate_limited_total{limit="events_client"}"#
+            let byKey = #"upshift_rate_limited_total{limit="events_key"}"#
+            #expect(try await server.metric(byAddress) == 0)
+            #expect(try await server.metric(byKey) == 0)
             let overAddress = try await post(1, from: "203.0.113.1")
             #expect(overAddress.status == 429)
-            #expect(try await server.metric("upshift_events_rate_limited_total") == 1)
+            #expect(try await server.metric(byAddress) == 1)
             #expect(overAddress.headers["Retry-After"].first.flatMap(Int.init).map { $0 >= 1 } == true)
             // An IPv6 client counts by its /64: another address of the same /64 shares the bucket.
             #expect(try await post(500, from: "2001:db8:1:2::1").status == 200)
@@ -85,8 +88,9 @@ import UpshiftTestSupport
             let overKey = try await post(1, from: "198.51.100.7")
             #expect(overKey.status == 429)
             #expect((try overKey.json()["detail"] as? String ?? "").contains("per ingest key"))
-            // Each 429, by address or by key, is counted once in the metric.
-            #expect(try await server.metric("upshift_events_rate_limited_total") == 4)
+            // Each 429 is counted once, under the limit that refused it: two by address, two by key.
+            #expect(try await server.metric(byAddress) == 2)
+            #expect(try await server.metric(byKey) == 2)
         }
         // Refused batches stored nothing.
         #expect(try await harness.count("SELECT count(*)::int FROM event_log WHERE install_id IS NOT NULL") == 1_200)

@@ -20,7 +20,8 @@ struct CheckController: Sendable {
     let logger: Logger
     let observed: Counter
     let dropped: Counter
-    let limited: Counter
+    /// `upshift_check_decisions_total{action,reason}`, made once for every pair.
+    let decisions: [Outcome: Counter]
     let cacheBytes: Meter
 
     /// A `POST` body holds a few short fields.
@@ -33,16 +34,30 @@ struct CheckController: Sendable {
         self.snapshot = snapshot
         self.writer = writer
         self.clock = clock
-        self.limiter = RateLimiter(settings.ratePerClient)
+        self.limiter = RateLimiter(settings.ratePerClient, name: "check", metrics: metrics)
         self.trustedProxies = trustedProxies
         self.observationBuffer = settings.observationBuffer
         self.answers = CheckAnswerCache(byteLimit: settings.cacheBytes)
         self.logger = logger
-        // checked events queued; dropped (buffer full or database down); checks answered 429; the cache's bytes
+        // checked events queued; dropped (buffer full or database down); the cache's bytes
         observed = ServerMetrics.counter("check_observations", factory: metrics)
         dropped = ServerMetrics.counter("check_observations_dropped", factory: metrics)
-        limited = ServerMetrics.counter("check_rate_limited", factory: metrics)
         cacheBytes = ServerMetrics.gauge("check_cache_bytes", factory: metrics)
+        var decisions: [Outcome: Counter] = [:]
+        for action in CheckAction.allCases {
+            for reason in CheckReason.allCases {
+                decisions[Outcome(action: action, reason: reason)] = ServerMetrics.counter(
+                    "check_decisions", dimensions: [("action", action.rawValue), ("reason", reason.rawValue)],
+                    factory: metrics)
+            }
+        }
+        self.decisions = decisions
+    }
+
+    /// An answer's action and reason.
+    struct Outcome: Hashable {
+        let action: CheckAction
+        let reason: CheckReason
     }
 
     /// `GET` and `POST /v1/apps/{app}/check`, relative to `/v1/apps/{app}`: public, limited per client
@@ -51,7 +66,7 @@ struct CheckController: Sendable {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
         routes.add(
             middleware: ClientRateLimit(
-                limiter: limiter, trustedProxies: trustedProxies, refused: limited,
+                limiter: limiter, trustedProxies: trustedProxies,
                 detail: "at most \(limiter.rate.formatted()) checks per second per client"))
             .get("check", use: checkQuery)
             .post("check", use: checkBody)
@@ -124,6 +139,7 @@ struct CheckController: Sendable {
                 cacheBytes.set(Double(answers.bytes))
             }
         }
+        decisions[Outcome(action: answer.action, reason: answer.reason)]?.increment()
         if let install = checkRequest.install, let installId = UUIDText.parse(install) {
             observe(answer, of: checkRequest, installId: installId, appId: appId, now: now)
         }

@@ -23,7 +23,8 @@ struct EventsController: Sendable {
     let trustedProxies: Set<String>
     let validator = EventValidator()
     let counters: [IngestResponse.Status: Counter]
-    let limited: Counter
+    /// Events per accepted request body.
+    let batchEvents: Recorder
 
     init(
         writer: IngestionWriter, clock: any WallClock, settings: IngestionSettings, trustedProxies: Set<String>,
@@ -31,22 +32,22 @@ struct EventsController: Sendable {
     ) {
         self.writer = writer
         self.clock = clock
-        self.perClient = RateLimiter(settings.ratePerClient)
-        self.perKey = RateLimiter(settings.ratePerKey, capacity: 10_000)
+        self.perClient = RateLimiter(settings.ratePerClient, name: "events_client", metrics: metrics)
+        self.perKey = RateLimiter(settings.ratePerKey, name: "events_key", metrics: metrics, capacity: 10_000)
         self.trustedProxies = trustedProxies
         var counters: [IngestResponse.Status: Counter] = [:]
         for status in [IngestResponse.Status.accepted, .duplicate, .rejected] {
             counters[status] = ServerMetrics.counter("events", dimensions: [("status", status.rawValue)], factory: metrics)
         }
         self.counters = counters
-        limited = ServerMetrics.counter("events_rate_limited", factory: metrics)
+        batchEvents = Recorder(label: "upshift_ingest_batch_events", factory: metrics)
     }
 
     /// `POST /v1/events`. Before the body is read, a token from each bucket pays for reading it: the
     /// client address's (before the key is even looked at), then the key's.
     func routes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
-        routes.add(middleware: ClientRateLimit(limiter: perClient, trustedProxies: trustedProxies, refused: limited, detail: limitDetail(perClient)))
+        routes.add(middleware: ClientRateLimit(limiter: perClient, trustedProxies: trustedProxies, detail: limitDetail(perClient)))
             .add(middleware: authentication)
             .add(middleware: RequireAccess(.ingest))
             .post(use: post)
@@ -68,6 +69,7 @@ struct EventsController: Sendable {
         try request.requireContentType("application/json")
         let body = try await readBody(request)
         let batch = try IncomingBatch.parse(Array(body.readableBytesView), maximumEvents: Self.maximumEvents)
+        batchEvents.record(batch.events.count)
         // The rest of the batch, a token per event past the first, from both buckets or from neither.
         let rest = Double(max(0, batch.events.count - 1))
         if rest > 0 {
@@ -152,7 +154,7 @@ struct EventsController: Sendable {
     }
 
     private func limit(_ limiter: RateLimiter, _ client: String, cost: Double) throws {
-        try limiter.enforce(client, cost: cost, refused: limited, detail: limitDetail(limiter))
+        try limiter.enforce(client, cost: cost, detail: limitDetail(limiter))
     }
 
     private func limitDetail(_ limiter: RateLimiter) -> String {

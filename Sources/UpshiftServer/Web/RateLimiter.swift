@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
-import NIOCore
 import Metrics
+import NIOCore
 import Synchronization
 
 /// Token buckets per client (an address, or a key): `rate` tokens per second on average, at most `burst`
@@ -17,11 +17,15 @@ final class RateLimiter: Sendable {
     let rate: Double
     let burst: Double
     private let buckets: Mutex<LRUTable<String, Bucket>>
+    /// `upshift_rate_limited_total{limit=<name>}`: the requests this limit refused.
+    private let refusals: Counter
 
-    init(_ limit: RateLimit, capacity: Int = 100_000) {
+    /// `name` labels the refusals (`check`, `events_client`, `events_key`, `sign_in`, `dashboard`).
+    init(_ limit: RateLimit, name: String, metrics: any MetricsFactory, capacity: Int = 100_000) {
         rate = limit.rate
         burst = max(limit.burst, 1)
         buckets = Mutex(LRUTable(capacity: capacity))
+        refusals = ServerMetrics.counter("rate_limited", dimensions: [("limit", name)], factory: metrics)
     }
 
     var isOn: Bool { rate > 0 }
@@ -51,10 +55,10 @@ final class RateLimiter: Sendable {
     }
 
     /// Takes `cost` tokens for `client`, or throws `429` with `Retry-After` and `detail` (counting the
-    /// refusal in `refused`).
-    func enforce(_ client: String, cost: Double = 1, refused: Counter? = nil, detail: @autoclosure () -> String) throws {
+    /// refusal).
+    func enforce(_ client: String, cost: Double = 1, detail: @autoclosure () -> String) throws {
         guard let retryAfter = acquire(client, cost: cost) else { return }
-        refused?.increment()
+        refusals.increment()
         throw ProblemDetails.rateLimited(detail(), retryAfter: retryAfter)
     }
 }
@@ -90,7 +94,6 @@ struct ClientRateLimit: RouterMiddleware {
     typealias Context = UpshiftRequestContext
     let limiter: RateLimiter
     let trustedProxies: Set<String>
-    var refused: Counter?
     /// Why, for the problem's detail.
     let detail: String
 
@@ -99,7 +102,7 @@ struct ClientRateLimit: RouterMiddleware {
     {
         if limiter.isOn {
             let client = ClientAddress.of(request, context, trustedProxies: trustedProxies)
-            try limiter.enforce(client, refused: refused, detail: detail)
+            try limiter.enforce(client, detail: detail)
         }
         return try await next(request, context)
     }

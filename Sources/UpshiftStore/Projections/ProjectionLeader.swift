@@ -28,6 +28,14 @@ public struct ProjectionLeader: Sendable {
         }
     }
 
+    /// How many events of the log lie after `position`, up to `cap`.
+    public func backlog(after position: FeedPosition, cap: Int) async throws -> Int {
+        let logger = self.logger
+        return try await bounded { connection in
+            try await FeedReader.backlog(on: connection, after: position, cap: cap, logger: logger)
+        }
+    }
+
     func lock(_ key: String) async throws -> Bool {
         let logger = self.logger
         return try await bounded { connection in

@@ -1,0 +1,122 @@
+import Foundation
+import Synchronization
+import Testing
+import UpshiftServer
+import UpshiftStore
+import UpshiftTestSupport
+
+/// Every metric that docs/grafana-dashboard.json graphs is served at `/metrics` and moves: one request of
+/// each kind, a projection held mid-batch (its lag), and a stalled database (the writer's queue, failed
+/// flushes, dropped observations, pool refusals).
+@Suite struct OperatorMetricsTests {
+    /// The metric names the dashboard's queries use (`upshift_…`, histograms by their series names).
+    static func dashboardMetrics() throws -> Set<String> {
+        let file = TestEnvironment.packageRoot.appendingPathComponent("docs/grafana-dashboard.json")
+        let dashboard = try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any]
+        let panels = dashboard?["panels"] as? [[String: Any]] ?? []
+        var names = Set<String>()
+        for panel in panels {
+            for target in panel["targets"] as? [[String: Any]] ?? [] {
+                let expression = target["expr"] as? String ?? ""
+                for match in expression.matches(of: /upshift_[a-z0-9_]+/) { names.insert(String(match.output)) }
+            }
+        }
+        return names
+    }
+
+    /// The metric names of a `/metrics` text with a sample above zero.
+    static func nonZero(in text: String) -> Set<String> {
+        var names = Set<String>()
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]), value > 0
+            else { continue }
+            let series = line[..<space]
+            names.insert(String(series.prefix { $0 != "{" && $0 != " " }))
+        }
+        return names
+    }
+
+    /// Holds projection batches before their commit while closed.
+    final class Gate: Sendable {
+        let closed = Mutex(false)
+        func wait() async throws {
+            while closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
+        }
+    }
+
+    @Test func everyMetricOfTheGrafanaDashboardIsServedAndMoves() async throws {
+        let expected = try Self.dashboardMetrics()
+        #expect(expected.count >= 14, "\(expected.sorted())")
+        let harness = try await Harness.make()
+        let proxy = try await TCPProxy.start(targetHost: harness.database.host, targetPort: harness.database.port)
+        let gate = Gate()
+        var configuration = harness.configuration()
+        configuration.database.port = proxy.port
+        configuration.ingestion.flushTimeout = .seconds(2)
+        configuration.pools.waitTimeout = .seconds(1)
+        configuration.pools.reportStatementTimeout = .seconds(1)
+        configuration.check.ratePerClient = RateLimit(rate: 0.001, burst: 4)
+        configuration.projections.beforeCommit = { _ in try await gate.wait() }
+        let now = harness.clock.now()
+        let seen = Mutex(Set<String>())
+
+        try await harness.run(configuration) { server in
+            @Sendable func scrape() async throws -> Set<String> {
+                let names = Self.nonZero(in: String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self))
+                seen.withLock { $0.formUnion(names) }
+                return names
+            }
+            try await harness.waitForProjections()
+            // One request of each kind.
+            #expect(try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status == 200)
+            let check = "/v1/apps/expenses/check?platform=ios&version=1.0&install=\(UUID().uuidString)"
+            #expect(try await server.request(.GET, check).status == 200)
+            #expect(try await server.send(.GET, HotPathTests.adoption, key: harness.readKey).status == 200)
+            #expect(try await server.send(.GET, "/v1/apps/expenses/releases", key: harness.adminKey).status == 200)
+            #expect(try await server.request(.GET, "/dashboard").status == 200)
+            _ = try await scrape()
+
+            // A projection read events and is held before its commit: it lags.
+            gate.closed.withLock { $0 = true }
+            #expect(try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status == 200)
+            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+            while !(try await scrape()).contains("upshift_projection_lag_events"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            gate.closed.withLock { $0 = false }
+
+            // The database stops answering: posts queue behind the writer's busy flushers and fail, the
+            // observation of a check is dropped, a report is refused by its pool.
+            try await harness.waitForProjections()
+            proxy.stall()
+            // One post for each of the writer's three flushers (each then waits on the database), then
+            // three that queue behind them (the test's HTTP client keeps two of its eight connections to
+            // a host for the check and the scrapes).
+            var posts: [Task<Int, any Error>] = []
+            for index in 0..<6 {
+                posts.append(Task { try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status })
+                if index < 3 { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            let stalled = "/v1/apps/expenses/check?platform=ios&version=1.0&install=\(UUID().uuidString)"
+            #expect(try await server.request(.GET, stalled).status == 200)
+            let queueDeadline = ContinuousClock.now.advanced(by: .seconds(5))
+            while !(try await scrape()).contains("upshift_ingest_queue_events"), ContinuousClock.now < queueDeadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(try await server.send(.GET, HotPathTests.adoption, key: harness.readKey).status == 503)
+            for post in posts { #expect(try await post.value == 503) }
+            proxy.restore()
+
+            // Checks from one address past its burst of 4 (two were answered above).
+            var refused = false
+            for _ in 0..<6 where !refused {
+                refused = try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0").status == 429
+            }
+            #expect(refused)
+            _ = try await scrape()
+        }
+        await proxy.stop()
+        let missing = expected.subtracting(seen.withLock { $0 })
+        #expect(missing.isEmpty, "dashboard metrics never above zero: \(missing.sorted())")
+    }
+}
