@@ -36,10 +36,14 @@ final class CatalogSnapshot: Sendable {
     var version: Int64 { state.withLock { $0.version } }
 
     /// Takes `apps` as the catalog; the apps of `keeping` (which could not be read this time) stay as
-    /// they were, when they were loaded before.
-    func replace(apps: [String: AppCatalog], version: Int64, keeping: some Sequence<String> = []) {
+    /// they were, when they were loaded before. A load of an older catalog version than the one held
+    /// changes nothing and returns false: reloads (after a write, on a NOTIFY, by the poll) run
+    /// concurrently and can finish out of order.
+    @discardableResult
+    func replace(apps: [String: AppCatalog], version: Int64, keeping: some Sequence<String> = []) -> Bool {
         let entries = apps.mapValues { Entry(catalog: $0, timing: CheckTiming($0), generation: 0) }
-        state.withLock { state in
+        return state.withLock { state in
+            guard !state.loaded || version >= state.version else { return false }
             state.generation += 1
             let generation = state.generation
             let kept = keeping.compactMap { id in state.apps[id].map { (id, $0) } }
@@ -51,6 +55,7 @@ final class CatalogSnapshot: Sendable {
             for (id, entry) in kept { state.apps[id] = entry }
             state.version = version
             state.loaded = true
+            return true
         }
     }
 }

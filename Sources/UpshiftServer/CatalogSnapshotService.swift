@@ -38,16 +38,19 @@ struct CatalogSnapshotService: Service {
         readiness.mark(.catalog)
     }
 
-    /// Takes a load into the snapshot. An app that could not be read keeps its last good catalog (or
-    /// is absent until it can be read) while every other app is served as stored.
-    private func install(_ load: CatalogStore.Load, version: Int64) {
+    /// Takes a load into the snapshot, unless a load of a newer catalog version finished first (then
+    /// false). An app that could not be read keeps its last good catalog (or is absent until it can be
+    /// read) while every other app is served as stored.
+    @discardableResult
+    func install(_ load: CatalogStore.Load, version: Int64) -> Bool {
+        guard snapshot.replace(apps: load.apps, version: version, keeping: load.undecodable.keys) else { return false }
         for (app, reason) in load.undecodable.sorted(by: { $0.key < $1.key }) {
             logger.error(
                 "an app's stored catalog cannot be read; its last good catalog is kept",
                 metadata: ["app.id": "\(app)", "error": "\(reason)"])
         }
         undecodable.set(Double(load.undecodable.count))
-        snapshot.replace(apps: load.apps, version: version, keeping: load.undecodable.keys)
+        return true
     }
 
     func run() async throws {
@@ -62,7 +65,12 @@ struct CatalogSnapshotService: Service {
             let version = try await store.version()
             // The instance that wrote reloads at once and then hears its own NOTIFY: load once.
             if snapshot.isLoaded, version == snapshot.version { return }
-            install(try await store.loadAll(), version: version)
+            guard install(try await store.loadAll(), version: version) else {
+                logger.debug(
+                    "catalog reload discarded: a newer version is loaded",
+                    metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
+                return
+            }
             readiness.mark(.catalog)
             logger.debug("catalog reloaded", metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
         } catch {
@@ -93,6 +101,7 @@ struct CatalogSnapshotService: Service {
     }
 
     private func poll() async {
+        var behind = 0
         while !Task.isCancelledOrShuttingDown {
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: pollInterval) }
@@ -100,7 +109,16 @@ struct CatalogSnapshotService: Service {
                 return
             }
             guard let version = try? await withDeadline(.seconds(2), { try await store.version() }) else { continue }
-            if version != snapshot.version { await reload(reason: "poll") }
+            if version > snapshot.version { await reload(reason: "poll") }
+            // The version only grows. A poll that began before a reload finished may read less once; the
+            // database reading less on two polls in a row went back (restored from a backup), and the
+            // snapshot, which never takes an older version, stays as it is until the instance restarts.
+            behind = version < snapshot.version ? behind + 1 : 0
+            if behind == 2 {
+                logger.error(
+                    "the database's catalog is older than the snapshot (restored from a backup?): restart to serve it",
+                    metadata: ["catalog.version": "\(version)", "catalog.snapshot.version": "\(snapshot.version)"])
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ enum ServerMetrics {
         Counter(label: "upshift_\(name)_total", dimensions: dimensions, factory: factory)
     }
 
-    static func gauge(_ name: String, factory: any MetricsFactory) -> Meter {
-        Meter(label: "upshift_\(name)", factory: factory)
+    static func gauge(_ name: String, dimensions: [(String, String)] = [], factory: any MetricsFactory) -> Meter {
+        Meter(label: "upshift_\(name)", dimensions: dimensions, factory: factory)
     }
 }

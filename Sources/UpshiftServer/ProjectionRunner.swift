@@ -24,6 +24,9 @@ public final class ProjectionRunner: Service, Sendable {
     private let applied: Counter
     private let deadLettered: Counter
     private let metrics: any MetricsFactory
+    /// Per projection: the generations this instance leads now (0 while it stands by).
+    private let leading: [String: Meter]
+    private let led = Mutex([String: Int]())
 
     init(
         store: ProjectionStore, definitions: [any ProjectionDefinition] = Projections.all, settings: ProjectionSettings,
@@ -38,6 +41,13 @@ public final class ProjectionRunner: Service, Sendable {
         // Events applied by projection runners, and those they could not apply.
         applied = ServerMetrics.counter("projection_events", factory: metrics)
         deadLettered = ServerMetrics.counter("projection_dead_letters", factory: metrics)
+        var leading: [String: Meter] = [:]
+        for definition in definitions {
+            let gauge = ServerMetrics.gauge("projection_leading", dimensions: [("projection", definition.name)], factory: metrics)
+            gauge.set(0)
+            leading[definition.name] = gauge
+        }
+        self.leading = leading
         self.metrics = metrics
     }
 
@@ -108,7 +118,9 @@ public final class ProjectionRunner: Service, Sendable {
         while !Task.isCancelled {
             do {
                 let outcome = try await store.lead(definition, generation: generation, limit: settings.batchTimeout) { leader in
-                    try await self.drive(leader)
+                    self.countLeading(definition.name, by: 1)
+                    defer { self.countLeading(definition.name, by: -1) }
+                    return try await self.drive(leader)
                 }
                 switch outcome {
                 case .retired?: return
@@ -126,6 +138,14 @@ public final class ProjectionRunner: Service, Sendable {
             // Stand by, or back off after failures: 0.5 s, 1 s, 2 s, then 4 s.
             let pause: Duration = failures == 0 ? settings.standbyInterval : .milliseconds(250 << min(failures, 4))
             try? await Task.sleep(for: pause)
+        }
+    }
+
+    /// Moves `upshift_projection_leading{projection}` as this instance takes or lets go of a lock.
+    private func countLeading(_ name: String, by change: Int) {
+        led.withLock { led in  // set under the lock: two changes at once cannot land in the wrong order
+            led[name, default: 0] += change
+            leading[name]?.set(Double(led[name, default: 0]))
         }
     }
 

@@ -42,6 +42,14 @@ public struct ProjectionLeader: Sendable {
             let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
             var acquired = false
             for try await value in rows.decode(Bool.self) { acquired = value }
+            if acquired {
+                // A session's locks outlive its dead client until PostgreSQL notices, which a backend
+                // busy with a statement does only when it ends: a leader killed inside a long batch or
+                // backfill would keep its projection from the standbys that long. This has PostgreSQL
+                // (14+, on Linux, macOS and the BSDs) check for the client every second meanwhile; where
+                // it cannot, nothing changes.
+                _ = try? await connection.query("SET client_connection_check_interval = '1s'", logger: logger)
+            }
             return acquired
         }
     }
