@@ -6,6 +6,7 @@ import Foundation
 struct Chaos: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Faults under load: three SIGKILLs of upshift serve and a PostgreSQL restart, then the proofs.",
+        usage: "scripts/chaos [--duration <seconds>] [--seed <n>] [--recovery-bound <seconds>] [--events-rate <n>] [--checks-rate <n>]",
         discussion: """
             Runs a release `upshift serve` on a PostgreSQL cluster of its own (scripts/chaos provisions it in \
             .chaos/pg), loopback only, under sustained ingestion (half in batches of 1, half in batches of 100, \

@@ -16,8 +16,10 @@ import FoundationNetworking
 /// - Checks: `GET /v1/apps/{app}/check` with an install id, so each one also records a `checked` event.
 ///
 /// Foundation's URLSession (libcurl on Linux) carries the requests: the benchmarks' package keeps to
-/// argument-parser, and a few hundred requests per second are well within it. All state lives on one
-/// serial queue.
+/// argument-parser, and a few hundred requests per second are well within it. Each session drives its
+/// connections from one thread, so the checks have a session of their own and the posts two, and a
+/// thousand posts held by the server do not delay the checks. All state lives on one serial queue; the
+/// longest pause between two of its pacing ticks is reported, so that a stall of the load itself shows.
 final class ChaosLoad: @unchecked Sendable {
     struct Settings {
         var baseURL: String
@@ -51,7 +53,9 @@ final class ChaosLoad: @unchecked Sendable {
 
     let settings: Settings
     private let queue = DispatchQueue(label: "chaos.load")
-    private let session: URLSession
+    private let eventSessions: [URLSession]
+    private let checkSession: URLSession
+    private var nextEventSession = 0
     private let eventsURL: URL
     private let checkURL: String
     private var fleet: ChaosFleet
@@ -70,16 +74,19 @@ final class ChaosLoad: @unchecked Sendable {
     private var singleBatches = 0, hundredBatches = 0
     private var resentInFlight = 0, resentAfterAnswer = 0, retries = 0, skippedEvents = 0, skippedChecks = 0
     private var unreadable: [String] = []
+    private var lastTick = 0.0, longestPause = 0.0
 
     init(_ settings: Settings) {
         self.settings = settings
         let configuration = URLSessionConfiguration.ephemeral
-        // A connection per request in flight, as many devices would have: none waits behind another.
-        configuration.httpMaximumConnectionsPerHost = settings.eventsInFlightLimit + settings.checksInFlightLimit
         configuration.timeoutIntervalForRequest = 30
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
-        session = URLSession(configuration: configuration)
+        // A connection per request in flight, as many devices would have: none waits behind another.
+        configuration.httpMaximumConnectionsPerHost = settings.eventsInFlightLimit
+        eventSessions = (0..<2).map { _ in URLSession(configuration: configuration) }
+        configuration.httpMaximumConnectionsPerHost = settings.checksInFlightLimit
+        checkSession = URLSession(configuration: configuration)
         eventsURL = URL(string: settings.baseURL + "/v1/events")!
         checkURL = settings.baseURL + "/v1/apps/\(settings.app)/check?"
         fleet = ChaosFleet(app: settings.app, installs: settings.installs, seed: settings.seed)
@@ -147,6 +154,8 @@ final class ChaosLoad: @unchecked Sendable {
         var skippedChecks: Int
         /// `200` answers whose body could not be read (each one a failure of the run).
         var unreadable: [String]
+        /// The longest time between two pacing ticks (5 ms apart when all is well), in seconds.
+        var longestPause: Double
     }
 
     func ledger() -> Ledger {
@@ -154,7 +163,8 @@ final class ChaosLoad: @unchecked Sendable {
             Ledger(
                 sent: sent, acknowledged: acknowledged, rejected: rejected, singleBatches: singleBatches,
                 hundredBatches: hundredBatches, resentInFlight: resentInFlight, resentAfterAnswer: resentAfterAnswer,
-                retries: retries, skippedEvents: skippedEvents, skippedChecks: skippedChecks, unreadable: unreadable)
+                retries: retries, skippedEvents: skippedEvents, skippedChecks: skippedChecks, unreadable: unreadable,
+                longestPause: longestPause)
         }
     }
 
@@ -163,6 +173,8 @@ final class ChaosLoad: @unchecked Sendable {
     private func tick() {
         guard running else { return }
         let elapsed = now()
+        longestPause = max(longestPause, elapsed - lastTick)
+        lastTick = elapsed
         let batchRate = settings.eventsPerSecond / 2
         while Double(dueSingles) < elapsed * batchRate {
             dueSingles += 1
@@ -217,6 +229,8 @@ final class ChaosLoad: @unchecked Sendable {
         request.setValue("Bearer \(settings.ingestKey)", forHTTPHeaderField: "Authorization")
         let sentAt = now()
         eventsInFlight += 1
+        let session = eventSessions[nextEventSession]
+        nextEventSession = (nextEventSession + 1) % eventSessions.count
         session.dataTask(with: request) { [unowned self] data, response, _ in
             queue.async { self.answered(state, attempt, sentAt: sentAt, data: data, response: response as? HTTPURLResponse) }
         }.resume()
@@ -266,7 +280,7 @@ final class ChaosLoad: @unchecked Sendable {
         request.httpMethod = "GET"
         let sentAt = now()
         checksInFlight += 1
-        session.dataTask(with: request) { [unowned self] _, response, _ in
+        checkSession.dataTask(with: request) { [unowned self] _, response, _ in
             let response = response as? HTTPURLResponse
             queue.async {
                 self.checksInFlight -= 1

@@ -41,13 +41,16 @@ public struct ChaosSummary: Sendable {
         public var skippedChecks: Int
         public var eventsInFlightLimit: Int
         public var checksInFlightLimit: Int
+        /// The longest the load generator went without offering requests, in seconds: a stall of its own
+        /// (a busy machine) rather than of the server.
+        public var longestPause: Double
         public var events: OutcomeCounts
         public var checks: OutcomeCounts
 
         public init(
             eventsPerSecond: Double, checksPerSecond: Double, seconds: Double, singleBatches: Int, hundredBatches: Int,
             resentInFlight: Int, resentAfterAnswer: Int, retries: Int, skippedEvents: Int, skippedChecks: Int,
-            eventsInFlightLimit: Int, checksInFlightLimit: Int,
+            eventsInFlightLimit: Int, checksInFlightLimit: Int, longestPause: Double,
             events: OutcomeCounts, checks: OutcomeCounts
         ) {
             self.eventsPerSecond = eventsPerSecond
@@ -62,6 +65,7 @@ public struct ChaosSummary: Sendable {
             self.skippedChecks = skippedChecks
             self.eventsInFlightLimit = eventsInFlightLimit
             self.checksInFlightLimit = checksInFlightLimit
+            self.longestPause = longestPause
             self.events = events
             self.checks = checks
         }
@@ -160,7 +164,7 @@ public struct ChaosSummary: Sendable {
         out.line(
             "batches: \(Format.grouped(load.singleBatches)) of 1, \(Format.grouped(load.hundredBatches)) of 100; resent: \(Format.grouped(load.resentInFlight)) while the first attempt was in flight, \(Format.grouped(load.resentAfterAnswer)) after its answer; retried after no 200: \(Format.grouped(load.retries))")
         out.line(
-            "not sent, the in-flight limit reached: \(Format.grouped(load.skippedEvents)) event requests, \(Format.grouped(load.skippedChecks)) checks")
+            "not sent, the in-flight limit reached: \(Format.grouped(load.skippedEvents)) event requests, \(Format.grouped(load.skippedChecks)) checks; the load's longest pause: \(Format.fixed(load.longestPause, 2)) s")
         let seconds = max(load.seconds, 0.001)
         out.line(
             "achieved (2xx only): \(Format.fixed(Double(exactlyOnce.acknowledged) / seconds, 1)) events acknowledged/s, \(Format.fixed(Double(load.events.successes) / seconds, 1)) event requests/s, \(Format.fixed(Double(load.checks.successes) / seconds, 1)) checks/s")
