@@ -75,6 +75,7 @@ final class ChaosLoad: @unchecked Sendable {
     private var resentInFlight = 0, resentAfterAnswer = 0, retries = 0, skippedEvents = 0, skippedChecks = 0
     private var unreadable: [String] = []
     private var lastTick = 0.0, longestPause = 0.0
+    private var retriedDuplicates = 0
 
     init(_ settings: Settings) {
         self.settings = settings
@@ -156,6 +157,8 @@ final class ChaosLoad: @unchecked Sendable {
         var unreadable: [String]
         /// The longest time between two pacing ticks (5 ms apart when all is well), in seconds.
         var longestPause: Double
+        /// Events a retry found stored already: an earlier attempt was committed, its answer lost.
+        var retriedDuplicates: Int
     }
 
     func ledger() -> Ledger {
@@ -164,7 +167,7 @@ final class ChaosLoad: @unchecked Sendable {
                 sent: sent, acknowledged: acknowledged, rejected: rejected, singleBatches: singleBatches,
                 hundredBatches: hundredBatches, resentInFlight: resentInFlight, resentAfterAnswer: resentAfterAnswer,
                 retries: retries, skippedEvents: skippedEvents, skippedChecks: skippedChecks, unreadable: unreadable,
-                longestPause: longestPause)
+                longestPause: longestPause, retriedDuplicates: retriedDuplicates)
         }
     }
 
@@ -247,6 +250,7 @@ final class ChaosLoad: @unchecked Sendable {
                 let settled = try IngestAnswer(parsing: data ?? Data()).settle(state.batch)
                 acknowledged.formUnion(settled.stored)
                 for error in settled.rejected { rejected.add(error) }
+                if attempt == .retry { retriedDuplicates += settled.duplicates }
                 if settled.stored.count == state.batch.ids.count { state.acknowledged = true }
             } catch {
                 unreadable.append("\(error)")

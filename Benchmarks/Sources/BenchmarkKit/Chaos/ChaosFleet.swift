@@ -153,16 +153,19 @@ public struct IngestAnswer: Sendable, Equatable {
         }
     }
 
-    /// The ids of `batch` the server stored or had stored (`accepted`, `duplicate`), and the errors of
-    /// those it rejected.
-    public func settle(_ batch: Batch) -> (stored: [UUID], rejected: [String]) {
-        var stored: [UUID] = [], rejected: [String] = []
+    /// The ids of `batch` the server stored or had stored (`accepted`, `duplicate`), how many of them it
+    /// had stored before (`duplicate`), and the errors of those it rejected.
+    public func settle(_ batch: Batch) -> (stored: [UUID], duplicates: Int, rejected: [String]) {
+        var stored: [UUID] = [], duplicates = 0, rejected: [String] = []
         for result in results where batch.ids.indices.contains(result.index) {
             switch result.status {
-            case "accepted", "duplicate": stored.append(batch.ids[result.index])
+            case "accepted": stored.append(batch.ids[result.index])
+            case "duplicate":
+                stored.append(batch.ids[result.index])
+                duplicates += 1
             default: rejected.append(result.error ?? result.status)
             }
         }
-        return (stored, rejected)
+        return (stored, duplicates, rejected)
     }
 }

@@ -44,13 +44,16 @@ public struct ChaosSummary: Sendable {
         /// The longest the load generator went without offering requests, in seconds: a stall of its own
         /// (a busy machine) rather than of the server.
         public var longestPause: Double
+        /// Events that a retry found stored already (answered `duplicate`): an earlier attempt was
+        /// committed and its answer lost, to a SIGKILL or a database that went away after the `COMMIT`.
+        public var retriedDuplicates: Int
         public var events: OutcomeCounts
         public var checks: OutcomeCounts
 
         public init(
             eventsPerSecond: Double, checksPerSecond: Double, seconds: Double, singleBatches: Int, hundredBatches: Int,
             resentInFlight: Int, resentAfterAnswer: Int, retries: Int, skippedEvents: Int, skippedChecks: Int,
-            eventsInFlightLimit: Int, checksInFlightLimit: Int, longestPause: Double,
+            eventsInFlightLimit: Int, checksInFlightLimit: Int, longestPause: Double, retriedDuplicates: Int,
             events: OutcomeCounts, checks: OutcomeCounts
         ) {
             self.eventsPerSecond = eventsPerSecond
@@ -66,6 +69,7 @@ public struct ChaosSummary: Sendable {
             self.eventsInFlightLimit = eventsInFlightLimit
             self.checksInFlightLimit = checksInFlightLimit
             self.longestPause = longestPause
+            self.retriedDuplicates = retriedDuplicates
             self.events = events
             self.checks = checks
         }
@@ -182,7 +186,7 @@ public struct ChaosSummary: Sendable {
             "acknowledged with 200: \(Format.grouped(once.acknowledged)); stored exactly once: \(Format.grouped(once.storedOnce)); missing: \(Format.grouped(once.missing.count)); stored more than once: \(Format.grouped(once.storedMoreThanOnce.count)); stored, never sent: \(Format.grouped(once.neverSent.count)); rejected: \(once.rejected.total == 0 ? "0" : once.rejected.description)  "
                 + judge(once.holds))
         out.line(
-            "sent: \(Format.grouped(once.sent)); never acknowledged: \(Format.grouped(once.sentUnacknowledged)), of which stored once: \(Format.grouped(once.storedUnacknowledged)) (an answer lost to a SIGKILL)")
+            "sent: \(Format.grouped(once.sent)); never acknowledged: \(Format.grouped(once.sentUnacknowledged)), of which stored once: \(Format.grouped(once.storedUnacknowledged)); found stored by a retry (an answer lost after the COMMIT): \(Format.grouped(load.retriedDuplicates))")
         for id in (once.missing + once.storedMoreThanOnce + once.neverSent).prefix(5) { out.line("  e.g. \(id.uuidString.lowercased())") }
         out.line()
 
