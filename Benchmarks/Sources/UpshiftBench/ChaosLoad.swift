@@ -61,7 +61,8 @@ final class ChaosLoad: @unchecked Sendable {
     private var fleet: ChaosFleet
     private var random: SeededRandom
     private var timer: (any DispatchSourceTimer)?
-    private var origin = DispatchTime.now()
+    /// The start of the load (`start()` follows `init` at once); read from URLSession's threads too.
+    private let origin = DispatchTime.now()
     private var running = false
     private var stoppedAt: Double?
 
@@ -74,7 +75,7 @@ final class ChaosLoad: @unchecked Sendable {
     private var singleBatches = 0, hundredBatches = 0
     private var resentInFlight = 0, resentAfterAnswer = 0, retries = 0, skippedEvents = 0, skippedChecks = 0
     private var unreadable: [String] = []
-    private var lastTick = 0.0, longestPause = 0.0
+    private var lastTick = 0.0, longestPause = 0.0, longestPauseEnded = 0.0
     private var retriedDuplicates = 0
 
     init(_ settings: Settings) {
@@ -94,14 +95,13 @@ final class ChaosLoad: @unchecked Sendable {
         random = SeededRandom(seed: settings.seed ^ 0x10AD_0000_0000_0002)
     }
 
-    /// Seconds since `start()`, on the monotonic clock.
+    /// Seconds since the load was made, on the monotonic clock.
     func now() -> Double {
         Double(DispatchTime.now().uptimeNanoseconds - origin.uptimeNanoseconds) / 1e9
     }
 
     func start() {
         queue.sync {
-            origin = DispatchTime.now()
             running = true
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .now(), repeating: .milliseconds(5), leeway: .milliseconds(1))
@@ -157,6 +157,7 @@ final class ChaosLoad: @unchecked Sendable {
         var unreadable: [String]
         /// The longest time between two pacing ticks (5 ms apart when all is well), in seconds.
         var longestPause: Double
+        var longestPauseEnded: Double
         /// Events a retry found stored already: an earlier attempt was committed, its answer lost.
         var retriedDuplicates: Int
     }
@@ -167,7 +168,7 @@ final class ChaosLoad: @unchecked Sendable {
                 sent: sent, acknowledged: acknowledged, rejected: rejected, singleBatches: singleBatches,
                 hundredBatches: hundredBatches, resentInFlight: resentInFlight, resentAfterAnswer: resentAfterAnswer,
                 retries: retries, skippedEvents: skippedEvents, skippedChecks: skippedChecks, unreadable: unreadable,
-                longestPause: longestPause, retriedDuplicates: retriedDuplicates)
+                longestPause: longestPause, longestPauseEnded: longestPauseEnded, retriedDuplicates: retriedDuplicates)
         }
     }
 
@@ -176,7 +177,10 @@ final class ChaosLoad: @unchecked Sendable {
     private func tick() {
         guard running else { return }
         let elapsed = now()
-        longestPause = max(longestPause, elapsed - lastTick)
+        if elapsed - lastTick > longestPause {
+            longestPause = elapsed - lastTick
+            longestPauseEnded = elapsed
+        }
         lastTick = elapsed
         let batchRate = settings.eventsPerSecond / 2
         while Double(dueSingles) < elapsed * batchRate {
@@ -234,20 +238,32 @@ final class ChaosLoad: @unchecked Sendable {
         eventsInFlight += 1
         let session = eventSessions[nextEventSession]
         nextEventSession = (nextEventSession + 1) % eventSessions.count
+        let batch = state.batch
         session.dataTask(with: request) { [unowned self] data, response, _ in
-            queue.async { self.answered(state, attempt, sentAt: sentAt, data: data, response: response as? HTTPURLResponse) }
+            // Timed where URLSession delivers the answer, and read there: a burst of a thousand answers
+            // (PostgreSQL back) must not hold up the pacing on the queue.
+            let answeredAt = self.now()
+            let response = response as? HTTPURLResponse
+            let reading = response?.statusCode == 200
+                ? Result { try IngestAnswer(parsing: data ?? Data()).settle(batch) } : nil
+            queue.async {
+                self.answered(state, attempt, sentAt: sentAt, answeredAt: answeredAt, response: response, reading: reading)
+            }
         }.resume()
     }
 
-    private func answered(_ state: BatchState, _ attempt: Attempt, sentAt: Double, data: Data?, response: HTTPURLResponse?) {
+    private func answered(
+        _ state: BatchState, _ attempt: Attempt, sentAt: Double, answeredAt: Double, response: HTTPURLResponse?,
+        reading: Result<(stored: [UUID], duplicates: Int, rejected: [String]), any Error>?
+    ) {
         eventsInFlight -= 1
         let retryAfter = response?.value(forHTTPHeaderField: "Retry-After")
         exchanges.append(Exchange(
-            endpoint: .events, sentAt: sentAt, answeredAt: now(), status: response?.statusCode, retryAfter: retryAfter != nil))
+            endpoint: .events, sentAt: sentAt, answeredAt: answeredAt, status: response?.statusCode, retryAfter: retryAfter != nil))
         if attempt == .first { state.firstAnswered = true }
-        if response?.statusCode == 200 {
+        if let reading {
             do {
-                let settled = try IngestAnswer(parsing: data ?? Data()).settle(state.batch)
+                let settled = try reading.get()
                 acknowledged.formUnion(settled.stored)
                 for error in settled.rejected { rejected.add(error) }
                 if attempt == .retry { retriedDuplicates += settled.duplicates }
@@ -286,10 +302,11 @@ final class ChaosLoad: @unchecked Sendable {
         checksInFlight += 1
         checkSession.dataTask(with: request) { [unowned self] _, response, _ in
             let response = response as? HTTPURLResponse
+            let answeredAt = self.now()
             queue.async {
                 self.checksInFlight -= 1
                 self.exchanges.append(Exchange(
-                    endpoint: .check, sentAt: sentAt, answeredAt: self.now(), status: response?.statusCode,
+                    endpoint: .check, sentAt: sentAt, answeredAt: answeredAt, status: response?.statusCode,
                     retryAfter: response?.value(forHTTPHeaderField: "Retry-After") != nil))
             }
         }.resume()

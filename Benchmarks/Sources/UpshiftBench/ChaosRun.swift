@@ -98,7 +98,7 @@ struct ChaosRun {
                 resentInFlight: ledger.resentInFlight, resentAfterAnswer: ledger.resentAfterAnswer, retries: ledger.retries,
                 skippedEvents: ledger.skippedEvents, skippedChecks: ledger.skippedChecks,
                 eventsInFlightLimit: load.settings.eventsInFlightLimit, checksInFlightLimit: load.settings.checksInFlightLimit,
-                longestPause: ledger.longestPause, retriedDuplicates: ledger.retriedDuplicates,
+                longestPause: ledger.longestPause, longestPauseEnded: ledger.longestPauseEnded, retriedDuplicates: ledger.retriedDuplicates,
                 events: OutcomeCounts(exchanges.filter { $0.endpoint == .events }),
                 checks: OutcomeCounts(exchanges.filter { $0.endpoint == .check })),
             exactlyOnce: exactlyOnce, outage: outage, recovery: recovery,

@@ -44,6 +44,8 @@ public struct ChaosSummary: Sendable {
         /// The longest the load generator went without offering requests, in seconds: a stall of its own
         /// (a busy machine) rather than of the server.
         public var longestPause: Double
+        /// When that pause ended, in seconds from the start of the load.
+        public var longestPauseEnded: Double
         /// Events that a retry found stored already (answered `duplicate`): an earlier attempt was
         /// committed and its answer lost, to a SIGKILL or a database that went away after the `COMMIT`.
         public var retriedDuplicates: Int
@@ -53,7 +55,7 @@ public struct ChaosSummary: Sendable {
         public init(
             eventsPerSecond: Double, checksPerSecond: Double, seconds: Double, singleBatches: Int, hundredBatches: Int,
             resentInFlight: Int, resentAfterAnswer: Int, retries: Int, skippedEvents: Int, skippedChecks: Int,
-            eventsInFlightLimit: Int, checksInFlightLimit: Int, longestPause: Double, retriedDuplicates: Int,
+            eventsInFlightLimit: Int, checksInFlightLimit: Int, longestPause: Double, longestPauseEnded: Double, retriedDuplicates: Int,
             events: OutcomeCounts, checks: OutcomeCounts
         ) {
             self.eventsPerSecond = eventsPerSecond
@@ -69,6 +71,7 @@ public struct ChaosSummary: Sendable {
             self.eventsInFlightLimit = eventsInFlightLimit
             self.checksInFlightLimit = checksInFlightLimit
             self.longestPause = longestPause
+            self.longestPauseEnded = longestPauseEnded
             self.retriedDuplicates = retriedDuplicates
             self.events = events
             self.checks = checks
@@ -168,7 +171,7 @@ public struct ChaosSummary: Sendable {
         out.line(
             "batches: \(Format.grouped(load.singleBatches)) of 1, \(Format.grouped(load.hundredBatches)) of 100; resent: \(Format.grouped(load.resentInFlight)) while the first attempt was in flight, \(Format.grouped(load.resentAfterAnswer)) after its answer; retried after no 200: \(Format.grouped(load.retries))")
         out.line(
-            "not sent, the in-flight limit reached: \(Format.grouped(load.skippedEvents)) event requests, \(Format.grouped(load.skippedChecks)) checks; the load's longest pause: \(Format.fixed(load.longestPause, 2)) s")
+            "not sent, the in-flight limit reached: \(Format.grouped(load.skippedEvents)) event requests, \(Format.grouped(load.skippedChecks)) checks; the load's longest pause: \(Format.fixed(load.longestPause, 2)) s (ending at \(Format.fixed(load.longestPauseEnded, 1)) s)")
         let seconds = max(load.seconds, 0.001)
         out.line(
             "achieved (2xx only): \(Format.fixed(Double(exactlyOnce.acknowledged) / seconds, 1)) events acknowledged/s, \(Format.fixed(Double(load.events.successes) / seconds, 1)) event requests/s, \(Format.fixed(Double(load.checks.successes) / seconds, 1)) checks/s")
