@@ -37,7 +37,8 @@ final class ChaosLoad: @unchecked Sendable {
         var maximumAttempts = 5
     }
 
-    /// A batch and what became of it (read and written on the queue only).
+    /// A batch and what became of it: `batch` never changes (URLSession's handlers read it); the rest is
+    /// read and written on the queue only.
     private final class BatchState: @unchecked Sendable {
         let batch: Batch
         var attempts = 0
