@@ -83,13 +83,19 @@ _upshift_pg_prepare_dir_for_postgres() {
     runuser -u postgres -- test -d "$dir" -a -w "$dir" -a -x "$dir" 2>/dev/null
 }
 
-# Sets UPSHIFT_PG_DIR (cluster folder) and UPSHIFT_PG_USER (cluster owner).
+# Sets UPSHIFT_PG_DIR (cluster folder) and UPSHIFT_PG_USER (cluster owner). The folder is .pg of the
+# checkout, or UPSHIFT_PG_FOLDER (a path in the checkout, git-ignored) for a cluster of its own, as
+# scripts/chaos keeps one that it may restart.
 _upshift_pg_choose_dir() {
-    local root local_dir fallback
+    local root local_dir fallback folder="${UPSHIFT_PG_FOLDER:-.pg}"
     root="$(upshift_root)"
-    local_dir="$root/.pg"
-    # Stable per checkout, so several worktrees get separate clusters.
-    fallback="/var/tmp/upshift-pg-$(printf '%s' "$root" | sha256sum | cut -c1-12)"
+    local_dir="$root/$folder"
+    # Stable per checkout, so several worktrees get separate clusters (and each folder its own).
+    if [[ "$folder" == .pg ]]; then
+        fallback="/var/tmp/upshift-pg-$(printf '%s' "$root" | sha256sum | cut -c1-12)"
+    else
+        fallback="/var/tmp/upshift-pg-$(printf '%s' "$root/$folder" | sha256sum | cut -c1-12)"
+    fi
 
     if [[ "$(id -u)" -ne 0 ]]; then
         UPSHIFT_PG_USER="$(id -un)"

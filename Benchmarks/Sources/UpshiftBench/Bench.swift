@@ -37,10 +37,11 @@ final class Bench {
     private(set) var database: DatabaseURL
     let cpus = ProcessInfo.processInfo.activeProcessorCount
 
-    /// Creates `.bench/<name>-<time>` and points `.bench/<name>-latest` at it.
-    init(_ name: String, environment: BenchEnvironment) throws {
+    /// Creates `<folder>/<name>-<time>` (`.bench/` of the checkout unless told) and points
+    /// `<folder>/<name>-latest` at it.
+    init(_ name: String, environment: BenchEnvironment, folder: String = ".bench") throws {
         self.environment = environment
-        let folder = "\(environment.root)/.bench"
+        let folder = "\(environment.root)/\(folder)"
         let base = "\(name)-\(Format.folderStamp(Date()))"
         output = "\(folder)/\(base)"
         database = environment.databaseURL
@@ -139,6 +140,12 @@ final class Bench {
         }
     }
 
+    /// The upshift CLI on the run's database: what it printed (its errors to setup.log).
+    func upshiftOutput(_ arguments: [String]) throws -> String {
+        try Processes.output(
+            Command(environment.upshift, arguments, environment: upshiftEnvironment), stderr: .append(setupLog))
+    }
+
     /// `upshift keys create ...`: the secret, the last line it prints (kept out of the log).
     func createKey(_ arguments: [String]) throws -> String {
         let output = try Processes.output(
@@ -150,9 +157,10 @@ final class Bench {
         return secret
     }
 
-    /// Starts `upshift serve` on the run's database and a free port, and waits until it is ready.
-    func startServer(log file: String, settings: [String: String] = [:]) throws -> Server {
-        let port = try freePort()
+    /// Starts `upshift serve` on the run's database and `port` (a free one unless told), and waits until
+    /// it is ready.
+    func startServer(log file: String, settings: [String: String] = [:], port: Int? = nil) throws -> Server {
+        let port = try port ?? freePort()
         var variables = upshiftEnvironment
         variables["UPSHIFT_HOST"] = "127.0.0.1"
         variables["UPSHIFT_PORT"] = "\(port)"
@@ -271,6 +279,9 @@ struct Server {
     /// "http://127.0.0.1:PORT"
     let url: String
     let log: String
+
+    /// The PORT of `url`.
+    var port: Int { Int(url.split(separator: ":").last ?? "") ?? 0 }
 }
 
 /// The last `lines` lines of a file, on standard error.

@@ -6,11 +6,14 @@ struct Command: CustomStringConvertible {
     var program: String
     var arguments: [String]
     var environment: [String: String]
+    /// The working folder; this process's when nil.
+    var directory: String?
 
-    init(_ program: String, _ arguments: [String] = [], environment: [String: String] = [:]) {
+    init(_ program: String, _ arguments: [String] = [], environment: [String: String] = [:], directory: String? = nil) {
         self.program = program
         self.arguments = arguments
         self.environment = environment
+        self.directory = directory
     }
 
     var description: String { ([program] + arguments).joined(separator: " ") }
@@ -168,6 +171,7 @@ enum Processes {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try resolve(command.program))
         process.arguments = command.arguments
+        if let directory = command.directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         if !command.environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(command.environment) { $1 }
         }
