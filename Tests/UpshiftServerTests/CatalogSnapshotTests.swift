@@ -42,7 +42,7 @@ import UpshiftTestSupport
             let store = CatalogStore(client: client, logger: TestEnvironment.logger)
             let snapshot = CatalogSnapshot()
             let service = CatalogSnapshotService(
-                snapshot: snapshot, store: store, readiness: Readiness(required: []), metrics: NOOPMetricsHandler.instance,
+                snapshot: snapshot, store: store, database: harness.database, readiness: Readiness(required: []), metrics: NOOPMetricsHandler.instance,
                 logger: TestEnvironment.logger)
             try await service.load()
             // A reload reads the version and loads, and is slow to finish.
