@@ -25,37 +25,30 @@ final class DatabaseProbe: @unchecked Sendable {
     }
 
     func current() async -> Result {
-        enum Next {
-            case cached(Result)
-            case wait(Task<Result, Never>)
-        }
-        let next = lock.withLock { () -> Next in
-            if let last, ContinuousClock.now - last.at <= maximumAge { return .cached(last.result) }
-            if let running { return .wait(running) }
-            let (pool, limit) = (pool, limit)
-            let task = Task { await Self.probe(pool, within: limit) }
-            running = task
-            return .wait(task)
-        }
-        switch next {
-        case .cached(let result):
-            return result
-        case .wait(let task):
-            let result = await task.value
-            lock.withLock {
-                if running == task {
-                    last = (result, .now)
-                    running = nil
-                }
+        let (cached, probe) = lock.withLock { () -> (Result?, Task<Result, Never>?) in
+            if let last, ContinuousClock.now - last.at <= maximumAge { return (last.result, nil) }
+            if running == nil {
+                let (pool, limit) = (pool, limit)
+                running = Task { await Self.probe(pool, within: limit) }
             }
-            return result
+            return (nil, running)
         }
+        if let cached { return cached }
+        guard let probe else { return .unreachable }
+        let result = await probe.value
+        lock.withLock {
+            if running == probe {
+                last = (result, .now)
+                running = nil
+            }
+        }
+        return result
     }
 
     private static func probe(_ pool: DatabasePool, within limit: Duration) async -> Result {
         let started = ContinuousClock.now
         do {
-            try await withDeadline(limit) { try await pool.query("SELECT 1", logger: pool.logger) }
+            _ = try await withDeadline(limit) { try await pool.query("SELECT 1", logger: pool.logger) }
             return .reachable(latency: ContinuousClock.now - started)
         } catch {
             return .unreachable

@@ -144,28 +144,6 @@ public func withDeadline<T: Sendable>(
         })
 }
 
-extension PostgresClient {
-    /// `withConnection`, except that `body` fails with ``ConnectionLost`` as soon as the connection
-    /// closes under it (the server ended the session or the network dropped it) instead of waiting
-    /// for ever for a statement PostgresNIO sent after the close.
-    public func withLiveConnection<T: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try await withConnection { connection in
-            guard !connection.isClosed else { throw ConnectionLost() }
-            return try await withDeadline(nil, abandonWhen: { connection.isClosed }) { try await body(connection) }
-        }
-    }
-
-    /// One transaction on a live connection (``withLiveConnection(_:)``); what `body` throws is
-    /// rethrown as itself.
-    public func transaction<T: Sendable>(
-        logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try await withLiveConnection { connection in try await connection.transaction(logger: logger, body) }
-    }
-}
-
 extension PostgresConnection {
     /// `withTransaction`, rethrowing what `body` threw as itself rather than wrapped in a
     /// `PostgresTransactionError` (callers want their own errors back).

@@ -21,7 +21,7 @@ public struct FeedReader: Sendable {
 
     /// The next at most `limit` events after `position`.
     public func read(after position: FeedPosition, limit: Int) async throws -> [ProjectionEvent] {
-        try await client.withLiveConnection { connection in
+        try await DatabasePool(client: client, logger: logger).withConnection { connection in
             try await Self.read(on: connection, after: position, limit: limit, logger: logger)
         }
     }

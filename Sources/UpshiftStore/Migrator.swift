@@ -117,7 +117,7 @@ public struct Migrator: Sendable {
     /// Applies what is pending and returns the names applied now.
     @discardableResult
     public func migrate(_ migrations: [Migration]) async throws -> [String] {
-        try await client.withLiveConnection { connection in
+        try await DatabasePool(client: client, logger: logger).withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 let applied = try await apply(migrations, on: connection)

@@ -279,29 +279,8 @@ import UpshiftTestSupport
     /// and 1.2.0; every event on a half hour before `now` (or a minute after one).
     static func fleet(now: Date, installs: Int = 200) -> [[String: String]] {
         var random = SplitMix64(seed: 18)
-        let versions = ["1.0.0", "1.1.0", "1.2.0"]
-        var events: [[String: String]] = []
-        for _ in 0..<installs {
-            let install = UUID()
-            var version = 0
-            for day in (0..<14).reversed() {
-                guard random.next() % 3 != 0 else { continue }
-                let at = halfHourBefore(now, hours: day * 24 + Int(random.next() % 20))
-                if version < 2, random.next() % 5 == 0 {
-                    events.append(
-                        clientEvent(
-                            type: "prompt_shown", occurredAt: at, install: install, version: versions[version],
-                            extra: ["promptKind": "soft", "targetVersion": versions[version + 1]]))
-                    version += 1
-                    events.append(
-                        clientEvent(
-                            type: "updated", occurredAt: at.addingTimeInterval(60), install: install, version: versions[version],
-                            extra: ["fromVersion": versions[version - 1]]))
-                } else {
-                    events.append(clientEvent(occurredAt: at, install: install, version: versions[version]))
-                }
-            }
+        return fleetEvents(installs: installs, random: &random, promptOneIn: 5) { day, random in
+            halfHourBefore(now, hours: day * 24 + Int(random.next() % 20))
         }
-        return events
     }
 }
