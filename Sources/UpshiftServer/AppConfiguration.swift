@@ -106,7 +106,8 @@ public struct AppConfiguration: Sendable {
         if let count = try read.integer("UPSHIFT_READ_POOL_CONNECTIONS", in: 1...1_000) {
             configuration.pools.readConnections = count
         }
-        if let count = try read.integer("UPSHIFT_PROJECTION_POOL_CONNECTIONS", in: 1...1_000) {
+        if let count = try read.integer(
+            "UPSHIFT_PROJECTION_POOL_CONNECTIONS", in: DatabasePoolSettings.minimumProjectionConnections...1_000) {
             configuration.pools.projectionConnections = count
         }
         if let timeout = try read.seconds("UPSHIFT_POOL_WAIT_TIMEOUT") { configuration.pools.waitTimeout = timeout }

@@ -9,9 +9,9 @@ public struct DatabasePoolSettings: Sendable {
     public var hotConnections = 8
     /// Reports, dashboard pages and the admin API.
     public var readConnections = 6
-    /// The projection runner: one connection per projection it leads (it holds its lock), and its
-    /// bookkeeping.
-    public var projectionConnections = 6
+    /// The projection runner: one connection per generation it leads (it holds its lock), and its
+    /// bookkeeping. At least ``minimumProjectionConnections``.
+    public var projectionConnections = Self.minimumProjectionConnections
     /// How long a request waits for a connection of its pool before it is answered `503`.
     public var waitTimeout: Duration = .seconds(2)
     /// How long a request waits for the database's answer (a report: ``reportStatementTimeout`` and a
@@ -22,6 +22,12 @@ public struct DatabasePoolSettings: Sendable {
     public var reportStatementTimeout: Duration = .seconds(30)
 
     public init() {}
+
+    /// Every projection may have two generations at once (the active one and a rebuild), and each
+    /// leader holds a connection for as long as it leads and asks for a second now and then (the log's
+    /// length, a switch-over); with two more for the supervisor and those, no leader waits on another.
+    /// Fewer could leave every connection held by leaders waiting for one more: the runner would stall.
+    public static let minimumProjectionConnections = 2 * Projections.all.count + 2
 
     var hotBounds: DatabasePool.Bounds { .init(wait: waitTimeout, answer: answerTimeout) }
     var readBounds: DatabasePool.Bounds { .init(wait: waitTimeout, answer: reportStatementTimeout + .seconds(1)) }

@@ -22,6 +22,8 @@ import UpshiftTestSupport
         ("UPSHIFT_HOST", "256.1.1.1"), ("UPSHIFT_HOST", "http://0.0.0.0"), ("UPSHIFT_HOST", String(repeating: "a", count: 64)),
         ("UPSHIFT_WRITE_TIMEOUT", "0"), ("UPSHIFT_WRITE_TIMEOUT", "never"),
         ("UPSHIFT_OPENAPI_FILE", "/nonexistent/openapi.yaml"), ("UPSHIFT_MIGRATIONS_DIR", "/nonexistent/sql"),
+        // Fewer than two generations of every projection and two more would let the runner stall.
+        ("UPSHIFT_PROJECTION_POOL_CONNECTIONS", "9"), ("UPSHIFT_HOT_POOL_CONNECTIONS", "0"),
     ]
 
     @Test(arguments: invalid)
@@ -48,6 +50,9 @@ import UpshiftTestSupport
         #expect(configuration.ingestion.ratePerClient.rate == 0)
         #expect(configuration.trustedProxies == ["10.0.0.1", "::1"])
         #expect(configuration.connections.maximumConnections == 10)
+        #expect(configuration.pools.projectionConnections == 10)
+        environment["UPSHIFT_PROJECTION_POOL_CONNECTIONS"] = "12"
+        #expect(try AppConfiguration.fromEnvironment(environment).pools.projectionConnections == 12)
         for host in ["0.0.0.0", "::", "::1", "localhost", "upshift-1.internal.example"] {
             environment["UPSHIFT_HOST"] = host
             #expect(try AppConfiguration.fromEnvironment(environment).host == host)

@@ -61,6 +61,11 @@ struct Harness {
         configuration.logLevel = TestEnvironment.logger.logLevel
         // Suites run in parallel on two cores: a flush may wait its turn longer than in production.
         configuration.ingestion.flushTimeout = .seconds(10)
+        // Likewise a connection (a new one is a PostgreSQL backend to fork) and an answer: some forty
+        // servers share the machine. The suites that judge these bounds (HotPathTests,
+        // OperatorMetricsTests) set their own.
+        configuration.pools.waitTimeout = .seconds(15)
+        configuration.pools.answerTimeout = .seconds(30)
         // Every test client speaks from loopback: tests of the event limits turn them on.
         configuration.ingestion.ratePerClient.rate = 0
         configuration.ingestion.ratePerKey.rate = 0
