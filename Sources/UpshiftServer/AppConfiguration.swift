@@ -9,6 +9,10 @@ public struct AppConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     public var port: Int = 8080
     public var database: DatabaseSettings
+    /// Where the reports and the dashboard's charts and tables read the projections: a streaming
+    /// replica of `database` (`UPSHIFT_REPORTS_DATABASE_URL`), or nil to read them on `database`.
+    /// Everything else reads and writes `database`.
+    public var reportsDatabase: DatabaseSettings?
     public var roles: Set<ServerRole> = Set(ServerRole.allCases)
     public var logLevel: Logger.Level = .info
     /// Peers whose `X-Forwarded-For` is trusted (exact addresses).
@@ -48,6 +52,9 @@ public struct AppConfiguration: Sendable {
     public static func fromEnvironment(_ environment: [String: String]) throws -> AppConfiguration {
         var configuration = AppConfiguration(database: try DatabaseSettings.fromEnvironment(environment))
         let read = EnvironmentReader(environment)
+        if let url = environment["UPSHIFT_REPORTS_DATABASE_URL"], !url.isEmpty {
+            configuration.reportsDatabase = try parseDatabaseURL(url, name: "UPSHIFT_REPORTS_DATABASE_URL")
+        }
         if let host = try read.text("UPSHIFT_HOST") { configuration.host = try parseHost(host, name: "UPSHIFT_HOST") }
         if let port = try read.integer("UPSHIFT_PORT", in: 0...65535) { configuration.port = port }
         if let level = environment["UPSHIFT_LOG_LEVEL"], !level.isEmpty {
@@ -160,6 +167,16 @@ public struct AppConfiguration: Sendable {
             throw ConfigurationError.invalid(name, text, expected: "an IP address or a host name")
         }
         return text
+    }
+
+    /// A `postgres://` URL read as `DATABASE_URL` is, its errors naming `name` (never the URL, which
+    /// may hold a password).
+    public static func parseDatabaseURL(_ text: String, name: String) throws -> DatabaseSettings {
+        do {
+            return try DatabaseSettings(url: text)
+        } catch DatabaseSettings.ParseError.invalidURL(let reason) {
+            throw ConfigurationError(description: "\(name) is not a postgres:// URL: \(reason)")
+        }
     }
 
     /// Parses `http,projections`.

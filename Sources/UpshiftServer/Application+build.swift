@@ -94,10 +94,18 @@ public struct ApplicationParts {
         let reads = DatabasePool(
             name: "reads", settings: configuration.database, connections: pools.readConnections,
             bounds: pools.readBounds, statementTimeout: pools.reportStatementTimeout, metrics: metrics, logger: logger)
+        // The report queries on a streaming replica when one is configured: a pool of its own, bounded
+        // like the reads pool, so that an unreachable replica fails reports alone (`503`).
+        let serveHTTP = configuration.roles.contains(.http)
+        let replica: DatabasePool? = configuration.reportsDatabase.flatMap { replica in
+            guard serveHTTP else { return nil }
+            return DatabasePool(
+                name: "reports", settings: replica, connections: pools.readConnections, bounds: pools.readBounds,
+                statementTimeout: pools.reportStatementTimeout, metrics: metrics, logger: logger)
+        }
         let eventLog = EventLog(pool: hot, logger: logger)
         let catalogStore = CatalogStore(pool: reads, logger: logger)
         let snapshot = CatalogSnapshot()
-        let serveHTTP = configuration.roles.contains(.http)
         let readiness = Readiness(required: serveHTTP ? [.migrations, .partitions, .catalog, .keys] : [.migrations, .partitions])
         let snapshotLoader = CatalogSnapshotService(
             snapshot: snapshot, store: CatalogStore(pool: hot, logger: logger), database: configuration.database,
@@ -120,6 +128,7 @@ public struct ApplicationParts {
 
         // The pools first: they stop last, after everything that uses them.
         var services: [any Service] = [hot.client, reads.client]
+        if let replica { services.append(replica.client) }
         let feedSignal = FeedSignal()
         if serveHTTP {
             let authentication = BearerAuthentication(keys: keys)
@@ -141,7 +150,7 @@ public struct ApplicationParts {
                     await snapshotLoader.reload(reason: "write")
                 }.routes(authentication: authentication), atPath: "/v1/apps")
             let reports = ReportService(
-                store: ReportStore(pool: reads, logger: logger), snapshot: snapshot, clock: configuration.clock)
+                store: ReportStore(pool: replica ?? reads, logger: logger), snapshot: snapshot, clock: configuration.clock)
             router.addRoutes(
                 ReportsController(reports: reports, snapshot: snapshot, clock: configuration.clock)
                     .routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
@@ -173,6 +182,7 @@ public struct ApplicationParts {
         self.services = services
 
         let database = configuration.database
+        let reportsDatabase = replica == nil ? nil : configuration.reportsDatabase
         start = {
             try await waitForDatabase(database, logger: logger)
             try await retryingWhileUnreachable(logger: logger) {
@@ -185,6 +195,13 @@ public struct ApplicationParts {
             if serveHTTP {
                 try await retryingWhileUnreachable(logger: logger) { try await snapshotLoader.load() }
                 try await retryingWhileUnreachable(logger: logger) { try await keys.load() }
+                // Only the reports need the replica: one that cannot be reached is logged with its
+                // cause, and the server starts without it.
+                if let reportsDatabase, let unreachable = await Database.diagnose(reportsDatabase, logger: logger) {
+                    logger.warning(
+                        "reports database unreachable at start; reports answer 503 until it is reachable",
+                        metadata: ["error": "\(unreachable)"])
+                }
             }
         }
     }

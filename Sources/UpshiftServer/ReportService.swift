@@ -2,7 +2,9 @@ import Foundation
 import UpshiftCore
 import UpshiftStore
 
-/// The reports of DESIGN.md section 6 as values: what the JSON/CSV API and the dashboard both show. A
+/// The reports of DESIGN.md section 6 as values: what the JSON/CSV API and the dashboard both show,
+/// each with its `dataAsOf`. The store reads the reports database (a replica when one is configured);
+/// the catalog the minimum-impact report needs comes from the snapshot, which follows the primary. A
 /// projection that has no tables yet throws `ReportStore.NotReady` (a `503`).
 struct ReportService: Sendable {
     let store: ReportStore
@@ -10,30 +12,32 @@ struct ReportService: Sendable {
     let clock: any WallClock
 
     func adoption(app: String, platform: String, from: UTCDay, to: UTCDay) async throws -> AdoptionReport {
-        let rows = try await store.adoption(app: app, platform: platform, from: from, to: to)
-        return AdoptionReport(app: app, platform: platform, from: from, to: to, rows: rows)
+        let read = try await store.adoption(app: app, platform: platform, from: from, to: to)
+        return AdoptionReport(app: app, platform: platform, from: from, to: to, rows: read.value, dataAsOf: read.dataAsOf)
     }
 
     /// Nil when the app has no such release (yet).
     func release(app: String, platform: String, version: Version) async throws -> ReleaseReport? {
-        guard let figures = try await store.release(app: app, platform: platform, version: version) else { return nil }
+        guard let read = try await store.release(app: app, platform: platform, version: version) else { return nil }
+        let figures = read.value
         return ReleaseReport(
             app: app, platform: platform, version: version.normalized, releasedAt: figures.releasedAt, now: clock.now(),
             cohort: figures.cohort, updatedByDay: figures.updatedByDay, medianMilliseconds: figures.medianMilliseconds,
-            p90Milliseconds: figures.p90Milliseconds)
+            p90Milliseconds: figures.p90Milliseconds, dataAsOf: read.dataAsOf)
     }
 
     func funnels(app: String, platform: String, target: Version?) async throws -> PromptFunnelReport {
-        let funnels = try await store.funnels(app: app, platform: platform, target: target)
-        return PromptFunnelReport(app: app, platform: platform, funnels: funnels)
+        let read = try await store.funnels(app: app, platform: platform, target: target)
+        return PromptFunnelReport(app: app, platform: platform, funnels: read.value, dataAsOf: read.dataAsOf)
     }
 
     func minimumImpact(app: String, platform: String, minimum: Version, windowDays: Int) async throws -> MinimumImpactReport {
         let now = clock.now()
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
-        let groups = try await store.activeInstalls(app: app, platform: platform, since: since)
+        let read = try await store.activeInstalls(app: app, platform: platform, since: since)
         return MinimumImpactReport(
             app: app, platform: platform, minimum: minimum, windowDays: windowDays,
-            releases: snapshot.app(app)?.catalog.releases[platform] ?? [], now: now, groups: groups)
+            releases: snapshot.app(app)?.catalog.releases[platform] ?? [], now: now, groups: read.value,
+            dataAsOf: read.dataAsOf)
     }
 }

@@ -146,14 +146,16 @@ public func withDeadline<T: Sendable>(
 
 extension PostgresConnection {
     /// `withTransaction`, rethrowing what `body` threw as itself rather than wrapped in a
-    /// `PostgresTransactionError` (callers want their own errors back).
+    /// `PostgresTransactionError` (callers want their own errors back), and so the error of a `BEGIN`
+    /// or `COMMIT` that failed: a connection that closed under either is then a connection error
+    /// like any other (`503`, not `500`).
     public func transaction<T: Sendable>(
         logger: Logger, _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
             return try await withTransaction(logger: logger) { connection in try await body(connection) }
         } catch let error as PostgresTransactionError {
-            if let inner = error.closureError { throw inner }
+            if let inner = error.closureError ?? error.beginError ?? error.commitError { throw inner }
             throw error
         }
     }

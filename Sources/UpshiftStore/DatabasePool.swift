@@ -119,6 +119,12 @@ public struct DatabasePool: Sendable {
             reason = error.reason
         case let error as PSQLError where error.serverInfo?[.sqlState] == PostgresError.Code.queryCanceled.raw:
             reason = .statementTimeout
+        case let error as PSQLError
+        where [PostgresError.Code.serializationFailure.raw, PostgresError.Code.deadlockDetected.raw]
+            .contains(error.serverInfo?[.sqlState] ?? ""):
+            // A replica cancels a read that holds back the changes it replays ("conflict with
+            // recovery"), with the codes of a transaction that may succeed when retried.
+            reason = .conflict
         case is ConnectionLost:
             reason = .connectionLost
         case _ where !lease.wasAcquired && !(error is CancellationError):
@@ -144,6 +150,10 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
         case timedOut(Duration)
         /// PostgreSQL cancelled the statement for its `statement_timeout`.
         case statementTimeout
+        /// The server cancelled the statement for a conflict: on a replica, with the recovery it
+        /// replays (a report that held back a vacuum's changes for `max_standby_streaming_delay`);
+        /// anywhere, a serialization failure or a deadlock. A retry may succeed.
+        case conflict
         /// The connection closed during the statement.
         case connectionLost
         /// The pool could not lease a connection (cannot connect, circuit breaker tripped, shut down).
@@ -155,6 +165,7 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
             case .busy: "busy"
             case .timedOut: "timed_out"
             case .statementTimeout: "statement_timeout"
+            case .conflict: "conflict"
             case .connectionLost: "connection_lost"
             case .poolFailed: "pool_failed"
             }
@@ -174,6 +185,7 @@ public struct DatabaseUnavailable: Error, CustomStringConvertible, Sendable {
         case .busy(let wait): "every connection of the \(pool) pool is busy (waited \(wait))"
         case .timedOut(let answer): "the database did not answer within \(answer) (\(pool) pool)"
         case .statementTimeout: "the statement ran longer than its statement_timeout (\(pool) pool)"
+        case .conflict: "the database cancelled the statement for a conflict, e.g. with a replica's recovery (\(pool) pool)"
         case .connectionLost: "the database connection closed during the statement (\(pool) pool)"
         case .poolFailed(let cause): "the \(pool) pool cannot reach the database: \(cause)"
         }

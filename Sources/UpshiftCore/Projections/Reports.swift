@@ -2,6 +2,10 @@ import Foundation
 
 /// Reports of DESIGN.md section 6, built from rows the store reads. JSON through `Codable`
 /// (explicit `null`s), CSV through `csv`.
+///
+/// Each carries `dataAsOf`: the `recorded_at` of the newest event the projections it reads had applied,
+/// read in the same snapshot as its figures (the oldest of them when it reads several; nil while one has
+/// applied none). Read on a replica, it shows the replica's lag and the projections' lag together.
 
 /// Daily adoption: per day, active installs and installs per version (versions in version order).
 public struct AdoptionReport: Sendable, Equatable, Encodable {
@@ -35,16 +39,18 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     public var from: String
     public var to: String
     public var days: [Day]
+    public var dataAsOf: Date?
 
     /// `rows` are `adoption_daily` cells in the range, in any order; every day of the range appears.
     public init(
         app: String, platform: String, from: UTCDay, to: UTCDay,
-        rows: [(day: UTCDay, version: String, sortKey: String, installs: Int)]
+        rows: [(day: UTCDay, version: String, sortKey: String, installs: Int)], dataAsOf: Date?
     ) {
         self.app = app
         self.platform = platform
         self.from = from.description
         self.to = to.description
+        self.dataAsOf = dataAsOf
         var byDay: [Int: [(version: String, sortKey: String, installs: Int)]] = [:]
         for row in rows where row.installs != 0 { byDay[row.day.number, default: []].append((row.version, row.sortKey, row.installs)) }
         days = (from.number...max(from.number, to.number)).map { number in
@@ -54,6 +60,18 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
                 versions: cells.map { VersionCount(version: $0.version, installs: $0.installs) })
         }
     }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(app, forKey: .app)
+        try container.encode(platform, forKey: .platform)
+        try container.encode(from, forKey: .from)
+        try container.encode(to, forKey: .to)
+        try container.encode(days, forKey: .days)
+        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
+    }
+
+    enum CodingKeys: String, CodingKey { case app, platform, from, to, days, dataAsOf }
 
     public var csv: String {
         var table = CSVTable(header: ["day", "active_installs", "version", "installs"])
@@ -109,6 +127,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     public var medianSeconds: Double?
     public var p90Seconds: Double?
     public var curve: [CurvePoint]
+    public var dataAsOf: Date?
 
     /// The rank k = ⌈q · cohort⌉ whose T is the q-quantile by nearest rank; nil for an empty cohort.
     public static func rank(quantile: Double, cohort: Int) -> Int? {
@@ -123,11 +142,12 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     ///   - medianMilliseconds, p90Milliseconds: T at the nearest ranks, nil while fewer have updated.
     public init(
         app: String, platform: String, version: String, releasedAt: Date, now: Date, cohort: Int,
-        updatedByDay: [Int: Int], medianMilliseconds: Int64?, p90Milliseconds: Int64?
+        updatedByDay: [Int: Int], medianMilliseconds: Int64?, p90Milliseconds: Int64?, dataAsOf: Date?
     ) {
         self.app = app
         self.platform = platform
         self.version = version
+        self.dataAsOf = dataAsOf
         self.releasedAt = Timestamp.format(releasedAt)
         self.cohort = cohort
         updated = updatedByDay.values.reduce(0, +)
@@ -160,10 +180,11 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
         try container.encode(medianSeconds, forKey: .medianSeconds)
         try container.encode(p90Seconds, forKey: .p90Seconds)
         try container.encode(curve, forKey: .curve)
+        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
     }
 
     enum CodingKeys: String, CodingKey {
-        case app, platform, version, releasedAt, cohort, updated, updatedShare, medianSeconds, p90Seconds, curve
+        case app, platform, version, releasedAt, cohort, updated, updatedShare, medianSeconds, p90Seconds, curve, dataAsOf
     }
 
     public var csv: String {
@@ -206,12 +227,24 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     public var app: String
     public var platform: String
     public var funnels: [Funnel]
+    public var dataAsOf: Date?
 
-    public init(app: String, platform: String, funnels: [Funnel]) {
+    public init(app: String, platform: String, funnels: [Funnel], dataAsOf: Date?) {
         self.app = app
         self.platform = platform
         self.funnels = funnels
+        self.dataAsOf = dataAsOf
     }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(app, forKey: .app)
+        try container.encode(platform, forKey: .platform)
+        try container.encode(funnels, forKey: .funnels)
+        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
+    }
+
+    enum CodingKeys: String, CodingKey { case app, platform, funnels, dataAsOf }
 
     public var csv: String {
         var table = CSVTable(header: [
@@ -265,6 +298,7 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     public var wouldBeBlocked: Int { below - unableToUpdate }
     public var byVersion: [Row]
     public var byOS: [Row]
+    public var dataAsOf: Date?
 
     /// Whether an install on `os` could install some release ≥ `minimum`: a live, released one on the
     /// live channel whose OS range admits it (an install that did not report its OS is assumed able).
@@ -278,10 +312,11 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     /// - Parameter groups: active installs by (current version, OS version).
     public init(
         app: String, platform: String, minimum: Version, windowDays: Int, releases: [Release], now: Date,
-        groups: [(version: String, osVersion: String?, installs: Int)]
+        groups: [(version: String, osVersion: String?, installs: Int)], dataAsOf: Date?
     ) {
         self.app = app
         self.platform = platform
+        self.dataAsOf = dataAsOf
         candidateMinimum = minimum.text
         self.windowDays = windowDays
         var versions: [String: (sortKey: String, row: Row)] = [:]
@@ -309,6 +344,24 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
         unableToUpdate = totals.unableToUpdate
         byVersion = versions.values.sorted { $0.sortKey < $1.sortKey }.map(\.row)
         byOS = systems.values.sorted { $0.sortKey < $1.sortKey }.map(\.row)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(app, forKey: .app)
+        try container.encode(platform, forKey: .platform)
+        try container.encode(candidateMinimum, forKey: .candidateMinimum)
+        try container.encode(windowDays, forKey: .windowDays)
+        try container.encode(activeInstalls, forKey: .activeInstalls)
+        try container.encode(below, forKey: .below)
+        try container.encode(unableToUpdate, forKey: .unableToUpdate)
+        try container.encode(byVersion, forKey: .byVersion)
+        try container.encode(byOS, forKey: .byOS)
+        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case app, platform, candidateMinimum, windowDays, activeInstalls, below, unableToUpdate, byVersion, byOS, dataAsOf
     }
 
     public var csv: String {

@@ -1,11 +1,13 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import UpshiftCore
 import UpshiftStore
 
 /// The reports of DESIGN.md section 6 under `/v1/apps/{app}/reports` (read or admin token): JSON, or
-/// CSV for `Accept: text/csv`.
+/// CSV for `Accept: text/csv`. Every answer says how fresh its figures are: `dataAsOf` in the JSON, and
+/// the `Data-As-Of` header on both (a CSV has no place for it that spreadsheets would not misread).
 ///
 /// Bounds: adoption covers at most 366 days (default: the 30 days ending today); the minimum-impact
 /// window is 1–90 days (default 7); a release's curve covers at most 365 days after the release.
@@ -38,7 +40,7 @@ struct ReportsController {
             throw FieldError("from", "the range covers at most \(AdoptionReport.maximumDays) days", kind: .inconsistent)
         }
         let report = try await reports.adoption(app: app, platform: platform, from: from, to: to)
-        return try respond(request, report, csv: report.csv, name: "adoption")
+        return try respond(request, report, csv: report.csv, name: "adoption", dataAsOf: report.dataAsOf)
     }
 
     /// `GET …/reports/releases/{version}?platform=`
@@ -48,7 +50,8 @@ struct ReportsController {
         guard let report = try await reports.release(app: app, platform: platform, version: version) else {
             throw ProblemDetails.notFound("no release \(version) of app \(app) on \(platform) (yet)")
         }
-        return try respond(request, report, csv: report.csv, name: "release-\(version.normalized)")
+        return try respond(
+            request, report, csv: report.csv, name: "release-\(version.normalized)", dataAsOf: report.dataAsOf)
     }
 
     /// `GET …/reports/prompts?platform=[&targetVersion=]`
@@ -56,7 +59,7 @@ struct ReportsController {
         let (app, platform, query) = try scope(request, context, allowed: ["platform", "targetVersion"])
         let target = try version(query, "targetVersion")
         let report = try await reports.funnels(app: app, platform: platform, target: target)
-        return try respond(request, report, csv: report.csv, name: "prompts")
+        return try respond(request, report, csv: report.csv, name: "prompts", dataAsOf: report.dataAsOf)
     }
 
     /// `GET …/reports/minimum-impact?platform=&version=[&window=]`
@@ -69,7 +72,7 @@ struct ReportsController {
             "window", default: MinimumImpactReport.defaultWindowDays,
             range: 1...MinimumImpactReport.maximumWindowDays)
         let report = try await reports.minimumImpact(app: app, platform: platform, minimum: minimum, windowDays: window)
-        return try respond(request, report, csv: report.csv, name: "minimum-impact")
+        return try respond(request, report, csv: report.csv, name: "minimum-impact", dataAsOf: report.dataAsOf)
     }
 
     /// The app (known), the required platform and the query; unknown parameters are refused.
@@ -109,19 +112,28 @@ struct ReportsController {
         return version
     }
 
-    private func respond(_ request: Request, _ report: some Encodable, csv: String, name: String) throws -> Response {
+    /// `Data-As-Of`: the report's `dataAsOf` (RFC 3339, UTC, milliseconds); absent while it is null.
+    static let dataAsOfHeader = HTTPField.Name("Data-As-Of")!
+
+    private func respond(
+        _ request: Request, _ report: some Encodable, csv: String, name: String, dataAsOf: Date?
+    ) throws -> Response {
         let accept = request.headers[.accept] ?? ""
-        guard accept.contains("text/csv") else {
+        var response: Response
+        if accept.contains("text/csv") {
+            response = Response(
+                status: .ok,
+                headers: [
+                    .contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name).csv\"",
+                    .cacheControl: "no-store",
+                ],
+                body: .init(byteBuffer: ByteBuffer(string: csv)))
+        } else {
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
-            return try JSONResponse.make(report, encoder: encoder)
+            response = try JSONResponse.make(report, encoder: encoder)
         }
-        return Response(
-            status: .ok,
-            headers: [
-                .contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name).csv\"",
-                .cacheControl: "no-store",
-            ],
-            body: .init(byteBuffer: ByteBuffer(string: csv)))
+        if let dataAsOf { response.headers[Self.dataAsOfHeader] = Timestamp.format(dataAsOf) }
+        return response
     }
 }

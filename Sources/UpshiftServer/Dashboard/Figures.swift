@@ -1,4 +1,5 @@
 import Foundation
+import UpshiftCore
 
 /// Numbers as the dashboard shows them.
 enum Figures {
@@ -23,5 +24,16 @@ enum Figures {
         if seconds < 3_600 { return "\(Int((seconds / 60).rounded())) min" }
         if seconds < 2 * 86_400 { return String(format: "%.1f h", seconds / 3_600) }
         return String(format: "%.1f days", seconds / 86_400)
+    }
+
+    /// How fresh the figures of a page are: the `dataAsOf` of its reports (the oldest, when it shows
+    /// several; nil while one has applied no event), so that replica lag and projection lag show.
+    static func dataAsOf(_ dates: Date?...) -> HTML {
+        guard !dates.contains(where: { $0 == nil }), let oldest = dates.compactMap({ $0 }).min() else {
+            return "<p class=\"muted\" id=\"data-as-of\">Data as of: no event applied yet</p>"
+        }
+        let stamp = Timestamp.format(oldest)
+        let shown = stamp.prefix(19).replacingOccurrences(of: "T", with: " ")
+        return "<p class=\"muted\" id=\"data-as-of\">Data as of <time datetime=\"\(stamp)\">\(shown) UTC</time></p>"
     }
 }

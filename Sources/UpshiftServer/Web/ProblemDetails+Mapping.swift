@@ -78,6 +78,7 @@ extension DatabaseUnavailable {
         switch reason {
         case .busy: "the server is busy; retry later"
         case .timedOut, .statementTimeout: "the database did not answer in time; retry later"
+        case .conflict: "the database cancelled the read; retry"
         case .connectionLost, .poolFailed: "the database is unreachable; retry later"
         }
     }

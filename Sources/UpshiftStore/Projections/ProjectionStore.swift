@@ -55,14 +55,6 @@ public struct ProjectionStore: Sendable {
         try await pool.withConnection { [logger] connection in try await Self.generations(on: connection, logger: logger) }
     }
 
-    /// The active generation of each projection (what reports read).
-    public func activeGenerations() async throws -> [String: Int] {
-        let rows = try await pool.query("SELECT name, generation FROM projections WHERE state = 'active'", logger: logger)
-        var result: [String: Int] = [:]
-        for try await (name, generation) in rows.decode((String, Int).self) { result[name] = generation }
-        return result
-    }
-
     /// Gives every projection an active generation (the first start creates its tables), and starts
     /// a rebuild for each whose active generation has an older version than the code's.
     public func prepare(_ definitions: [any ProjectionDefinition]) async throws {

@@ -3,11 +3,20 @@ import Logging
 import PostgresNIO
 import UpshiftCore
 
-/// The report queries of DESIGN.md section 6, over the active generation of each projection.
+/// What a report read, and how fresh it is.
+public struct ReportRead<Value: Sendable>: Sendable {
+    public var value: Value
+    /// The `recorded_at` of the newest event the projections the report read had applied, in the same
+    /// snapshot as `value`: the oldest of them when it read several, nil while one has applied none.
+    public var dataAsOf: Date?
+}
+
+/// The report queries of DESIGN.md section 6, over the active generation of each projection. The pool
+/// may be a streaming replica's (`UPSHIFT_REPORTS_DATABASE_URL`): every query here reads only the
+/// projections' registry and tables, and each report reads them in one snapshot.
 public struct ReportStore: Sendable {
     let pool: DatabasePool
     let logger: Logger
-    let projections: ProjectionStore
 
     public init(client: PostgresClient, logger: Logger) {
         self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
@@ -16,7 +25,6 @@ public struct ReportStore: Sendable {
     public init(pool: DatabasePool, logger: Logger) {
         self.pool = pool
         self.logger = logger
-        projections = ProjectionStore(pool: pool, logger: logger)
     }
 
     /// Thrown when a projection has no active generation yet (the server has not started its runner).
@@ -29,33 +37,60 @@ public struct ReportStore: Sendable {
         }
     }
 
-    private func tables(_ names: String...) async throws -> [String: Int] {
-        let active = try await projections.activeGenerations()
-        for name in names where active[name] == nil { throw NotReady(projection: name) }
-        return active
+    /// The tables of the active generations, as one report's snapshot saw them.
+    struct Tables: Sendable {
+        let generations: [String: Int]
+
+        func name(_ base: String, of projection: String) -> SQLIdentifier {
+            ProjectionTables.name(base, generation: generations[projection]!)
+        }
     }
 
-    private func table(_ base: String, of projection: String, in active: [String: Int]) -> SQLIdentifier {
-        ProjectionTables.name(base, generation: active[projection]!)
+    /// Runs `body` in one read-only `REPEATABLE READ` transaction: the registry (each active generation
+    /// and its `max_recorded_at`) and the read models are one snapshot, so `dataAsOf` is exactly how
+    /// fresh the figures are, on whichever server the pool reads (a replica's snapshot holds what it
+    /// has replayed). Throws ``NotReady`` when one of `projections` has no active generation.
+    private func read<T: Sendable>(
+        _ projections: [String], _ body: @escaping @Sendable (PostgresConnection, Tables) async throws -> T
+    ) async throws -> ReportRead<T> {
+        let logger = logger
+        return try await pool.transaction(logger: logger) { connection in
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            var generations: [String: Int] = [:]
+            var recorded: [String: Date?] = [:]
+            for try await (name, generation, maxRecordedAt) in try await connection.query(
+                "SELECT name, generation, max_recorded_at FROM projections WHERE state = 'active'", logger: logger
+            ).decode((String, Int, Date?).self) {
+                generations[name] = generation
+                recorded[name] = maxRecordedAt
+            }
+            for name in projections where generations[name] == nil { throw NotReady(projection: name) }
+            let value = try await body(connection, Tables(generations: generations))
+            // The oldest of the projections read; one that has applied nothing makes it nil.
+            let times = projections.map { recorded[$0] ?? nil }
+            let dataAsOf = times.contains { $0 == nil } ? nil : times.compactMap { $0 }.min()
+            return ReportRead(value: value, dataAsOf: dataAsOf)
+        }
     }
 
     /// `adoption_daily` cells of an app and platform within [from, to].
     public func adoption(app: String, platform: String, from: UTCDay, to: UTCDay) async throws
-        -> [(day: UTCDay, version: String, sortKey: String, installs: Int)]
+        -> ReportRead<[(day: UTCDay, version: String, sortKey: String, installs: Int)]>
     {
-        let active = try await tables("adoption")
-        let rows = try await pool.query(
-            """
-            SELECT day::text, version, version_key, installs FROM \(table("adoption_daily", of: "adoption", in: active))
-            WHERE app_id = \(app) AND platform = \(platform)
-              AND day BETWEEN \(from.description)::date AND \(to.description)::date
-            """, logger: logger)
-        var result: [(day: UTCDay, version: String, sortKey: String, installs: Int)] = []
-        for try await (day, version, key, installs) in rows.decode((String, String, String, Int).self) {
-            guard let day = UTCDay(day) else { continue }
-            result.append((day, version, key, installs))
+        try await read(["adoption"]) { [logger] connection, tables in
+            let rows = try await connection.query(
+                """
+                SELECT day::text, version, version_key, installs FROM \(tables.name("adoption_daily", of: "adoption"))
+                WHERE app_id = \(app) AND platform = \(platform)
+                  AND day BETWEEN \(from.description)::date AND \(to.description)::date
+                """, logger: logger)
+            var result: [(day: UTCDay, version: String, sortKey: String, installs: Int)] = []
+            for try await (day, version, key, installs) in rows.decode((String, String, String, Int).self) {
+                guard let day = UTCDay(day) else { continue }
+                result.append((day, version, key, installs))
+            }
+            return result
         }
-        return result
     }
 
     /// A release's cohort and time-to-update figures, or nil when the projection does not know it.
@@ -68,12 +103,21 @@ public struct ReportStore: Sendable {
         public var p90Milliseconds: Int64?
     }
 
-    public func release(app: String, platform: String, version: Version) async throws -> ReleaseFigures? {
-        let active = try await tables("release_cohorts", "install_state")
+    public func release(app: String, platform: String, version: Version) async throws -> ReportRead<ReleaseFigures>? {
+        let found = try await read(["release_cohorts", "install_state"]) { [logger] connection, tables in
+            try await Self.releaseFigures(
+                app: app, platform: platform, version: version, tables: tables, on: connection, logger: logger)
+        }
+        return found.value.map { ReportRead(value: $0, dataAsOf: found.dataAsOf) }
+    }
+
+    private static func releaseFigures(
+        app: String, platform: String, version: Version, tables: Tables, on connection: PostgresConnection, logger: Logger
+    ) async throws -> ReleaseFigures? {
         let name = version.normalized
-        let found = try await pool.query(
+        let found = try await connection.query(
             """
-            SELECT released_at FROM \(table("release_cohorts", of: "release_cohorts", in: active))
+            SELECT released_at FROM \(tables.name("release_cohorts", of: "release_cohorts"))
             WHERE app_id = \(app) AND platform = \(platform) AND version = \(name)
             """, logger: logger)
         var releasedAt: Date?
@@ -82,15 +126,15 @@ public struct ReportStore: Sendable {
         // T per cohort install: its first time on a version ≥ the release, at or after the release. A
         // join, not a lookup per install, so that PostgreSQL can hash it: at 1 M installs a cohort has
         // hundreds of thousands.
-        let rows = try await pool.query(
+        let rows = try await connection.query(
             """
             WITH members AS MATERIALIZED (
-                SELECT install_id FROM \(table("release_installs", of: "release_cohorts", in: active))
+                SELECT install_id FROM \(tables.name("release_installs", of: "release_cohorts"))
                 WHERE app_id = \(app) AND platform = \(platform) AND version = \(name) AND below
             ),
             updated AS (
                 SELECT install_id, min(first_at) AS first_at
-                FROM \(table("install_versions", of: "install_state", in: active))
+                FROM \(tables.name("install_versions", of: "install_state"))
                 WHERE app_id = \(app) AND platform = \(platform) AND version_key >= \(version.sortKey)
                   AND first_at >= \(releasedAt.forPostgres)
                 GROUP BY install_id
@@ -122,19 +166,29 @@ public struct ReportStore: Sendable {
     }
 
     /// Prompt funnels of an app and platform, for one target version or all.
-    public func funnels(app: String, platform: String, target: Version?) async throws -> [PromptFunnelReport.Funnel] {
-        let active = try await tables("prompt_funnel", "install_state")
+    public func funnels(app: String, platform: String, target: Version?) async throws
+        -> ReportRead<[PromptFunnelReport.Funnel]>
+    {
+        try await read(["prompt_funnel", "install_state"]) { [logger] connection, tables in
+            try await Self.funnelRows(
+                app: app, platform: platform, target: target, tables: tables, on: connection, logger: logger)
+        }
+    }
+
+    private static func funnelRows(
+        app: String, platform: String, target: Version?, tables: Tables, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [PromptFunnelReport.Funnel] {
         // Conversion by a join of the prompted installs with their versions, not a lookup per install.
-        let rows = try await pool.query(
+        let rows = try await connection.query(
             """
             WITH p AS MATERIALIZED (
-                SELECT * FROM \(table("prompt_installs", of: "prompt_funnel", in: active))
+                SELECT * FROM \(tables.name("prompt_installs", of: "prompt_funnel"))
                 WHERE app_id = \(app) AND platform = \(platform)
                   AND (\(target?.normalized)::text IS NULL OR target_version = \(target?.normalized))
             ),
             converted AS (
                 SELECT DISTINCT p.target_version, p.kind, p.install_id
-                FROM p JOIN \(table("install_versions", of: "install_state", in: active)) iv
+                FROM p JOIN \(tables.name("install_versions", of: "install_state")) iv
                   ON iv.app_id = p.app_id AND iv.platform = p.platform AND iv.install_id = p.install_id
                 WHERE iv.version_key >= p.target_key AND iv.first_at >= p.first_shown_at
                   AND iv.first_at <= p.first_shown_at + make_interval(days => \(PromptFunnelReport.conversionDays)::int4)
@@ -162,17 +216,18 @@ public struct ReportStore: Sendable {
 
     /// Installs last seen at or after `since`, by current version and OS version.
     public func activeInstalls(app: String, platform: String, since: Date) async throws
-        -> [(version: String, osVersion: String?, installs: Int)]
+        -> ReportRead<[(version: String, osVersion: String?, installs: Int)]>
     {
-        let active = try await tables("install_state")
-        let rows = try await pool.query(
-            """
-            SELECT version, os_version, count(*)::int8 FROM \(table("install_state", of: "install_state", in: active))
-            WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
-            GROUP BY version, os_version
-            """, logger: logger)
-        var result: [(version: String, osVersion: String?, installs: Int)] = []
-        for try await row in rows.decode((String, String?, Int).self) { result.append(row) }
-        return result
+        try await read(["install_state"]) { [logger] connection, tables in
+            let rows = try await connection.query(
+                """
+                SELECT version, os_version, count(*)::int8 FROM \(tables.name("install_state", of: "install_state"))
+                WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
+                GROUP BY version, os_version
+                """, logger: logger)
+            var result: [(version: String, osVersion: String?, installs: Int)] = []
+            for try await row in rows.decode((String, String?, Int).self) { result.append(row) }
+            return result
+        }
     }
 }

@@ -14,7 +14,8 @@ enum OverviewPage {
         var platform: String
         var days: Int
         var report: AdoptionReport
-        /// Why the report is empty: the projections are not built yet (a first start on a long log).
+        /// Why the report is empty: the projections are not built yet (a first start on a long log), or
+        /// the reports database (a replica) cannot be read; the policy and releases are shown all the same.
         var pending: String?
         var saved: Bool
         /// Said for as long as it holds, not only after the write that caused it.
@@ -33,7 +34,11 @@ enum OverviewPage {
             report = try await reports.adoption(app: app.app.id, platform: platform, from: from, to: today)
         } catch let error as ReportStore.NotReady {
             pending = "\(error.description); reload in a moment."
-            report = AdoptionReport(app: app.app.id, platform: platform, from: from, to: today, rows: [])
+            report = AdoptionReport(app: app.app.id, platform: platform, from: from, to: today, rows: [], dataAsOf: nil)
+        } catch let error as DatabaseUnavailable {
+            // Counted by its pool; the rollout controls below read and write the primary and still work.
+            pending = "The reports cannot be read right now (\(error.clientDetail)); reload in a moment."
+            report = AdoptionReport(app: app.app.id, platform: platform, from: from, to: today, rows: [], dataAsOf: nil)
         }
         return Model(
             identity: identity, app: app, platform: platform, days: days, report: report, pending: pending,
@@ -71,7 +76,7 @@ enum OverviewPage {
         return """
             \(saved)\(warnings)\(pending)<div class="choices" aria-label="Platform">Platform: \(platforms)</div>
             <div class="choices" aria-label="Range">Range: \(ranges)</div>
-            <h2 id="adoption">Adoption</h2>
+            <h2 id="adoption">Adoption</h2>\(model.pending == nil ? Figures.dataAsOf(model.report.dataAsOf) : "")
             <figure aria-labelledby="adoption">\(chart.svg)</figure>
             <ul class="legend" aria-label="Versions, newest first">\(legend)</ul>
             <details><summary>Adoption as a table</summary><div class="scroll"><table><thead><tr><th scope="col">Day</th>\

@@ -46,6 +46,7 @@ enum ReleasePage {
                 """
         return """
             <p class="muted">Released \(report.releasedAt). Cohort: installs seen below \(report.version) before the release.</p>
+            \(Figures.dataAsOf(report.dataAsOf, model.funnels.dataAsOf))
             <div class="figures">\(boxes)</div>
             <h2 id="curve">Time to update</h2>
             <figure aria-labelledby="curve">\(CurveChart(points: report.curve).svg)</figure>

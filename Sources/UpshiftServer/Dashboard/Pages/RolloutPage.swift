@@ -88,6 +88,7 @@ enum RolloutPage {
         }
         return """
             <section aria-labelledby="impact"><h3 id="impact">Impact of minimum \(impact.candidateMinimum)</h3>
+            \(Figures.dataAsOf(impact.dataAsOf))
             <div class="figures"><div class="figure"><b>\(Figures.count(impact.activeInstalls))</b><span>active in \(impact.windowDays) days</span></div>\
             <div class="figure"><b id="impact-below">\(Figures.count(impact.below))</b><span>below \(impact.candidateMinimum)</span></div>\
             <div class="figure"><b id="impact-blocked">\(Figures.count(impact.wouldBeBlocked))</b><span>would see a blocking screen</span></div>\
