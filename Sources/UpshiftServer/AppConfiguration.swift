@@ -17,6 +17,8 @@ public struct AppConfiguration: Sendable {
     public var logLevel: Logger.Level = .info
     /// Peers whose `X-Forwarded-For` is trusted (exact addresses).
     public var trustedProxies: Set<String> = []
+    /// When set, `/metrics` and `/health/db` answer only `Authorization: Bearer <token>` (`401` else).
+    public var operatorToken: String?
     /// The application's one clock: the system clock in production.
     public var clock: any WallClock = SystemClock()
     /// The `sql/` folder of numbered migrations, applied at start.
@@ -68,6 +70,16 @@ public struct AppConfiguration: Sendable {
         }
         if let proxies = environment["UPSHIFT_TRUSTED_PROXIES"] {
             configuration.trustedProxies = try parseTrustedProxies(proxies)
+        }
+        if let token = environment["UPSHIFT_METRICS_TOKEN"], !token.isEmpty {
+            // A secret: the message names the rule, never the value.
+            guard (32...256).contains(token.utf8.count),
+                token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+            else {
+                throw ConfigurationError.invalid(
+                    "UPSHIFT_METRICS_TOKEN", "(not shown)", expected: "32 to 256 visible ASCII characters, no spaces")
+            }
+            configuration.operatorToken = token
         }
         // Rates: a decimal ≥ 0 (0 turns a limit off); bursts: a decimal ≥ 1.
         if let rate = try read.decimal("UPSHIFT_CHECK_RATE_LIMIT", in: 0...1_000_000_000) {

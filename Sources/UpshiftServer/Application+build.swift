@@ -123,7 +123,7 @@ public struct ApplicationParts {
         router.addRoutes(
             HealthController(
                 readiness: readiness, database: DatabaseProbe(pool: hot), exposition: { registry.emit(into: &$0) },
-                openAPI: try OpenAPIDocument.load(configuration.openAPIFile)
+                openAPI: try OpenAPIDocument.load(configuration.openAPIFile), operatorToken: configuration.operatorToken
             ).routes)
 
         // The pools first: they stop last, after everything that uses them.

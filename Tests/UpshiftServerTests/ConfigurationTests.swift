@@ -24,6 +24,8 @@ import UpshiftTestSupport
         ("UPSHIFT_OPENAPI_FILE", "/nonexistent/openapi.yaml"), ("UPSHIFT_MIGRATIONS_DIR", "/nonexistent/sql"),
         // Fewer than two generations of every projection and two more would let the runner stall.
         ("UPSHIFT_PROJECTION_POOL_CONNECTIONS", "9"), ("UPSHIFT_HOT_POOL_CONNECTIONS", "0"),
+        ("UPSHIFT_METRICS_TOKEN", "short"), ("UPSHIFT_METRICS_TOKEN", String(repeating: "a", count: 40) + " b"),
+        ("UPSHIFT_METRICS_TOKEN", String(repeating: "é", count: 40)), ("UPSHIFT_METRICS_TOKEN", String(repeating: "a", count: 257)),
     ]
 
     @Test(arguments: invalid)
@@ -35,6 +37,19 @@ import UpshiftTestSupport
         } throws: { error in
             "\(error)".contains(name) || (name == "DATABASE_URL" && error is DatabaseSettings.ParseError)
         }
+    }
+
+    /// The operator token is a secret: its errors name the variable and the rule, never the value.
+    @Test func anInvalidOperatorTokenIsNotShown() throws {
+        var environment = Self.base
+        environment["UPSHIFT_METRICS_TOKEN"] = "secret-but-too-short"
+        #expect {
+            try AppConfiguration.fromEnvironment(environment)
+        } throws: { error in
+            "\(error)".contains("UPSHIFT_METRICS_TOKEN") && !"\(error)".contains("secret-but-too-short")
+        }
+        environment["UPSHIFT_METRICS_TOKEN"] = String(repeating: "k", count: 32)
+        #expect(try AppConfiguration.fromEnvironment(environment).operatorToken == String(repeating: "k", count: 32))
     }
 
     @Test func validValuesAreRead() throws {

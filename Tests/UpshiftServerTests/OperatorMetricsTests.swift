@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import UpshiftCore
 import UpshiftServer
 import UpshiftStore
 import UpshiftTestSupport
@@ -118,5 +119,31 @@ import UpshiftTestSupport
         await proxy.stop()
         let missing = expected.subtracting(seen.withLock { $0 })
         #expect(missing.isEmpty, "dashboard metrics never above zero: \(missing.sorted())")
+    }
+
+    /// With an operator token, `/metrics` and `/health/db` answer its bearer only; the probes a load
+    /// balancer uses stay open.
+    @Test func theOperatorTokenGuardsMetricsAndTheDatabaseProbe() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        let token = "op-" + KeySecret.randomToken()
+        configuration.operatorToken = token
+        try await harness.run(configuration) { server in
+            for path in ["/metrics", "/health/db"] {
+                for header in [nil, "Bearer wrong", "Bearer \(token)x", "Basic \(token)", token] {
+                    let reply = try await server.request(.GET, path, headers: header.map { [("Authorization", $0)] } ?? [])
+                    #expect(reply.status == 401, "\(path) with \(header ?? "no header")")
+                    #expect(reply.headers["Content-Type"].first == "application/problem+json")
+                    #expect(!String(decoding: reply.body, as: UTF8.self).contains("upshift_"))
+                }
+                let allowed = try await server.request(.GET, path, headers: [("Authorization", "bearer \(token)")])
+                #expect(allowed.status == 200, "\(path)")
+            }
+            let metrics = try await server.request(.GET, "/metrics", headers: [("Authorization", "Bearer \(token)")])
+            #expect(String(decoding: metrics.body, as: UTF8.self).contains("upshift_http_request_duration_seconds"))
+            for path in ["/health/live", "/health/ready", "/openapi.yaml"] {
+                #expect(try await server.request(.GET, path).status == 200, "\(path)")
+            }
+        }
     }
 }

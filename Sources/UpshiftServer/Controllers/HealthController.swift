@@ -3,13 +3,15 @@ import Hummingbird
 import NIOCore
 import UpshiftStore
 
-/// `/health/live`, `/health/ready`, `/health/db`, `/metrics` and `/openapi.yaml`.
+/// `/health/live`, `/health/ready`, `/health/db`, `/metrics` and `/openapi.yaml`. With an operator
+/// token (`UPSHIFT_METRICS_TOKEN`), `/health/db` and `/metrics` answer its bearer only.
 struct HealthController: Sendable {
     let readiness: Readiness
     let database: DatabaseProbe
     /// Writes the metrics in Prometheus' text format.
     let exposition: @Sendable (inout [UInt8]) -> Void
     let openAPI: OpenAPIDocument?
+    let operatorToken: String?
 
     var routes: RouteCollection<UpshiftRequestContext> {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
@@ -35,7 +37,17 @@ struct HealthController: Sendable {
         return try JSONResponse.make(["status": "ready"])
     }
 
+    /// `401` unless the request carries the operator token, when there is one.
+    private func requireOperator(_ request: Request) throws {
+        guard let operatorToken else { return }
+        let parts = request.headers[.authorization].map { $0.split(separator: " ", maxSplits: 1) } ?? []
+        guard parts.count == 2, parts[0].lowercased() == "bearer", constantTimeEqual(String(parts[1]), operatorToken) else {
+            throw AuthenticationRequired("send Authorization: Bearer <the operator token of UPSHIFT_METRICS_TOKEN>")
+        }
+    }
+
     @Sendable func databaseHealth(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        try requireOperator(request)
         guard case .reachable(let elapsed) = await database.current() else {
             return try JSONResponse.make(["status": "unreachable"], status: .serviceUnavailable)
         }
@@ -51,6 +63,7 @@ struct HealthController: Sendable {
     }
 
     @Sendable func metrics(_ request: Request, context: UpshiftRequestContext) throws -> Response {
+        try requireOperator(request)
         var buffer: [UInt8] = []
         exposition(&buffer)
         return Response(

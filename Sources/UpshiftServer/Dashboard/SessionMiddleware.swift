@@ -36,7 +36,7 @@ struct SessionMiddleware: RouterMiddleware {
         if request.method == .post, let session = context.identity?.session {
             let body = try await DashboardForm.collect(request)
             let sent = try DashboardForm.decode(CSRFField.self, from: body).csrf
-            guard let sent, Self.constantTimeEqual(sent, session.csrfToken) else {
+            guard let sent, constantTimeEqual(sent, session.csrfToken) else {
                 throw AccessDenied("this form is not from your session (missing or wrong CSRF token); reload the page")
             }
             request.body = .init(buffer: body)
@@ -56,11 +56,5 @@ struct SessionMiddleware: RouterMiddleware {
         guard originAuthority.lowercased() == host.lowercased() else {
             throw AccessDenied("cross-site form submissions are refused")
         }
-    }
-
-    private static func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
-        let (left, right) = (Array(lhs.utf8), Array(rhs.utf8))
-        guard left.count == right.count else { return false }
-        return zip(left, right).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 }
