@@ -38,12 +38,13 @@ final class CatalogSnapshot: Sendable {
     /// Takes `apps` as the catalog; the apps of `keeping` (which could not be read this time) stay as
     /// they were, when they were loaded before. A load of an older catalog version than the one held
     /// changes nothing and returns false: reloads (after a write, on a NOTIFY, by the poll) run
-    /// concurrently and can finish out of order.
+    /// concurrently and can finish out of order. Nor does a load of the version held (the stored
+    /// catalog is the same, as every write raises the version): the cached answers stay valid.
     @discardableResult
     func replace(apps: [String: AppCatalog], version: Int64, keeping: some Sequence<String> = []) -> Bool {
         let entries = apps.mapValues { Entry(catalog: $0, timing: CheckTiming($0), generation: 0) }
         return state.withLock { state in
-            guard !state.loaded || version >= state.version else { return false }
+            guard !state.loaded || version > state.version else { return false }
             state.generation += 1
             let generation = state.generation
             let kept = keeping.compactMap { id in state.apps[id].map { (id, $0) } }

@@ -38,8 +38,8 @@ struct CatalogSnapshotService: Service {
         readiness.mark(.catalog)
     }
 
-    /// Takes a load into the snapshot, unless a load of a newer catalog version finished first (then
-    /// false). An app that could not be read keeps its last good catalog (or is absent until it can be
+    /// Takes a load into the snapshot, unless a load of the same or a newer catalog version finished
+    /// first (then false). An app that could not be read keeps its last good catalog (or is absent until it can be
     /// read) while every other app is served as stored.
     @discardableResult
     func install(_ load: CatalogStore.Load, version: Int64) -> Bool {
@@ -67,7 +67,7 @@ struct CatalogSnapshotService: Service {
             if snapshot.isLoaded, version == snapshot.version { return }
             guard install(try await store.loadAll(), version: version) else {
                 logger.debug(
-                    "catalog reload discarded: a newer version is loaded",
+                    "catalog reload discarded: this or a newer version is loaded",
                     metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
                 return
             }

@@ -148,13 +148,15 @@ extension PostgresConnection {
     /// `withTransaction`, rethrowing what `body` threw as itself rather than wrapped in a
     /// `PostgresTransactionError` (callers want their own errors back), and so the error of a `BEGIN`
     /// or `COMMIT` that failed: a connection that closed under either is then a connection error
-    /// like any other (`503`, not `500`).
+    /// like any other (`503`, not `500`). A connection whose `ROLLBACK` failed is closed: it may still be
+    /// inside the transaction, and its pool must not lend it out again.
     public func transaction<T: Sendable>(
         logger: Logger, _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
             return try await withTransaction(logger: logger) { connection in try await body(connection) }
         } catch let error as PostgresTransactionError {
+            if error.rollbackError != nil { try? await close() }
             if let inner = error.closureError ?? error.beginError ?? error.commitError { throw inner }
             throw error
         }
