@@ -7,6 +7,22 @@ import Foundation
 /// read in the same snapshot as its figures (the oldest of them when it reads several; nil while one has
 /// applied none). Read on a replica, it shows the replica's lag and the projections' lag together.
 
+/// A report's `dataAsOf` in its JSON: the RFC 3339 timestamp, or an explicit `null` (a synthesized
+/// `Encodable` would leave a nil out).
+@propertyWrapper
+public struct ReportTimestamp: Sendable, Equatable, Encodable {
+    public var wrappedValue: Date?
+
+    public init(wrappedValue: Date?) {
+        self.wrappedValue = wrappedValue
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let wrappedValue { try container.encode(Timestamp.format(wrappedValue)) } else { try container.encodeNil() }
+    }
+}
+
 /// Daily adoption: per day, active installs and installs per version (versions in version order).
 public struct AdoptionReport: Sendable, Equatable, Encodable {
     public struct VersionCount: Sendable, Equatable, Encodable {
@@ -39,7 +55,7 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     public var from: String
     public var to: String
     public var days: [Day]
-    public var dataAsOf: Date?
+    @ReportTimestamp public var dataAsOf: Date?
 
     /// `rows` are `adoption_daily` cells in the range, in any order; every day of the range appears.
     public init(
@@ -60,18 +76,6 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
                 versions: cells.map { VersionCount(version: $0.version, installs: $0.installs) })
         }
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(app, forKey: .app)
-        try container.encode(platform, forKey: .platform)
-        try container.encode(from, forKey: .from)
-        try container.encode(to, forKey: .to)
-        try container.encode(days, forKey: .days)
-        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
-    }
-
-    enum CodingKeys: String, CodingKey { case app, platform, from, to, days, dataAsOf }
 
     public var csv: String {
         var table = CSVTable(header: ["day", "active_installs", "version", "installs"])
@@ -127,7 +131,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     public var medianSeconds: Double?
     public var p90Seconds: Double?
     public var curve: [CurvePoint]
-    public var dataAsOf: Date?
+    @ReportTimestamp public var dataAsOf: Date?
 
     /// The rank k = ⌈q · cohort⌉ whose T is the q-quantile by nearest rank; nil for an empty cohort.
     public static func rank(quantile: Double, cohort: Int) -> Int? {
@@ -180,7 +184,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
         try container.encode(medianSeconds, forKey: .medianSeconds)
         try container.encode(p90Seconds, forKey: .p90Seconds)
         try container.encode(curve, forKey: .curve)
-        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
+        try container.encode(_dataAsOf, forKey: .dataAsOf)
     }
 
     enum CodingKeys: String, CodingKey {
@@ -227,7 +231,7 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     public var app: String
     public var platform: String
     public var funnels: [Funnel]
-    public var dataAsOf: Date?
+    @ReportTimestamp public var dataAsOf: Date?
 
     public init(app: String, platform: String, funnels: [Funnel], dataAsOf: Date?) {
         self.app = app
@@ -235,16 +239,6 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
         self.funnels = funnels
         self.dataAsOf = dataAsOf
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(app, forKey: .app)
-        try container.encode(platform, forKey: .platform)
-        try container.encode(funnels, forKey: .funnels)
-        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
-    }
-
-    enum CodingKeys: String, CodingKey { case app, platform, funnels, dataAsOf }
 
     public var csv: String {
         var table = CSVTable(header: [
@@ -298,7 +292,7 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     public var wouldBeBlocked: Int { below - unableToUpdate }
     public var byVersion: [Row]
     public var byOS: [Row]
-    public var dataAsOf: Date?
+    @ReportTimestamp public var dataAsOf: Date?
 
     /// Whether an install on `os` could install some release ≥ `minimum`: a live, released one on the
     /// live channel whose OS range admits it (an install that did not report its OS is assumed able).
@@ -344,24 +338,6 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
         unableToUpdate = totals.unableToUpdate
         byVersion = versions.values.sorted { $0.sortKey < $1.sortKey }.map(\.row)
         byOS = systems.values.sorted { $0.sortKey < $1.sortKey }.map(\.row)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(app, forKey: .app)
-        try container.encode(platform, forKey: .platform)
-        try container.encode(candidateMinimum, forKey: .candidateMinimum)
-        try container.encode(windowDays, forKey: .windowDays)
-        try container.encode(activeInstalls, forKey: .activeInstalls)
-        try container.encode(below, forKey: .below)
-        try container.encode(unableToUpdate, forKey: .unableToUpdate)
-        try container.encode(byVersion, forKey: .byVersion)
-        try container.encode(byOS, forKey: .byOS)
-        try container.encode(dataAsOf.map(Timestamp.format), forKey: .dataAsOf)
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case app, platform, candidateMinimum, windowDays, activeInstalls, below, unableToUpdate, byVersion, byOS, dataAsOf
     }
 
     public var csv: String {

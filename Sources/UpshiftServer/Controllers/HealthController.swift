@@ -40,8 +40,7 @@ struct HealthController: Sendable {
     /// `401` unless the request carries the operator token, when there is one.
     private func requireOperator(_ request: Request) throws {
         guard let operatorToken else { return }
-        let parts = request.headers[.authorization].map { $0.split(separator: " ", maxSplits: 1) } ?? []
-        guard parts.count == 2, parts[0].lowercased() == "bearer", constantTimeEqual(String(parts[1]), operatorToken) else {
+        guard let token = request.bearerToken, constantTimeEqual(token, operatorToken) else {
             throw AuthenticationRequired("send Authorization: Bearer <the operator token of UPSHIFT_METRICS_TOKEN>")
         }
     }

@@ -11,14 +11,8 @@ struct BearerAuthentication: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard let header = request.headers[.authorization] else {
-            throw AuthenticationRequired("send Authorization: Bearer <key>")
-        }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw AuthenticationRequired("send Authorization: Bearer <key>")
-        }
-        guard let key = keys.key(secret: String(parts[1])) else { throw AuthenticationRequired("unknown or revoked key") }
+        guard let secret = request.bearerToken else { throw AuthenticationRequired("send Authorization: Bearer <key>") }
+        guard let key = keys.key(secret: secret) else { throw AuthenticationRequired("unknown or revoked key") }
         var context = context
         context.identity = Identity(key: key, session: nil)
         return try await next(request, context)
@@ -43,5 +37,15 @@ struct RequireAccess: RouterMiddleware {
         let app = context.parameters.get("app") == nil ? nil : try context.appId()
         try identity.authorize(access, app: app)
         return try await next(request, context)
+    }
+}
+
+extension Request {
+    /// The token of `Authorization: Bearer <token>` (the scheme in any case); nil without one.
+    var bearerToken: String? {
+        guard let parts = headers[.authorization]?.split(separator: " ", maxSplits: 1), parts.count == 2,
+            parts[0].lowercased() == "bearer"
+        else { return nil }
+        return String(parts[1])
     }
 }

@@ -29,8 +29,8 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         let response = try await next(request, context)
         // The route is known once the router matched (the context's endpoint path is shared with the
         // copies that inner layers see).
-        let route = context.endpointPath.map(Self.pattern) ?? "unmatched"
-        let timer = timers.timer(route: route, method: method, status: Int(response.status.code), factory: factory)
+        let timer = timers.timer(
+            endpoint: context.endpointPath, method: method, status: Int(response.status.code), factory: factory)
         let elapsed = ContinuousClock.now - started
         timer.recordNanoseconds(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
         return response
@@ -43,35 +43,36 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         default: "other"
         }
     }
-
-    /// `/v1/apps/:app/check` as OpenAPI spells it, `/v1/apps/{app}/check`.
-    static func pattern(_ path: String) -> String {
-        path.split(separator: "/", omittingEmptySubsequences: false).map { segment in
-            segment.hasPrefix(":") ? "{\(segment.dropFirst())}" : String(segment)
-        }.joined(separator: "/")
-    }
 }
 
 /// One timer per label set, made once (a lookup in the factory per request would cost a lock and an
-/// allocation each).
+/// allocation each), found by the router's own endpoint path: its pattern is spelled once, with the timer.
 private final class TimerTable: @unchecked Sendable {
     private struct Key: Hashable {
-        let route: String
+        let endpoint: String?
         let method: String
         let status: Int
     }
     private let lock = NSLock()
     private var timers: [Key: Metrics.Timer] = [:]
 
-    func timer(route: String, method: String, status: Int, factory: any MetricsFactory) -> Metrics.Timer {
-        let key = Key(route: route, method: method, status: status)
+    func timer(endpoint: String?, method: String, status: Int, factory: any MetricsFactory) -> Metrics.Timer {
+        let key = Key(endpoint: endpoint, method: method, status: status)
         return lock.withLock {
             if let timer = timers[key] { return timer }
+            let route = endpoint.map(Self.pattern) ?? "unmatched"
             let timer = Metrics.Timer(
                 label: "upshift_http_request_duration_seconds",
                 dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
             timers[key] = timer
             return timer
         }
+    }
+
+    /// `/v1/apps/:app/check` as OpenAPI spells it, `/v1/apps/{app}/check`.
+    static func pattern(_ path: String) -> String {
+        path.split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            segment.hasPrefix(":") ? "{\(segment.dropFirst())}" : String(segment)
+        }.joined(separator: "/")
     }
 }
