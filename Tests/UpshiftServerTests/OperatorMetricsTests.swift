@@ -53,9 +53,11 @@ import UpshiftTestSupport
         let gate = Gate()
         var configuration = harness.configuration()
         configuration.database.port = proxy.port
-        configuration.ingestion.flushTimeout = .seconds(2)
-        configuration.pools.waitTimeout = .seconds(1)
-        configuration.pools.reportStatementTimeout = .seconds(1)
+        // Bounds that pass within the test once the database stalls, and that a loaded machine does
+        // not reach before (a report, a flush with other suites beside it).
+        configuration.ingestion.flushTimeout = .seconds(5)
+        configuration.pools.waitTimeout = .seconds(5)
+        configuration.pools.reportStatementTimeout = .seconds(5)
         configuration.check.ratePerClient = RateLimit(rate: 0.001, burst: 4)
         configuration.projections.beforeCommit = { _ in try await gate.wait() }
         let now = harness.clock.now()
@@ -100,7 +102,7 @@ import UpshiftTestSupport
             }
             let stalled = "/v1/apps/expenses/check?platform=ios&version=1.0&install=\(UUID().uuidString)"
             #expect(try await server.request(.GET, stalled).status == 200)
-            let queueDeadline = ContinuousClock.now.advanced(by: .seconds(5))
+            let queueDeadline = ContinuousClock.now.advanced(by: .seconds(15))
             while !(try await scrape()).contains("upshift_ingest_queue_events"), ContinuousClock.now < queueDeadline {
                 try await Task.sleep(for: .milliseconds(20))
             }
