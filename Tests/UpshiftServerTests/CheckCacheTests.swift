@@ -101,7 +101,8 @@ import UpshiftCore
                     "platform": "ios", "version": .string("2.\(minor)"), "releasedAt": .string(Timestamp.format(now.addingTimeInterval(-86_400))),
                     "notes": ["en": .array(lines.map(JSONValue.string)), "de": .array(lines.map(JSONValue.string))],
                 ]
-                #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release).status == 201)
+                let created = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release)
+                #expect(created.status == 201, "\(created.status): \(String(decoding: created.body, as: UTF8.self))")
             }
             let junk = String(repeating: "j", count: 15_000)
             try await Self.ask(10_000, server: server) { index in
