@@ -1,5 +1,5 @@
 /// `scripts/bench ingest`: POST /v1/events against raw PostgreSQL inserts into the same table, four
-/// cases side by side (DESIGN.md section 10, ingestion).
+/// cases side by side (DESIGN.md section 10, ingestion), and case (b) again beside a report load.
 public struct IngestSummary: Sendable {
     /// Case (a) or (c): pgbench inserting into event_log.
     public struct PgbenchCase: Sendable, Equatable {
@@ -39,6 +39,42 @@ public struct IngestSummary: Sendable {
         }
     }
 
+    /// Reports asked for again and again on their own connections while case (e) ingests: a read-token
+    /// holder keeping every connection of the reads pool busy (issue 18).
+    public struct ReportLoad: Sendable, Equatable {
+        /// The report's path and query.
+        public var path: String
+        public var connections: Int
+        /// The server's reads pool (UPSHIFT_READ_POOL_CONNECTIONS): how many of them PostgreSQL runs at once.
+        public var readsPool: Int
+        public var run: ReportRun
+
+        public init(path: String, connections: Int, readsPool: Int, run: ReportRun) {
+            self.path = path
+            self.connections = connections
+            self.readsPool = readsPool
+            self.run = run
+        }
+
+        /// Statuses other than 2xx and `503` (a report refused within its deadline is the bound at work).
+        var unexpectedStatuses: [String] {
+            run.statuses.split(separator: ",").map(String.init).filter {
+                !$0.hasPrefix("2") && !$0.hasPrefix("503:") && $0 != "none"
+            }
+        }
+    }
+
+    /// Case (e): case (b) while ``ReportLoad`` runs, in the same run as (b) so that the two compare.
+    public struct UnderReportLoad: Sendable, Equatable {
+        public var ingest: HTTPCase
+        public var reports: ReportLoad
+
+        public init(ingest: HTTPCase, reports: ReportLoad) {
+            self.ingest = ingest
+            self.reports = reports
+        }
+    }
+
     public var facts: RunFacts
     public var durationSeconds: Int
     public var cpus: Int
@@ -51,10 +87,12 @@ public struct IngestSummary: Sendable {
     public var singleReference: PgbenchCase
     /// (d) 1 event per request, 64 connections.
     public var single: HTTPCase
+    /// (e) as (b), beside a report load; nil in runs from before issue 18.
+    public var underReportLoad: UnderReportLoad?
 
     public init(
         facts: RunFacts, durationSeconds: Int, cpus: Int, outputFolder: String, batchReference: PgbenchCase,
-        batch: HTTPCase, singleReference: PgbenchCase, single: HTTPCase
+        batch: HTTPCase, singleReference: PgbenchCase, single: HTTPCase, underReportLoad: UnderReportLoad? = nil
     ) {
         self.facts = facts
         self.durationSeconds = durationSeconds
@@ -64,6 +102,7 @@ public struct IngestSummary: Sendable {
         self.batch = batch
         self.singleReference = singleReference
         self.single = single
+        self.underReportLoad = underReportLoad
     }
 
     /// Rows stored per second of a pgbench case, as the table prints it (one decimal): the ratios are of
@@ -96,21 +135,44 @@ public struct IngestSummary: Sendable {
         out.line(httpRow("(b) POST /v1/events, 100 events/req, 16 conns", batch))
         out.line(pgbenchRow("(c) pgbench, 1-row INSERT/tx, 16 clients", singleReference))
         out.line(httpRow("(d) POST /v1/events, 1 event/req, 64 conns", single))
+        if let loaded = underReportLoad {
+            out.line(httpRow("(e) as (b), beside \(loaded.reports.connections) conns asking a report", loaded.ingest))
+        }
         out.line("rows/s: rows stored / duration (pgbench), events acknowledged / duration (HTTP); req,tx/s: 2xx")
         out.line("answers/s or pgbench tps; CPU: how busy all \(cpus) CPUs were during the case (load generator included)")
         out.line()
         out.line("(b)/(a) rows/s = \(batchRatio)  (target \(Targets.ingestBatchAgainstUnnest.boundText))")
         out.line("(d)/(c) rows/s = \(singleRatio)  (target \(Targets.ingestSingleAgainstPgbench.boundText))")
+        if let loaded = underReportLoad { reportLoad(loaded, into: &out) }
         out.line()
         integrity("b", batch, into: &out)
         integrity("d", single, into: &out)
-        out.line("HTTP statuses: (b) \(batch.run.statuses); (d) \(single.run.statuses). Socket errors: (b) \(batch.run.socketErrors); (d) \(single.run.socketErrors)")
-        out.line("upshift serve: (b) \(batch.server), exit \(batch.server.exitStatus) after SIGTERM; (d) \(single.server), exit \(single.server.exitStatus)")
+        if let loaded = underReportLoad { integrity("e", loaded.ingest, into: &out) }
+        out.line("HTTP statuses: (b) \(batch.run.statuses); (d) \(single.run.statuses)\(underReportLoad.map { "; (e) \($0.ingest.run.statuses)" } ?? ""). Socket errors: (b) \(batch.run.socketErrors); (d) \(single.run.socketErrors)\(underReportLoad.map { "; (e) \($0.ingest.run.socketErrors)" } ?? "")")
+        out.line("upshift serve: (b) \(batch.server), exit \(batch.server.exitStatus) after SIGTERM; (d) \(single.server), exit \(single.server.exitStatus)\(underReportLoad.map { "; (e) \($0.ingest.server), exit \($0.ingest.server.exitStatus)" } ?? "")")
         out.line("pgbench failed transactions: (a) \(batchReference.result.failedTransactions); (c) \(singleReference.result.failedTransactions)")
         out.durability(facts.durability)
         if batchReference.result.failedTransactions != 0 || singleReference.result.failedTransactions != 0 { out.fail() }
         return out.finish(
-            outputFolder: outputFolder, musts: "0 non-2xx, every acknowledged event stored once, durability on")
+            outputFolder: outputFolder,
+            musts: "0 non-2xx, every acknowledged event stored once, durability on"
+                + (underReportLoad == nil ? "" : "; the reports beside (e) answered 2xx or 503, none timed out"))
+    }
+
+    /// (e) against (b), and what the report load got: its answers must be 2xx, or `503` within the bound.
+    private func reportLoad(_ loaded: UnderReportLoad, into out: inout SummaryWriter) {
+        let ratio = Format.fixed(loaded.ingest.run.events.perSecond / max(batch.run.events.perSecond, 1), 2)
+        out.line("(e)/(b) rows/s = \(ratio)  (ingestion beside a report load against ingestion alone; no target)")
+        let reports = loaded.reports
+        let run = reports.run
+        out.line("(e) report load: GET \(reports.path), \(reports.connections) connections, reads pool \(reports.readsPool):")
+        out.line("    \(Format.fixed(run.requestsPerSecond, 1)) answers/s 2xx, p50 \(Format.fixed(run.latency.p50, 2)) ms, p99 \(Format.fixed(run.latency.p99, 2)) ms, max \(Format.fixed(run.latency.max, 2)) ms; statuses \(run.statuses); socket errors \(run.socketErrors)")
+        let unexpected = reports.unexpectedStatuses
+        if run.answered2xx == 0 || !unexpected.isEmpty || run.socketErrors.timeout != 0 {
+            out.line("    REPORT LOAD: \(run.answered2xx) 2xx answers, statuses other than 2xx and 503: \(unexpected.isEmpty ? "none" : unexpected.joined(separator: ",")), \(run.socketErrors.timeout) timeouts; first ones:")
+            for sample in run.samples { out.line("      " + sample) }
+            out.fail()
+        }
     }
 
     private func pgbenchRow(_ name: String, _ reference: PgbenchCase) -> String {

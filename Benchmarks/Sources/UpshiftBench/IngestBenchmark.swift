@@ -2,16 +2,30 @@ import BenchmarkKit
 import Foundation
 
 /// `scripts/bench ingest`: (a) pgbench with 100-row unnest INSERTs, (b) POST /v1/events with 100 events per
-/// request, (c) pgbench with 1-row INSERTs, (d) POST /v1/events with 1 event per request.
+/// request, (c) pgbench with 1-row INSERTs, (d) POST /v1/events with 1 event per request, (e) as (b) while
+/// a read-token holder asks for a report again and again on as many connections as the reads pool holds
+/// by default.
 struct IngestBenchmark {
     let bench: Bench
     let duration: Int
+    /// UPSHIFT_READ_POOL_CONNECTIONS of the server in every case.
+    let readsPool: Int
     /// The ingest key of app "bench".
     private var key = ""
+    /// A read token, for the report load of case (e).
+    private var readToken = ""
 
-    init(bench: Bench, duration: Int) {
+    /// Case (e)'s report: every install posted in this run (cases (b), (d) and (e), as far as the
+    /// projections applied them) is on 1.8.0, below 1.9.0, so the report counts a population that grows
+    /// while the case runs, as a rollout owner's preview before raising the minimum would.
+    static let reportPath = "/v1/apps/bench/reports/minimum-impact?platform=ios&version=1.9.0&window=7"
+    /// Case (e)'s report load: the width of the server's reads pool by default.
+    static let reportConnections = 6
+
+    init(bench: Bench, duration: Int, readsPool: Int) {
         self.bench = bench
         self.duration = duration
+        self.readsPool = readsPool
     }
 
     mutating func run() throws -> Summary {
@@ -22,13 +36,14 @@ struct IngestBenchmark {
         let postgres = try bench.sqlValue("SHOW server_version")
 
         let a = try pgbench("a", clients: 4, script: "ingest-batch.sql", rowsPerTransaction: 100)
-        let b = try http("b", connections: 16, eventsPerRequest: 100)
+        let b = try http("b", connections: 16, eventsPerRequest: 100).ingest
         let c = try pgbench("c", clients: 16, script: "ingest-single.sql", rowsPerTransaction: 1)
-        let d = try http("d", connections: 64, eventsPerRequest: 1)
+        let d = try http("d", connections: 64, eventsPerRequest: 1).ingest
+        let e = try http("e", connections: 16, eventsPerRequest: 100, besideReports: true)
         return IngestSummary(
             facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
             durationSeconds: duration, cpus: bench.cpus, outputFolder: bench.output, batchReference: a, batch: b,
-            singleReference: c, single: d
+            singleReference: c, single: d, underReportLoad: e.reports.map { .init(ingest: e.ingest, reports: $0) }
         ).render()
     }
 
@@ -37,6 +52,7 @@ struct IngestBenchmark {
         try bench.recreateDatabase("upshift_bench")
         try bench.upshift(["apps", "create", "--id", "bench", "--name", "Bench"])
         key = try bench.createKey(["--scope", "ingest", "--name", "bench", "--app", "bench"])
+        readToken = try bench.createKey(["--scope", "read", "--name", "bench-reports"])
         // upshift serve creates these at start; the pgbench cases run without it.
         _ = try bench.sql("SELECT upshift_ensure_event_partitions(now() - interval '31 days', now() + interval '2 months')")
     }
@@ -68,16 +84,31 @@ struct IngestBenchmark {
         return IngestSummary.PgbenchCase(result: result, rowsStored: rows, cpu: cpu)
     }
 
-    /// Case (b) or (d): wrk against `upshift serve`, then which stored rows belong to which requests.
-    private func http(_ tag: String, connections: Int, eventsPerRequest: Int) throws -> IngestSummary.HTTPCase {
+    /// Case (b), (d) or (e): wrk against `upshift serve`, then which stored rows belong to which requests.
+    /// `besideReports`: a second wrk asks for ``reportPath`` on ``reportConnections`` connections for the
+    /// same duration.
+    private func http(_ tag: String, connections: Int, eventsPerRequest: Int, besideReports: Bool = false) throws
+        -> (ingest: IngestSummary.HTTPCase, reports: IngestSummary.ReportLoad?)
+    {
         let out = bench.path("\(tag)-wrk.txt")
         let unanswered = bench.path("\(tag)-unanswered.txt")
         try bench.resetEvents()
         let server = try bench.startServer(
             log: bench.path("\(tag)-serve.log"),
-            settings: ["UPSHIFT_EVENTS_RATE_LIMIT": "0", "UPSHIFT_EVENTS_KEY_RATE_LIMIT": "0"])
+            settings: [
+                "UPSHIFT_EVENTS_RATE_LIMIT": "0", "UPSHIFT_EVENTS_KEY_RATE_LIMIT": "0",
+                "UPSHIFT_READ_POOL_CONNECTIONS": "\(readsPool)",
+            ])
         log("case (\(tag)): wrk, 2 threads, \(connections) connections, events/request: \(eventsPerRequest), \(duration)s")
         let before = try bench.cpuTicks()
+        let reportsOut = bench.path("\(tag)-reports-wrk.txt")
+        let reportLoad = try besideReports ? Processes.start(
+            Command("wrk", [
+                "-t", "1", "-c", "\(Self.reportConnections)", "-d", "\(duration)s", "--timeout", "10s", "--latency",
+                "-s", bench.environment.script("projections-report.lua"), server.url + Self.reportPath,
+            ], environment: ["UPSHIFT_BENCH_TOKEN": readToken]),
+            what: "wrk (reports)", stdout: .file(reportsOut), stderr: .append(reportsOut)) : nil
+        if besideReports { log("case (\(tag)): beside it, wrk asking GET \(Self.reportPath) on \(Self.reportConnections) connections") }
         // --timeout 10s: a slow answer is still an answer (the server gives up on a flush after 3 s with 503).
         let status = try Processes.run(
             Command(
@@ -87,10 +118,15 @@ struct IngestBenchmark {
                     "\(eventsPerRequest)", unanswered,
                 ], environment: ["UPSHIFT_BENCH_KEY": key]),
             stdout: .file(out), stderr: .append(out))
+        let reportStatus = reportLoad?.wait()
         let cpu = before.busyShare(until: try bench.cpuTicks())
         guard status == 0 else {
             printTail(of: out, lines: 40)
             throw BenchFailure("wrk failed in case (\(tag)) (output: \(out))")
+        }
+        if let reportStatus, reportStatus != 0 {
+            printTail(of: reportsOut, lines: 40)
+            throw BenchFailure("wrk asking for reports failed in case (\(tag)) (output: \(reportsOut))")
         }
         let usage = try bench.stop(server)
         bench.note("upshift serve: \(usage); exit status after SIGTERM: \(usage.exitStatus)", to: out)
@@ -111,8 +147,14 @@ struct IngestBenchmark {
         bench.note(
             "rows stored: \(counts[0]) (of requests without a 2xx answer: \(counts[1]); requests stored partially: \(counts[2]))",
             to: out)
-        return IngestSummary.HTTPCase(
+        let ingest = IngestSummary.HTTPCase(
             run: run, cpu: cpu, server: usage, rowsStored: counts[0], rowsOfUnansweredRequests: counts[1],
             partialRequests: counts[2])
+        let reports = try reportLoad.map { _ in
+            IngestSummary.ReportLoad(
+                path: Self.reportPath, connections: Self.reportConnections, readsPool: readsPool,
+                run: try ReportRun(WrkSummary(parsing: String(contentsOfFile: reportsOut, encoding: .utf8))))
+        }
+        return (ingest, reports)
     }
 }

@@ -28,6 +28,76 @@ import Testing
                 rowsOfUnansweredRequests: 62, partialRequests: 0))
     }
 
+    /// The run of 2026-11-25 01:14 (Recorded/ingest-report-load, `scripts/bench ingest --reads-pool 2`):
+    /// the Swift version, with case (e) beside a report load.
+    static func recordedWithReportLoad() throws -> IngestSummary {
+        func text(_ file: String) throws -> String { try Recorded.text("ingest-report-load/" + file) }
+        let facts = RunFacts(
+            started: "2026-11-25 01:14:32 UTC",
+            machine: MachineDescription(cpus: 2, cpuModel: "AMD EPYC", memory: "23.5 GiB", load: "2.29 2.77 2.68"),
+            finishedLoad: "6.56 3.82 3.05", revision: "fe77ab0 + uncommitted changes",
+            postgresVersion: "15.18 (Debian 15.18-0+deb12u1)", durability: Durability(fsync: "on", synchronousCommit: "on"))
+        return IngestSummary(
+            facts: facts, durationSeconds: 15, cpus: 2, outputFolder: "/work/main/.bench/ingest-20261125-011431",
+            batchReference: .init(result: try PgbenchResult(parsing: text("a-pgbench.txt")), rowsStored: 1_779_700, cpu: "88%"),
+            batch: .init(
+                run: try EventsRun(WrkSummary(parsing: text("b-wrk.txt"))), cpu: "99%",
+                server: ServerUsage(cpuSeconds: 11.3, peakRSSMiB: 74, exitStatus: 0), rowsStored: 390_400,
+                rowsOfUnansweredRequests: 1600, partialRequests: 0),
+            singleReference: .init(result: try PgbenchResult(parsing: text("c-pgbench.txt")), rowsStored: 214_260, cpu: "92%"),
+            single: .init(
+                run: try EventsRun(WrkSummary(parsing: text("d-wrk.txt"))), cpu: "97%",
+                server: ServerUsage(cpuSeconds: 14.5, peakRSSMiB: 63, exitStatus: 0), rowsStored: 73374,
+                rowsOfUnansweredRequests: 64, partialRequests: 0),
+            underReportLoad: .init(
+                ingest: .init(
+                    run: try EventsRun(WrkSummary(parsing: text("e-wrk.txt"))), cpu: "100%",
+                    server: ServerUsage(cpuSeconds: 6.8, peakRSSMiB: 78, exitStatus: 0), rowsStored: 227_300,
+                    rowsOfUnansweredRequests: 1600, partialRequests: 0),
+                reports: .init(
+                    path: "/v1/apps/bench/reports/minimum-impact?platform=ios&version=1.9.0&window=7", connections: 6,
+                    readsPool: 2, run: try ReportRun(WrkSummary(parsing: text("e-reports-wrk.txt"))))))
+    }
+
+    @Test func reproducesTheRecordedSummaryWithAReportLoad() throws {
+        let summary = try Self.recordedWithReportLoad().render()
+        let expected = try Recorded.lines("ingest-report-load/summary.txt")
+        #expect(summary.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == expected)
+        #expect(summary.mustsHold)
+    }
+
+    @Test(arguments: [
+        ("200:130,503:8", true, "none"),
+        ("200:130,500:8", false, "500:8"),
+        ("200:130,401:2,503:1", false, "401:2"),
+    ])
+    func theReportLoadMayBeRefusedWithinItsBoundButNothingElse(statuses: String, holds: Bool, unexpected: String) throws {
+        var run = try Self.recordedWithReportLoad()
+        run.underReportLoad?.reports.run.statuses = statuses
+        let summary = run.render()
+        #expect(summary.mustsHold == holds)
+        #expect(summary.text.contains("statuses other than 2xx and 503: \(unexpected)") == !holds)
+    }
+
+    @Test func aReportLoadWithoutOneAnswerOrWithATimeoutFails() throws {
+        var run = try Self.recordedWithReportLoad()
+        run.underReportLoad?.reports.run.answered2xx = 0
+        #expect(!run.render().mustsHold)
+        run = try Self.recordedWithReportLoad()
+        run.underReportLoad?.reports.run.socketErrors.timeout = 1
+        let summary = run.render()
+        #expect(!summary.mustsHold)
+        #expect(summary.text.contains("REPORT LOAD: 138 2xx answers, statuses other than 2xx and 503: none, 1 timeouts"))
+    }
+
+    @Test func ingestionBesideTheReportsIsHeldToTheSameMusts() throws {
+        var run = try Self.recordedWithReportLoad()
+        run.underReportLoad?.ingest.rowsOfUnansweredRequests = 1500
+        let summary = run.render()
+        #expect(!summary.mustsHold)
+        #expect(summary.text.contains("(e) MISMATCH: events acknowledged 225700"))
+    }
+
     @Test func reproducesTheRecordedSummary() throws {
         let summary = try Self.recorded().render()
         var expected = try Recorded.lines("ingest/summary.txt")
