@@ -13,16 +13,34 @@ public struct AppInfo: Sendable, Equatable, Codable {
     /// Store URL per platform; a platform without one answers `updateURL: null`.
     public var updateURL: [String: String]
     public var storeId: [String: String]
+    /// Bundle or package id per platform, as the iTunes lookup answers it (`bundleId`).
+    public var bundleId: [String: String]
 
     public init(
         id: String, name: String, defaultLocale: String = "en", updateURL: [String: String] = [:],
-        storeId: [String: String] = [:]
+        storeId: [String: String] = [:], bundleId: [String: String] = [:]
     ) {
         self.id = id
         self.name = name
         self.defaultLocale = defaultLocale
         self.updateURL = updateURL
         self.storeId = storeId
+        self.bundleId = bundleId
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, name, defaultLocale, updateURL, storeId, bundleId
+    }
+
+    /// Apps recorded before `bundleId` existed have none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        name = try container.decode(String.self, forKey: .name)
+        defaultLocale = try container.decode(String.self, forKey: .defaultLocale)
+        updateURL = try container.decode([String: String].self, forKey: .updateURL)
+        storeId = try container.decode([String: String].self, forKey: .storeId)
+        bundleId = try container.decodeIfPresent([String: String].self, forKey: .bundleId) ?? [:]
     }
 }
 
@@ -40,6 +58,11 @@ public struct Release: Sendable, Equatable, Codable {
     public var notes: [String: [String]]
     /// Overrides the app's store URL for this release (enterprise downloads, TestFlight …).
     public var updateURL: String?
+    /// The file an appcast's `enclosure` points at (absolute http(s)), its size in bytes and its EdDSA
+    /// signature (base64 of 64 bytes): Sparkle downloads and verifies it.
+    public var downloadURL: String?
+    public var downloadLength: Int?
+    public var edSignature: String?
     public var status: ReleaseStatus
     /// 0–100; a release admits an install when its bucket is below `rolloutPercent × 100`.
     public var rolloutPercent: Double
@@ -51,8 +74,8 @@ public struct Release: Sendable, Equatable, Codable {
     public init(
         platform: String, version: Version, build: Int? = nil, releasedAt: Date, channel: Channel = .live,
         minimumOSVersion: Version? = nil, maximumOSVersion: Version? = nil, notes: [String: [String]] = [:],
-        updateURL: String? = nil, status: ReleaseStatus = .live, rolloutPercent: Double = 100,
-        rolloutPaused: Bool = false, revision: Int = 0
+        updateURL: String? = nil, downloadURL: String? = nil, downloadLength: Int? = nil, edSignature: String? = nil,
+        status: ReleaseStatus = .live, rolloutPercent: Double = 100, rolloutPaused: Bool = false, revision: Int = 0
     ) {
         self.platform = platform
         self.version = version
@@ -63,6 +86,9 @@ public struct Release: Sendable, Equatable, Codable {
         self.maximumOSVersion = maximumOSVersion
         self.notes = notes
         self.updateURL = updateURL
+        self.downloadURL = downloadURL
+        self.downloadLength = downloadLength
+        self.edSignature = edSignature
         self.status = status
         self.rolloutPercent = rolloutPercent
         self.rolloutPaused = rolloutPaused

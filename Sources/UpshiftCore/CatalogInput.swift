@@ -15,9 +15,10 @@ public enum CatalogInput {
     public static let rolloutPercentPlaces = 2
     public static let dayPlaces = 3
 
-    /// `{id, name, defaultLocale, updateURL: {platform: url}, storeId: {platform: id}}`.
+    /// `{id, name, defaultLocale, updateURL: {platform: url}, storeId: {platform: id}, bundleId: {platform: id}}`.
     public static func app(_ body: JSONValue) throws(FieldError) -> AppInfo {
-        let fields = try Fields(body, allowed: ["id", "name", "defaultLocale", "updateURL", "storeId", "reason"])
+        let fields = try Fields(
+            body, allowed: ["id", "name", "defaultLocale", "updateURL", "storeId", "bundleId", "reason"])
         let id = try fields.string("id", required: true)!
         guard AppID.isValid(id) else { throw FieldError("id", "must match ^[a-z0-9][a-z0-9-]{0,62}$") }
         let name = try fields.string("name", required: true, maximumLength: maximumNameLength)!
@@ -28,7 +29,10 @@ public enum CatalogInput {
         let stores = try fields.platformMap("storeId") { (field, text) throws(FieldError) in
             try checkText(text, field: field, maximumLength: maximumStoreIdLength, lineBreaks: false)
         }
-        return AppInfo(id: id, name: name, defaultLocale: locale, updateURL: urls, storeId: stores)
+        let bundles = try fields.platformMap("bundleId") { (field, text) throws(FieldError) in
+            try checkText(text, field: field, maximumLength: maximumStoreIdLength, lineBreaks: false)
+        }
+        return AppInfo(id: id, name: name, defaultLocale: locale, updateURL: urls, storeId: stores, bundleId: bundles)
     }
 
     /// A new release: every field of DESIGN.md section 4 and its `platform`.
@@ -117,7 +121,7 @@ public enum CatalogInput {
 
     static let releaseFields: Set<String> = [
         "build", "releasedAt", "channel", "minimumOSVersion", "maximumOSVersion", "notes", "updateURL", "status",
-        "rolloutPercent", "rolloutPaused",
+        "rolloutPercent", "rolloutPaused", "downloadURL", "downloadLength", "edSignature",
     ]
 
     private static func apply(_ fields: Fields, to release: inout Release) throws(FieldError) {
@@ -136,6 +140,19 @@ public enum CatalogInput {
             release.updateURL = try fields.string("updateURL", required: false, maximumLength: maximumURLLength)
             if let url = release.updateURL, !isURL(url) { throw FieldError("updateURL", urlRule) }
         }
+        if fields.has("downloadURL") {
+            release.downloadURL = try fields.string("downloadURL", required: false, maximumLength: maximumURLLength)
+            if let url = release.downloadURL, !isDownloadURL(url) { throw FieldError("downloadURL", downloadURLRule) }
+        }
+        if fields.has("downloadLength") {
+            release.downloadLength = try fields.integer("downloadLength", in: 0...maximumDownloadLength)
+        }
+        if fields.has("edSignature") {
+            release.edSignature = try fields.string("edSignature", required: false, maximumLength: 88)
+            if let signature = release.edSignature, !isEdSignature(signature) {
+                throw FieldError("edSignature", "must be the standard base64 (with padding) of a 64-byte EdDSA signature")
+            }
+        }
         if let status = try fields.string("status", required: false) {
             guard let value = ReleaseStatus(rawValue: status) else {
                 throw FieldError("status", "must be live or withdrawn")
@@ -149,6 +166,21 @@ public enum CatalogInput {
     }
 
     static let maximumStoreIdLength = 200
+    /// 1 TiB: larger than any app, small enough for every client's integer.
+    public static let maximumDownloadLength = 1 << 40
+    static let downloadURLRule = "must be an absolute http(s) URL with a host, in printable ASCII"
+
+    /// An absolute http(s) URL (``isURL`` without the store schemes): Sparkle downloads it.
+    public static func isDownloadURL(_ text: String) -> Bool {
+        (text.hasPrefix("https://") || text.hasPrefix("http://")) && isURL(text)
+    }
+
+    /// Strict base64 (standard alphabet, padded, nothing else) of exactly 64 bytes: decoding and encoding
+    /// again gives the same text, so no other spelling of those bytes passes.
+    public static func isEdSignature(_ text: String) -> Bool {
+        guard text.utf8.count == 88, let bytes = Data(base64Encoded: text), bytes.count == 64 else { return false }
+        return bytes.base64EncodedString() == text
+    }
     static let urlRule = "must be an http(s) URL with a host, or an itms-apps: or market: URL, in printable ASCII"
 
     /// `^(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?|(itms-apps|market):[!-~]+)$`, at most

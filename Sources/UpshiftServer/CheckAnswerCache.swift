@@ -149,14 +149,46 @@ final class CheckAnswerCache: Sendable {
         }
     }
 
+    /// A feed's parameters, normalized: what its answer depends on besides the app's catalog and the clock.
+    struct FeedParameters: Hashable, Sendable {
+        enum Kind: Hashable, Sendable { case appcast, lookup, versionsPlist }
+        var kind: Kind
+        var platform: String
+        var channel: UpshiftCore.Channel
+        /// Normalized (``LocaleTag/normalize(_:)``), as the request chose it.
+        var locale: String?
+        /// The lookup's parameters cannot name this app (another `bundleId` or `id`): no result.
+        var refused = false
+    }
+
+    /// A feed answer's key: the app's catalog generation and the feed's parameters.
+    struct FeedQuestion: Hashable, Sendable {
+        var app: String
+        var generation: Int
+        var parameters: FeedParameters
+
+        var bytes: Int { app.utf8.count + parameters.platform.utf8.count + (parameters.locale?.utf8.count ?? 0) }
+    }
+
+    /// A feed's bytes and the headers they are served with.
+    struct FeedAnswer: Sendable {
+        var body: ByteBuffer
+        var etag: String
+        var headers: HTTPFields
+        /// Index of the time interval it was computed in.
+        var interval: Int
+    }
+
     private enum Key: Hashable {
         case query(app: String, generation: Int, query: String)
         case answer(Question)
+        case feed(FeedQuestion)
     }
 
     private enum Entry {
         case request(CheckRequest)
         case answer(Answer)
+        case feed(FeedAnswer)
     }
 
     /// Queries longer than this are answered but not indexed.
@@ -198,10 +230,27 @@ final class CheckAnswerCache: Sendable {
     }
 
     func store(_ answer: Answer, for question: Question) {
-        let headerBytes = answer.headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
-        let cost = Self.entryOverhead + question.bytes + answer.body.readableBytes + answer.etag.utf8.count + headerBytes
+        let cost = Self.entryOverhead + question.bytes + Self.bytes(of: answer.body, answer.etag, answer.headers)
             + (answer.latestVersion?.utf8.count ?? 0)
         table.withLock { $0.set(.answer(answer), for: .answer(question), cost: cost) }
+    }
+
+    /// The feed answer to `question`, when the clock is still in the interval it was computed in.
+    func feed(_ question: FeedQuestion, interval: Int) -> FeedAnswer? {
+        let entry = table.withLock { $0.value(for: .feed(question)) }
+        guard case .feed(let answer) = entry, answer.interval == interval else { return nil }
+        return answer
+    }
+
+    func store(_ answer: FeedAnswer, for question: FeedQuestion) {
+        let cost = Self.entryOverhead + question.bytes + Self.bytes(of: answer.body, answer.etag, answer.headers)
+        table.withLock { $0.set(.feed(answer), for: .feed(question), cost: cost) }
+    }
+
+    /// The bytes an answer holds: its body, its tag and its headers' names and values.
+    private static func bytes(of body: ByteBuffer, _ etag: String, _ headers: HTTPFields) -> Int {
+        body.readableBytes + etag.utf8.count
+            + headers.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
     }
 
     private static func bytes(of request: CheckRequest) -> Int {

@@ -131,17 +131,20 @@ public struct CatalogStore: Sendable {
     public func apps(id: String? = nil) async throws -> [AppInfo] {
         let rows = try await pool.query(
             """
-            SELECT app_id, name, default_locale, update_urls::text, store_ids::text FROM apps
+            SELECT app_id, name, default_locale, update_urls::text, store_ids::text, bundle_ids::text FROM apps
             WHERE \(id)::text IS NULL OR app_id = \(id) ORDER BY app_id
             """, logger: logger)
         var apps: [AppInfo] = []
         let decoder = JSONDecoder()
-        for try await (id, name, locale, urls, stores) in rows.decode((String, String, String, String, String).self) {
+        for try await (id, name, locale, urls, stores, bundles)
+            in rows.decode((String, String, String, String, String, String).self)
+        {
             apps.append(
                 AppInfo(
                     id: id, name: name, defaultLocale: locale,
                     updateURL: try decoder.decode([String: String].self, from: Data(urls.utf8)),
-                    storeId: try decoder.decode([String: String].self, from: Data(stores.utf8))))
+                    storeId: try decoder.decode([String: String].self, from: Data(stores.utf8)),
+                    bundleId: try decoder.decode([String: String].self, from: Data(bundles.utf8))))
         }
         return apps
     }
@@ -223,6 +226,7 @@ public struct CatalogStore: Sendable {
         let stream = "app:\(app.id)"
         let urls = try CatalogCoding.json(app.updateURL)
         let stores = try CatalogCoding.json(app.storeId)
+        let bundles = try CatalogCoding.json(app.bundleId)
         try await pool.transaction(logger: logger) { connection in
             let head = try await connection.query(
                 "INSERT INTO streams (stream_id, version) VALUES (\(stream), 1) ON CONFLICT DO NOTHING RETURNING version",
@@ -232,8 +236,8 @@ public struct CatalogStore: Sendable {
             guard created else { throw CatalogError.appExists(app.id) }
             try await connection.query(
                 """
-                INSERT INTO apps (app_id, name, default_locale, update_urls, store_ids, created_at)
-                VALUES (\(app.id), \(app.name), \(app.defaultLocale), \(urls)::jsonb, \(stores)::jsonb, \(now))
+                INSERT INTO apps (app_id, name, default_locale, update_urls, store_ids, bundle_ids, created_at)
+                VALUES (\(app.id), \(app.name), \(app.defaultLocale), \(urls)::jsonb, \(stores)::jsonb, \(bundles)::jsonb, \(now))
                 """, logger: logger)
             try await record(event, appId: app.id, streamVersion: 1, now: now, on: connection)
         }

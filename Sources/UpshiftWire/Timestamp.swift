@@ -83,6 +83,12 @@ public enum Timestamp {
             + "\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)).\(pad(millis, 3))Z"
     }
 
+    /// `yyyy-MM-dd'T'HH:mm:ss'Z'`: to the second, without a fraction (Apple's lookup API writes dates so,
+    /// and Siren's parser fails on a fraction).
+    public static func formatSeconds(_ date: Date) -> String {
+        String(format(date).prefix(19)) + "Z"
+    }
+
     /// The UTC day (`yyyy-mm-dd`) of `date`.
     public static func day(_ date: Date) -> String {
         String(format(date).prefix(10))

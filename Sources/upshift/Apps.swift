@@ -15,25 +15,36 @@ struct Apps: AsyncParsableCommand {
         @Option(help: "Locale of release notes used when none matches (default en).") var defaultLocale = "en"
         @Option(help: "Store URL of a platform, as platform=url (repeatable), e.g. ios=https://apps.apple.com/app/id1")
         var updateUrl: [String] = []
+        @Option(help: "Store id of a platform, as platform=id (repeatable), e.g. ios=1234567890 (the lookup's trackId).")
+        var storeId: [String] = []
+        @Option(help: "Bundle or package id of a platform, as platform=id (repeatable), e.g. ios=com.example.notes.")
+        var bundleId: [String] = []
         @Option(help: "Why (recorded in the app's history).") var reason: String?
 
         func run() async throws {
             var body: [String: JSONValue] = [
                 "id": .string(id), "name": .string(name), "defaultLocale": .string(defaultLocale),
             ]
-            var urls: [String: JSONValue] = [:]
-            for entry in updateUrl {
-                let parts = entry.split(separator: "=", maxSplits: 1)
-                guard parts.count == 2 else { throw ValidationError("--update-url takes platform=url") }
-                urls[String(parts[0])] = .string(String(parts[1]))
-            }
-            body["updateURL"] = .object(urls)
+            body["updateURL"] = try Self.platformMap(updateUrl, option: "--update-url", value: "url")
+            body["storeId"] = try Self.platformMap(storeId, option: "--store-id", value: "id")
+            body["bundleId"] = try Self.platformMap(bundleId, option: "--bundle-id", value: "id")
             let app = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.app(.object(body)) }
             let reason = reason
             let created = try await CatalogCommand.run { catalog in
                 try await catalog.createApp(app, actor: CatalogCommand.actor, reason: reason, now: SystemClock().now())
             }
             print("created app \(created.id)")
+        }
+
+        /// `platform=value` entries as the JSON object the admin API takes.
+        static func platformMap(_ entries: [String], option: String, value: String) throws -> JSONValue {
+            var map: [String: JSONValue] = [:]
+            for entry in entries {
+                let parts = entry.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2 else { throw ValidationError("\(option) takes platform=\(value)") }
+                map[String(parts[0])] = .string(String(parts[1]))
+            }
+            return .object(map)
         }
     }
 

@@ -8,7 +8,8 @@ import UpshiftCore
 import UpshiftStore
 
 /// `GET` and `POST /v1/apps/{app}/check` (DESIGN.md section 4): answered from the in-memory catalog
-/// snapshot, never from the database; observations (`checked` events) are queued without waiting.
+/// snapshot, never from the database; observations (`checked` events) are queued without waiting. The
+/// feeds for existing client libraries share its limiter and cache (`CheckController+Feeds.swift`).
 struct CheckController: Sendable {
     let snapshot: CatalogSnapshot
     let writer: IngestionWriter
@@ -60,8 +61,8 @@ struct CheckController: Sendable {
         let reason: CheckReason
     }
 
-    /// `GET` and `POST /v1/apps/{app}/check`, relative to `/v1/apps/{app}`: public, limited per client
-    /// address before anything but the head is read.
+    /// `GET` and `POST /v1/apps/{app}/check` and the feeds, relative to `/v1/apps/{app}`: public, limited
+    /// per client address before anything but the head is read.
     var routes: RouteCollection<UpshiftRequestContext> {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
         routes.add(
@@ -70,6 +71,10 @@ struct CheckController: Sendable {
                 detail: "at most \(limiter.rate.formatted()) checks per second per client"))
             .get("check", use: checkQuery)
             .post("check", use: checkBody)
+            .get("appcast.xml", use: appcast)
+            .get("versions.plist", use: versionsPlist)
+            .get("lookup", use: lookup)
+            .get(":country/lookup", use: lookup)
         return routes
     }
 
@@ -109,7 +114,7 @@ struct CheckController: Sendable {
     }
 
     /// The app of the path, when it exists (a malformed request is a `400` whether or not it does).
-    private func app(_ context: UpshiftRequestContext) -> (id: String, entry: CatalogSnapshot.Entry)? {
+    func app(_ context: UpshiftRequestContext) -> (id: String, entry: CatalogSnapshot.Entry)? {
         guard let id = try? context.pathValue("app"), let entry = snapshot.app(id) else { return nil }
         return (id, entry)
     }
@@ -143,15 +148,21 @@ struct CheckController: Sendable {
         if let install = checkRequest.install, let installId = UUIDText.parse(install) {
             observe(answer, of: checkRequest, installId: installId, appId: appId, now: now)
         }
-        if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: {
-            let tag = $0.trimmingCharacters(in: .whitespaces)
-            return tag == answer.etag || tag == "W/" + answer.etag || tag == "*"
-        }) {
+        if Self.matches(request.headers[.ifNoneMatch], etag: answer.etag) {
             var headers = answer.headers
             headers[.contentType] = nil
             return Response(status: .notModified, headers: headers)
         }
         return Response(status: .ok, headers: answer.headers, body: .init(byteBuffer: answer.body))
+    }
+
+    /// Whether an `If-None-Match` names `etag` (strongly or weakly) or is `*`.
+    static func matches(_ ifNoneMatch: String?, etag: String) -> Bool {
+        guard let ifNoneMatch else { return false }
+        return ifNoneMatch.split(separator: ",").contains {
+            let tag = $0.trimmingCharacters(in: .whitespaces)
+            return tag == etag || tag == "W/" + etag || tag == "*"
+        }
     }
 
     /// Decides and encodes an answer (DESIGN.md section 4).

@@ -1,0 +1,254 @@
+import Foundation
+
+/// What the feeds for existing client libraries offer (DESIGN.md section 4, Feeds; docs/CLIENTS.md): the
+/// releases the check could offer a caller without `install` or `os`, newest first. A feed cannot admit per
+/// install, so it lists a release only when every install would be offered it:
+///
+/// - nothing when the policy is disabled;
+/// - live (not withdrawn) releases with `releasedAt ≤ now`, at least `notifyAfterDays` old;
+/// - not blocked, not paused, at 100 %;
+/// - in the `live` channel only live-channel releases without a pre-release part; `beta` lists both.
+public struct FeedView: Sendable, Equatable {
+    public var app: AppInfo
+    public var platform: String
+    public var policy: Policy
+    /// Newest first (DESIGN.md section 3 order).
+    public var releases: [Release]
+    /// The oldest listed release that satisfies the policy's minimum: what an install below the minimum
+    /// must reach (Sparkle's critical update, upgrader's tag). Nil without a minimum or such a release.
+    public var minimumTarget: Release?
+    /// Listed releases at least `blockAfterDays` old: the check forces them on every install below.
+    public var overdue: Set<Version>
+
+    public init(_ catalog: AppCatalog, platform: String, channel: Channel, now: Date) {
+        app = catalog.app
+        self.platform = platform
+        policy = catalog.policy(for: platform)
+        guard policy.enabled else {
+            releases = []
+            minimumTarget = nil
+            overdue = []
+            return
+        }
+        let policy = policy
+        let listed = catalog.releases(for: platform).filter { release in
+            release.status == .live && release.releasedAt <= now
+                && (channel == .beta || (release.channel == .live && release.version.prerelease.isEmpty))
+                && !policy.isBlocked(release.version) && !release.rolloutPaused && release.rolloutPercent >= 100
+                && policy.notifyAfterDays.map { now.timeIntervalSince(release.releasedAt) >= $0 * 86_400 } ?? true
+        }
+        releases = listed
+        minimumTarget = policy.minimumVersion.flatMap { minimum in listed.last { $0.version >= minimum } }
+        overdue = Set(
+            policy.blockAfterDays.map { days in
+                listed.filter { now.timeIntervalSince($0.releasedAt) >= days * 86_400 }.map(\.version)
+            } ?? [])
+    }
+
+    /// The notes of a release in `locale`, as the check chooses them (the tag, its language, the app's
+    /// default locale).
+    public func notes(_ release: Release, locale: String?) -> [String] {
+        LocaleTag.notes(release.notes, locale: locale, defaultLocale: app.defaultLocale)
+    }
+
+    /// Where a release is downloaded or described: its own URL, else the app's for the platform.
+    public func pageURL(_ release: Release) -> String? {
+        release.updateURL ?? app.updateURL[platform]
+    }
+}
+
+/// Text for XML 1.0 documents: escaped, and without the characters XML 1.0 cannot carry (C0 controls
+/// other than tab, line feed and carriage return; U+FFFE, U+FFFF). Catalog writes refuse those, but a
+/// catalog written before may hold them, and one invalid character makes a client reject the whole feed.
+public enum XMLText {
+    public static func escaped(_ text: String) -> String {
+        var out = ""
+        out.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            case "\r": out += "&#13;"  // a literal CR would be read back as a line feed
+            default:
+                if isAllowed(scalar) { out.unicodeScalars.append(scalar) }
+            }
+        }
+        return out
+    }
+
+    /// XML 1.0's `Char` production (Swift strings hold no surrogates).
+    public static func isAllowed(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x09, 0x0A, 0x0D: true
+        case 0x00..<0x20, 0xFFFE, 0xFFFF: false
+        default: true
+        }
+    }
+}
+
+/// The Sparkle appcast (`/v1/apps/{app}/appcast.xml`): RSS 2.0 with Sparkle's namespace, read by Sparkle
+/// on macOS and by upgrader (Flutter), which matches the literal `sparkle:` prefix.
+public enum Appcast {
+    public static let namespace = "http://www.andymatuschak.org/xml-namespaces/sparkle"
+
+    public static func render(_ feed: FeedView, locale: String?) -> String {
+        let macOS = feed.platform == "macos"
+        var xml = """
+            <?xml version="1.0" encoding="utf-8"?>
+            <rss version="2.0" xmlns:sparkle="\(namespace)">
+            <channel>
+            <title>\(XMLText.escaped(feed.app.name))</title>
+
+            """
+        if let link = feed.app.updateURL[feed.platform] { xml += "<link>\(XMLText.escaped(link))</link>\n" }
+        xml += "<description>\(XMLText.escaped("Updates of \(feed.app.name) (\(feed.platform))"))</description>\n"
+        let critical = feed.minimumTarget.map { sparkleVersion($0, macOS: macOS) }
+        for (index, release) in feed.releases.enumerated() {
+            let version = XMLText.escaped(sparkleVersion(release, macOS: macOS))
+            xml += "<item>\n"
+            xml += "<title>\(XMLText.escaped("\(feed.app.name) \(release.version.text)"))</title>\n"
+            xml += "<pubDate>\(rfc822(release.releasedAt))</pubDate>\n"
+            xml += "<sparkle:version>\(version)</sparkle:version>\n"
+            xml += "<sparkle:shortVersionString>\(XMLText.escaped(release.version.text))</sparkle:shortVersionString>\n"
+            if macOS, let minimum = release.minimumOSVersion {
+                xml += "<sparkle:minimumSystemVersion>\(XMLText.escaped(minimum.text))</sparkle:minimumSystemVersion>\n"
+            }
+            if macOS, let maximum = release.maximumOSVersion {
+                xml += "<sparkle:maximumSystemVersion>\(XMLText.escaped(maximum.text))</sparkle:maximumSystemVersion>\n"
+            }
+            if release.channel == .beta { xml += "<sparkle:channel>beta</sparkle:channel>\n" }
+            // Overdue: critical for every host below it. Else the newest item names the version below which
+            // it is critical (the minimum's target); the target itself carries upgrader's tag.
+            if feed.overdue.contains(release.version) {
+                xml += "<sparkle:criticalUpdate/>\n"
+            } else if index == 0, let critical {
+                xml += "<sparkle:criticalUpdate sparkle:version=\"\(XMLText.escaped(critical))\"/>\n"
+            }
+            if release.version == feed.minimumTarget?.version {
+                xml += "<sparkle:tags><sparkle:criticalUpdate/></sparkle:tags>\n"
+            }
+            let notes = feed.notes(release, locale: locale).joined(separator: "\n")
+            xml += "<description sparkle:format=\"plain-text\">\(XMLText.escaped(notes))</description>\n"
+            if let download = release.downloadURL {
+                xml += "<enclosure url=\"\(XMLText.escaped(download))\" length=\"\(release.downloadLength ?? 0)\""
+                xml += " type=\"application/octet-stream\" sparkle:version=\"\(version)\""
+                if !macOS { xml += " sparkle:os=\"\(XMLText.escaped(feed.platform))\"" }
+                if let signature = release.edSignature { xml += " sparkle:edSignature=\"\(XMLText.escaped(signature))\"" }
+                xml += "/>\n"
+            } else if let page = feed.pageURL(release) {
+                xml += "<link>\(XMLText.escaped(page))</link>\n"
+            }
+            xml += "</item>\n"
+        }
+        xml += "</channel>\n</rss>\n"
+        return xml
+    }
+
+    /// What `sparkle:version` carries: on macOS the build (Sparkle compares it with CFBundleVersion), else
+    /// the version as written (upgrader compares it with the marketing version).
+    public static func sparkleVersion(_ release: Release, macOS: Bool) -> String {
+        if macOS, let build = release.build { return String(build) }
+        return release.version.text
+    }
+
+    /// `E, dd MMM yyyy HH:mm:ss +0000`, in English whatever the server's locale.
+    public static func rfc822(_ date: Date) -> String {
+        let stamp = Timestamp.formatSeconds(date)  // yyyy-MM-ddTHH:mm:ssZ
+        // The day as `formatSeconds` counts it: milliseconds rounded, then whole days toward the past.
+        let millis = Int((date.timeIntervalSince1970 * 1000).rounded())
+        let days = (millis - ((millis % 86_400_000) + 86_400_000) % 86_400_000) / 86_400_000
+        let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        let (year, month, day) = Timestamp.civilFromDays(days)
+        return "\(weekdays[((days % 7) + 7) % 7]), \(two(day)) \(months[month - 1]) \(year) \(stamp.dropFirst(11).prefix(8)) +0000"
+    }
+
+    static func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+}
+
+/// The iTunes lookup answer (`/v1/apps/{app}/lookup`) as Siren and upgrader read Apple's: always one
+/// result or none.
+public enum StoreLookup {
+    /// The one result, keys as Apple spells them.
+    public struct Result: Sendable, Equatable, Encodable {
+        public var trackId: Int64
+        public var trackName: String
+        public var bundleId: String?
+        public var version: String
+        /// `yyyy-MM-dd'T'HH:mm:ss'Z'`: Siren's parser fails on fractions.
+        public var currentVersionReleaseDate: String
+        public var minimumOsVersion: String
+        public var releaseNotes: String
+        public var trackViewUrl: String?
+        /// `[:mav: M]` when the policy has a minimum: upgrader's minimum-version tag.
+        public var description: String
+        public var kind = "software"
+    }
+
+    public struct Answer: Sendable, Equatable, Encodable {
+        public var resultCount: Int
+        public var results: [Result]
+
+        public static let empty = Answer(resultCount: 0, results: [])
+    }
+
+    /// What Siren shows when a release sets no minimum OS: it requires the field.
+    public static let noMinimumOS = "1.0"
+
+    /// Whether a lookup's `bundleId` and `id` (as the request gave them) name this app on `platform`:
+    /// one that differs from the app's finds no result, as on Apple's.
+    public static func matches(_ app: AppInfo, platform: String, bundleId: String?, id: String?) -> Bool {
+        if let bundleId, bundleId != app.bundleId[platform] { return false }
+        if let id, numericId(id) == nil || numericId(id) != app.storeId[platform].flatMap(numericId) { return false }
+        return true
+    }
+
+    /// The answer for `feed` (built for the `live` channel, so without pre-releases): its newest release,
+    /// or no result when there is none or the app's store id for the platform is not numeric (Siren cannot
+    /// use a result without a real id).
+    public static func answer(_ feed: FeedView, locale: String?) -> Answer {
+        guard let store = feed.app.storeId[feed.platform], let trackId = numericId(store),
+            let latest = feed.releases.first
+        else { return .empty }
+        let result = Result(
+            trackId: trackId, trackName: feed.app.name, bundleId: feed.app.bundleId[feed.platform],
+            version: latest.version.text, currentVersionReleaseDate: Timestamp.formatSeconds(latest.releasedAt),
+            minimumOsVersion: latest.minimumOSVersion?.text ?? noMinimumOS,
+            releaseNotes: feed.notes(latest, locale: locale).joined(separator: "\n"),
+            trackViewUrl: feed.pageURL(latest),
+            description: feed.policy.minimumVersion.map { "[:mav: \($0.text)]" } ?? "")
+        return Answer(resultCount: 1, results: [result])
+    }
+
+    /// A store id that is all ASCII digits and fits a JSON integer that every client reads exactly.
+    static func numericId(_ text: String) -> Int64? {
+        guard !text.isEmpty, text.utf8.count <= 15, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            return nil
+        }
+        return Int64(text)
+    }
+}
+
+/// iVersion's versions plist (`/v1/apps/{app}/versions.plist`): a dictionary of version (as written) →
+/// array of note lines, newest first.
+public enum VersionsPlist {
+    public static func render(_ feed: FeedView, locale: String?) -> String {
+        var xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+            <plist version="1.0">
+            <dict>
+
+            """
+        for release in feed.releases {
+            xml += "<key>\(XMLText.escaped(release.version.text))</key>\n<array>\n"
+            for line in feed.notes(release, locale: locale) { xml += "<string>\(XMLText.escaped(line))</string>\n" }
+            xml += "</array>\n"
+        }
+        xml += "</dict>\n</plist>\n"
+        return xml
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Metrics
+import NIOCore
+import UpshiftCore
+import UpshiftStore
+
+/// The feeds for client libraries apps already ship (docs/CLIENTS.md): the Sparkle appcast, the iTunes
+/// lookup and iVersion's versions plist. Public and limited per client like the check (they share its
+/// limiter), answered from the catalog snapshot, never from the database, and kept in the check's
+/// byte-bounded answer cache per snapshot and normalized parameters.
+extension CheckController {
+    /// `GET …/appcast.xml?platform=[&channel=][&lang=]`
+    @Sendable func appcast(_ request: Request, context: UpshiftRequestContext) throws -> Response {
+        let query = try FeedQuery(request, known: ["platform", "channel", "lang"])
+        let platform = try query.platform()
+        let parameters = try CheckAnswerCache.FeedParameters(
+            kind: .appcast, platform: platform, channel: query.channel(), locale: query.locale(request, lenient: false))
+        return try feed(parameters, request: request, context: context, contentType: "application/rss+xml; charset=utf-8") {
+            Appcast.render($0, locale: parameters.locale)
+        }
+    }
+
+    /// `GET …/versions.plist?platform=[&channel=][&lang=]`
+    @Sendable func versionsPlist(_ request: Request, context: UpshiftRequestContext) throws -> Response {
+        let query = try FeedQuery(request, known: ["platform", "channel", "lang"])
+        let parameters = try CheckAnswerCache.FeedParameters(
+            kind: .versionsPlist, platform: query.platform(), channel: query.channel(),
+            locale: query.locale(request, lenient: false))
+        return try feed(parameters, request: request, context: context, contentType: "application/x-plist; charset=utf-8") {
+            VersionsPlist.render($0, locale: parameters.locale)
+        }
+    }
+
+    /// `GET …/lookup` and `GET …/{cc}/lookup`, as Apple's `itunes.apple.com/lookup` answers: always `200`.
+    @Sendable func lookup(_ request: Request, context: UpshiftRequestContext) throws -> Response {
+        if let country = context.parameters.get("country") {  // as sent: two letters need no decoding
+            guard country.utf8.count == 2, country.utf8.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A }) else {
+                throw ProblemDetails.notFound("no such path: a store country is two letters, such as us")
+            }
+        }
+        // As Apple's: no parameter is an error. One that cannot be what it names finds no result (a
+        // platform, bundle id or store id that is not valid text, or given twice); a bad lang is ignored.
+        let query = try FeedQuery(request, known: ["platform", "entity", "bundleId", "id", "lang"], lenient: true)
+        var platform = switch query["entity"] {
+        case "tvSoftware": "tvos"
+        case "macSoftware": "macos"
+        default: "ios"
+        }
+        var unusable = !query.malformed.isDisjoint(with: ["platform", "bundleId", "id"])
+        if let named = query["platform"] {
+            if EventValidator.isPlatform(named) { platform = named } else { unusable = true }
+        }
+        let app = self.app(context).map(\.entry.catalog.app)
+        let refused = unusable
+            || app.map { !StoreLookup.matches($0, platform: platform, bundleId: query["bundleId"], id: query["id"]) } ?? false
+        let parameters = CheckAnswerCache.FeedParameters(
+            kind: .lookup, platform: platform, channel: .live, locale: try query.locale(request, lenient: true),
+            refused: refused)
+        return try feed(parameters, request: request, context: context, contentType: "application/json; charset=utf-8") {
+            let answer = refused ? StoreLookup.Answer.empty : StoreLookup.answer($0, locale: parameters.locale)
+            return String(decoding: try Self.encoder.encode(answer), as: UTF8.self)
+        }
+    }
+
+    /// The cached feed answer for this snapshot and clock interval, else `render` it and keep it.
+    private func feed(
+        _ parameters: CheckAnswerCache.FeedParameters, request: Request, context: UpshiftRequestContext, contentType: String,
+        render: (FeedView) throws -> String
+    ) throws -> Response {
+        guard let (appId, entry) = app(context) else { throw CatalogError.appNotFound(try context.pathValue("app")) }
+        let now = clock.now()
+        let interval = entry.timing.interval(platform: parameters.platform, now: now)
+        let question = CheckAnswerCache.FeedQuestion(app: appId, generation: entry.generation, parameters: parameters)
+        let answer: CheckAnswerCache.FeedAnswer
+        if let cached = answers.feed(question, interval: interval) {
+            answer = cached
+        } else {
+            let feed = FeedView(entry.catalog, platform: parameters.platform, channel: parameters.channel, now: now)
+            let body = Data(try render(feed).utf8)
+            let etag = "\"\(Self.fnv1a(body))\""
+            answer = CheckAnswerCache.FeedAnswer(
+                body: ByteBuffer(bytes: body), etag: etag,
+                headers: [
+                    .contentType: contentType, .eTag: etag, .vary: "Accept-Language",
+                    .cacheControl: "public, max-age=\(entry.catalog.policy(for: parameters.platform).checkIntervalSeconds)",
+                ],
+                interval: interval)
+            answers.store(answer, for: question)
+            cacheBytes.set(Double(answers.bytes))
+        }
+        if Self.matches(request.headers[.ifNoneMatch], etag: answer.etag) {
+            var headers = answer.headers
+            headers[.contentType] = nil
+            return Response(status: .notModified, headers: headers)
+        }
+        return Response(status: .ok, headers: answer.headers, body: .init(byteBuffer: answer.body))
+    }
+}
+
+/// A feed's query, read as the clients send it: the parameters a feed knows must be valid text, once
+/// each (`400` naming the parameter); every other parameter is ignored whatever it holds, since
+/// Sparkle appends its system profile and upgrader a cache buster with unencoded values. `lenient`
+/// (the lookup) never refuses: a known parameter that breaks a rule is left out and named in
+/// ``malformed``.
+struct FeedQuery {
+    private var values: [String: String] = [:]
+    /// Known parameters left out for breaking a rule (`lenient` only).
+    private(set) var malformed: Set<String> = []
+
+    init(_ request: Request, known: Set<String>, lenient: Bool = false) throws {
+        guard let query = request.uri.query, !query.isEmpty else { return }
+        for pair in query.utf8.split(separator: UInt8(ascii: "&")) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = RequestText.percentDecoded(parts[0]), known.contains(name) else { continue }
+            let value = parts.count > 1 ? RequestText.percentDecoded(parts[1]) : ""
+            let problem: String? =
+                if let value {
+                    values[name] != nil || malformed.contains(name)
+                        ? "is given more than once" : TextRules.violation(in: value, lineBreaks: false)
+                } else {
+                    "is not percent-encoded UTF-8"
+                }
+            guard let problem else {
+                values[name] = value
+                continue
+            }
+            guard lenient else { throw ProblemDetails.badRequest("\(name) \(problem)", field: name) }
+            values[name] = nil
+            malformed.insert(name)
+        }
+    }
+
+    subscript(name: String) -> String? { values[name] }
+
+    /// `platform`, required.
+    func platform() throws -> String {
+        guard let platform = values["platform"], !platform.isEmpty else {
+            throw ProblemDetails.badRequest("platform is required", field: "platform")
+        }
+        guard EventValidator.isPlatform(platform) else {
+            throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
+        }
+        return platform
+    }
+
+    /// `channel`: `live` (the default) or `beta`.
+    func channel() throws -> UpshiftCore.Channel {
+        guard let text = values["channel"] else { return .live }
+        guard let channel = UpshiftCore.Channel(rawValue: text) else {
+            throw ProblemDetails.badRequest("channel must be live or beta", field: "channel")
+        }
+        return channel
+    }
+
+    /// The notes' locale: `lang`, else the first tag of `Accept-Language`, normalized; nil falls back to
+    /// the app's default locale. A malformed `Accept-Language` is ignored; a malformed `lang` is a `400`,
+    /// or ignored when `lenient` (the lookup, which takes Apple's parameters as Apple does).
+    func locale(_ request: Request, lenient: Bool) throws -> String? {
+        if let lang = values["lang"] {
+            if let tag = EventValidator.localeTag(lang) { return LocaleTag.normalize(tag) }
+            if !lenient { throw ProblemDetails.badRequest("lang is not a locale tag, such as de-AT", field: "lang") }
+        }
+        guard let header = request.headers[.acceptLanguage] else { return nil }
+        let first = header.split(separator: ",").first.map { $0.split(separator: ";").first ?? $0 } ?? ""
+        return EventValidator.localeTag(first.trimmingCharacters(in: .whitespaces)).map(LocaleTag.normalize)
+    }
+}

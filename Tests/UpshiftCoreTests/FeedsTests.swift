@@ -1,0 +1,326 @@
+import Foundation
+import Testing
+import UpshiftCore
+
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+
+/// The feeds for existing client libraries (docs/CLIENTS.md), parsed back with a strict XML parser, a
+/// property-list parser and a JSON parser, and read by the rules each client applies.
+@Suite struct FeedsTests {
+    static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
+
+    static func day(_ offset: Double) -> Date { now.addingTimeInterval(offset * 86_400) }
+
+    static func catalog(policy: Policy = Policy(), platform: String = "ios", _ releases: [Release]) -> AppCatalog {
+        AppCatalog(
+            app: AppInfo(
+                id: "notes", name: "Notes & Co", defaultLocale: "en",
+                updateURL: ["ios": "https://apps.apple.com/app/id123", "macos": "https://example.com/notes"],
+                storeId: ["ios": "123456789", "macos": "mac-1"], bundleId: ["ios": "com.example.notes"]),
+            releases: releases, policies: [platform: policy])
+    }
+
+    static func release(
+        _ version: String, _ ageDays: Double, platform: String = "ios", build: Int? = nil, channel: Channel = .live,
+        notes: [String: [String]] = [:], status: ReleaseStatus = .live, rollout: Double = 100, paused: Bool = false
+    ) -> Release {
+        Release(
+            platform: platform, version: Version(version)!, build: build, releasedAt: day(-ageDays), channel: channel,
+            notes: notes, status: status, rolloutPercent: rollout, rolloutPaused: paused)
+    }
+
+    // MARK: what a feed offers
+
+    @Test func aFeedListsOnlyWhatEveryInstallWouldBeOffered() {
+        let catalog = Self.catalog(
+            policy: Policy(blockedVersions: [Version("1.6")!], notifyAfterDays: 2),
+            [
+                Self.release("2.0", -1),  // in the future
+                Self.release("1.9", 1),  // younger than notifyAfterDays
+                Self.release("1.8", 5, rollout: 50),  // not every install
+                Self.release("1.7.1", 5, paused: true),
+                Self.release("1.7", 6, status: .withdrawn),
+                Self.release("1.6", 7),  // blocked
+                Self.release("1.5.0-beta.1", 8),  // a pre-release
+                Self.release("1.4.2", 8, channel: .beta),
+                Self.release("1.4", 9),
+                Self.release("1.3", 10),
+            ])
+        let live = FeedView(catalog, platform: "ios", channel: .live, now: Self.now)
+        #expect(live.releases.map(\.version.text) == ["1.4", "1.3"])
+        let beta = FeedView(catalog, platform: "ios", channel: .beta, now: Self.now)
+        #expect(beta.releases.map(\.version.text) == ["1.5.0-beta.1", "1.4.2", "1.4", "1.3"])
+        var disabled = catalog
+        disabled.policies["ios"]?.enabled = false
+        #expect(FeedView(disabled, platform: "ios", channel: .beta, now: Self.now).releases.isEmpty)
+        #expect(FeedView(catalog, platform: "android", channel: .live, now: Self.now).releases.isEmpty)
+    }
+
+    @Test func theMinimumsTargetIsTheOldestListedReleaseThatSatisfiesIt() {
+        let releases = [Self.release("3.0", 1), Self.release("2.1", 2), Self.release("2.0", 3), Self.release("1.0", 4)]
+        let feed = FeedView(Self.catalog(policy: Policy(minimumVersion: Version("2.0.5")!), releases), platform: "ios", channel: .live, now: Self.now)
+        #expect(feed.minimumTarget?.version.text == "2.1")
+        let none = FeedView(Self.catalog(policy: Policy(minimumVersion: Version("4")!), releases), platform: "ios", channel: .live, now: Self.now)
+        #expect(none.minimumTarget == nil)
+        let overdue = FeedView(Self.catalog(policy: Policy(blockAfterDays: 2.5), releases), platform: "ios", channel: .live, now: Self.now)
+        #expect(overdue.overdue == [Version("2.0")!, Version("1.0")!])
+    }
+
+    // MARK: Sparkle appcast
+
+    @Test func theAppcastIsWhatSparkleAndUpgraderRead() throws {
+        let catalog = Self.catalog(
+            policy: Policy(minimumVersion: Version("1.5")!, blockAfterDays: 30), platform: "macos",
+            [
+                Release(
+                    platform: "macos", version: Version("2.0")!, build: 200, releasedAt: Self.day(-3),
+                    minimumOSVersion: Version("13.0"), notes: ["en": ["Faster", "Safer <3"], "de": ["Schneller"]],
+                    downloadURL: "https://example.com/Notes-2.0.zip", downloadLength: 12_345,
+                    edSignature: Data(repeating: 7, count: 64).base64EncodedString()),
+                Release(platform: "macos", version: Version("1.6")!, releasedAt: Self.day(-10), notes: ["en": ["Fixes"]]),
+                Release(platform: "macos", version: Version("1.5")!, build: 150, releasedAt: Self.day(-40)),
+                Release(platform: "macos", version: Version("2.1-beta.1")!, build: 210, releasedAt: Self.day(-1), channel: .beta),
+            ])
+        let xml = Appcast.render(FeedView(catalog, platform: "macos", channel: .beta, now: Self.now), locale: "de-AT")
+        #expect(xml.contains(#"<rss version="2.0" xmlns:sparkle="http://www.andymatuschak.org/xml-namespaces/sparkle">"#))
+        let root = try XMLTree.parse(xml)
+        #expect(root.name == "rss" && root.namespace == nil)
+        let items = root.child("channel")?.children("item") ?? []
+        #expect(items.map { $0.child("sparkle:shortVersionString")?.text } == ["2.1-beta.1", "2.0", "1.6", "1.5"])
+        // macOS: sparkle:version is the build (the version without one), element and enclosure alike.
+        #expect(items.map { $0.child("sparkle:version")?.text } == ["210", "200", "1.6", "150"])
+        #expect(items.allSatisfy { $0.child("sparkle:version")?.namespace == Appcast.namespace })
+        let enclosure = try #require(items[1].child("enclosure"))
+        #expect(enclosure.attributes["sparkle:version"] == "200")
+        #expect(enclosure.attributes["url"] == "https://example.com/Notes-2.0.zip")
+        #expect(enclosure.attributes["length"] == "12345")
+        #expect(enclosure.attributes["sparkle:os"] == nil)
+        #expect(enclosure.attributes["sparkle:edSignature"]?.count == 88)
+        #expect(items[2].child("enclosure") == nil && items[2].child("link")?.text == "https://example.com/notes")
+        #expect(items[1].child("sparkle:minimumSystemVersion")?.text == "13.0")
+        #expect(items[0].child("sparkle:channel")?.text == "beta" && items[1].child("sparkle:channel") == nil)
+        // The minimum 1.5: the newest item names the build below which it is critical; 1.5 carries the tag.
+        #expect(items[0].child("sparkle:criticalUpdate")?.attributes["sparkle:version"] == "150")
+        #expect(items[3].child("sparkle:tags")?.child("sparkle:criticalUpdate") != nil)
+        #expect(items.dropLast().allSatisfy { $0.child("sparkle:tags") == nil })
+        // 1.5 is 40 days old with blockAfterDays 30: critical for every host below it.
+        let overdue = try #require(items[3].child("sparkle:criticalUpdate"))
+        #expect(overdue.attributes.isEmpty)
+        // Notes in the locale asked for (de-AT → de), lines joined by line feeds, plain text.
+        #expect(items[1].child("description")?.text == "Schneller")
+        #expect(items[1].child("description")?.attributes["sparkle:format"] == "plain-text")
+        #expect(items[1].child("pubDate")?.text == "Fri, 29 May 2026 12:00:00 +0000")
+        let english = try XMLTree.parse(Appcast.render(FeedView(catalog, platform: "macos", channel: .live, now: Self.now), locale: nil))
+        #expect(english.child("channel")?.children("item").first?.child("description")?.text == "Faster\nSafer <3")
+    }
+
+    @Test func onOtherPlatformsSparkleVersionIsTheVersionAndTheEnclosureNamesTheOS() throws {
+        var release = Self.release("4.2.0", 3, build: 99)
+        release.downloadURL = "https://example.com/app.apk"
+        let xml = Appcast.render(FeedView(Self.catalog([release]), platform: "ios", channel: .live, now: Self.now), locale: nil)
+        let item = try #require(try XMLTree.parse(xml).child("channel")?.child("item"))
+        #expect(item.child("sparkle:version")?.text == "4.2.0")
+        #expect(item.child("enclosure")?.attributes["sparkle:version"] == "4.2.0")
+        #expect(item.child("enclosure")?.attributes["sparkle:os"] == "ios")
+        #expect(item.child("enclosure")?.attributes["length"] == "0")
+    }
+
+    @Test func pubDatesAreRFC822InEnglish() {
+        #expect(Appcast.rfc822(Timestamp.parse("2026-03-01T00:00:00Z")!) == "Sun, 01 Mar 2026 00:00:00 +0000")
+        #expect(Appcast.rfc822(Timestamp.parse("1969-12-31T23:59:59.400Z")!) == "Wed, 31 Dec 1969 23:59:59 +0000")
+        #expect(Appcast.rfc822(Timestamp.parse("2024-02-29T13:05:09.999Z")!) == "Thu, 29 Feb 2024 13:05:09 +0000")
+    }
+
+    /// Random catalogs, every text field drawn from every Unicode class (including what XML cannot carry,
+    /// as a catalog written before the rule may hold), at the limits: every feed parses.
+    @Test func everyFeedOfRandomCatalogsParsesStrictly() throws {
+        var generator = SplitMix64(seed: 19)
+        let pools: [ClosedRange<UInt32>] = [
+            0x00...0x1F, 0x20...0x7E, 0x7F...0x9F, 0xA0...0x2FF, 0x300...0x36F, 0x590...0x6FF, 0x2000...0x206F,
+            0xD7F0...0xD7FF, 0xE000...0xF8FF, 0xFDD0...0xFDEF, 0xFFF0...0xFFFF, 0x1F300...0x1F6FF, 0x10FFF0...0x10FFFF,
+        ]
+        func text(_ length: Int) -> String {
+            var out = String.UnicodeScalarView()
+            for _ in 0..<length {
+                let pool = pools[generator.int(0...(pools.count - 1))]
+                if let scalar = Unicode.Scalar(UInt32(generator.int(Int(pool.lowerBound)...Int(pool.upperBound)))) {
+                    out.append(scalar)
+                }
+            }
+            return String(out)
+        }
+        for round in 0..<150 {
+            let platform = ["ios", "macos", "android"][round % 3]
+            var releases: [Release] = []
+            for index in 0..<generator.int(0...6) {
+                var release = Release(
+                    platform: platform, version: Version("\(index + 1).\(generator.int(0...9))")!,
+                    build: generator.unit() < 0.5 ? generator.int(0...999_999) : nil,
+                    releasedAt: Self.day(-Double(generator.int(0...400))), channel: generator.unit() < 0.3 ? .beta : .live,
+                    notes: ["en": (0..<generator.int(0...5)).map { _ in text(generator.int(0...(round % 10 == 0 ? 1_000 : 40))) }],
+                    updateURL: generator.unit() < 0.5 ? "https://example.com/\(index)?a=1&b=<2>" : nil)
+                if generator.unit() < 0.5 {
+                    release.downloadURL = "https://example.com/d?x=\"&y='"
+                    release.downloadLength = generator.int(0...CatalogInput.maximumDownloadLength)
+                }
+                releases.append(release)
+            }
+            var catalog = Self.catalog(
+                policy: Policy(minimumVersion: Version("\(generator.int(1...5))"), blockAfterDays: 100), platform: platform,
+                releases)
+            catalog.app.name = text(generator.int(1...200))
+            for channel in Channel.allCases {
+                let feed = FeedView(catalog, platform: platform, channel: channel, now: Self.now)
+                let appcast = Appcast.render(feed, locale: nil)
+                let tree = try XMLTree.parse(appcast)
+                #expect(tree.child("channel")?.children("item").count == feed.releases.count)
+                let plist = VersionsPlist.render(feed, locale: nil)
+                let parsed = try PropertyListSerialization.propertyList(from: Data(plist.utf8), format: nil)
+                let dictionary = try #require(parsed as? [String: [String]])
+                #expect(dictionary.count == feed.releases.count)
+                for release in feed.releases {
+                    let expected = (release.notes["en"] ?? []).map { String(String.UnicodeScalarView($0.unicodeScalars.filter(XMLText.isAllowed))) }
+                    #expect(dictionary[release.version.text] == expected)
+                }
+            }
+        }
+    }
+
+    // MARK: iVersion plist
+
+    @Test func theVersionsPlistMapsEachVersionAsWrittenToItsNotes() throws {
+        let catalog = Self.catalog([
+            Self.release("1.10", 1, notes: ["en": ["Ten"], "fr": ["Dix"]]), Self.release("1.9.0", 2, notes: ["en": ["Nine"]]),
+            Self.release("1.8", 3),
+        ])
+        let plist = VersionsPlist.render(FeedView(catalog, platform: "ios", channel: .live, now: Self.now), locale: "fr-CA")
+        let parsed = try PropertyListSerialization.propertyList(from: Data(plist.utf8), format: nil) as? [String: [String]]
+        #expect(parsed == ["1.10": ["Dix"], "1.9.0": ["Nine"], "1.8": []])
+        var disabled = catalog
+        disabled.policies["ios"] = Policy(enabled: false)
+        let empty = VersionsPlist.render(FeedView(disabled, platform: "ios", channel: .live, now: Self.now), locale: nil)
+        #expect(try PropertyListSerialization.propertyList(from: Data(empty.utf8), format: nil) as? [String: [String]] == [:])
+    }
+
+    // MARK: iTunes lookup
+
+    @Test func theLookupIsOneResultAsSirenAndUpgraderReadIt() throws {
+        var newest = Self.release("2.4.1", 2, notes: ["en": ["One", "Two"]])
+        newest.releasedAt = Timestamp.parse("2026-05-30T08:15:30.250Z")!
+        newest.minimumOSVersion = Version("16.4")
+        let catalog = Self.catalog(policy: Policy(minimumVersion: Version("2.0")!), [newest, Self.release("2.3", 5)])
+        let feed = FeedView(catalog, platform: "ios", channel: .live, now: Self.now)
+        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(StoreLookup.answer(feed, locale: nil))) as? [String: Any]
+        #expect(json?["resultCount"] as? Int == 1)
+        let result = try #require((json?["results"] as? [[String: Any]])?.first)
+        #expect(result["trackId"] as? Int == 123_456_789)
+        #expect(result["bundleId"] as? String == "com.example.notes")
+        #expect(result["version"] as? String == "2.4.1")
+        #expect(result["currentVersionReleaseDate"] as? String == "2026-05-30T08:15:30Z")
+        #expect(result["minimumOsVersion"] as? String == "16.4")
+        #expect(result["releaseNotes"] as? String == "One\nTwo")
+        #expect(result["description"] as? String == "[:mav: 2.0]")
+        #expect(result["trackViewUrl"] as? String == "https://apps.apple.com/app/id123")
+        // A store id that is not all digits cannot be a trackId: no result.
+        #expect(StoreLookup.answer(FeedView(catalog, platform: "macos", channel: .live, now: Self.now), locale: nil) == .empty)
+        #expect(StoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.notes", id: "123456789"))
+        #expect(!StoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.other", id: nil))
+        #expect(!StoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: "987"))
+        #expect(StoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: nil))
+    }
+
+    // MARK: the fields the feeds read
+
+    @Test func downloadFieldsAreValidatedOnWrite() throws {
+        func release(_ extra: [String: JSONValue]) throws(FieldError) -> Release {
+            var body: [String: JSONValue] = [
+                "platform": .string("macos"), "version": .string("1.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
+            ]
+            body.merge(extra) { $1 }
+            return try CatalogInput.release(.object(body))
+        }
+        let signature = Data(repeating: 0xAB, count: 64).base64EncodedString()
+        let good = try release([
+            "downloadURL": .string("https://example.com/a.zip"), "downloadLength": .number(JSONNumber(42)),
+            "edSignature": .string(signature),
+        ])
+        #expect(good.downloadURL == "https://example.com/a.zip" && good.downloadLength == 42 && good.edSignature == signature)
+        let refused: [(String, JSONValue)] = [
+            ("downloadURL", .string("itms-apps://x")), ("downloadURL", .string("/relative")),
+            ("downloadLength", .number(JSONNumber(-1))), ("downloadLength", .number(JSONNumber(1.5))),
+            ("edSignature", .string(Data(repeating: 1, count: 63).base64EncodedString())),
+            ("edSignature", .string(String(signature.dropLast(2)))),  // unpadded
+            ("edSignature", .string("-" + signature.dropFirst())),  // the URL-safe alphabet
+            ("edSignature", .string(signature.dropLast(3) + "x==")),  // stray bits before the padding
+        ]
+        for (field, value) in refused {
+            #expect(throws: FieldError.self, "\(field) \(value)") { try release([field: value]) }
+            do { _ = try release([field: value]) } catch { #expect(error.field == field) }
+        }
+        let app = try CatalogInput.app(.object([
+            "id": .string("a"), "name": .string("A"), "bundleId": .object(["ios": .string("com.example.a")]),
+        ]))
+        #expect(app.bundleId == ["ios": "com.example.a"])
+    }
+}
+
+/// A strict XML parse into a small tree, names as written (`sparkle:version`) with their namespace URIs.
+final class XMLTree: NSObject, XMLParserDelegate {
+    final class Element {
+        let name: String
+        let namespace: String?
+        let attributes: [String: String]
+        var children: [Element] = []
+        var text = ""
+
+        init(name: String, namespace: String?, attributes: [String: String]) {
+            self.name = name
+            self.namespace = namespace
+            self.attributes = attributes
+        }
+
+        func child(_ name: String) -> Element? { children.first { $0.name == name } }
+        func children(_ name: String) -> [Element] { children.filter { $0.name == name } }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private var stack: [Element] = []
+    private var root: Element?
+
+    static func parse(_ xml: String) throws -> Element {
+        let parser = XMLParser(data: Data(xml.utf8))
+        parser.shouldProcessNamespaces = true
+        parser.shouldReportNamespacePrefixes = true
+        let tree = XMLTree()
+        parser.delegate = tree
+        guard parser.parse(), let root = tree.root else {
+            throw Failure(description: "not well-formed XML: \(parser.parserError.map { "\($0)" } ?? "no root")\n\(xml.prefix(2_000))")
+        }
+        return root
+    }
+
+    func parser(
+        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?,
+        attributes: [String: String] = [:]
+    ) {
+        let element = Element(
+            name: qualifiedName ?? elementName, namespace: namespaceURI.flatMap { $0.isEmpty ? nil : $0 },
+            attributes: attributes)
+        stack.last?.children.append(element)
+        stack.append(element)
+    }
+
+    func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName: String?) {
+        let element = stack.removeLast()
+        if stack.isEmpty { root = element }
+    }
+
+    func parser(_ parser: XMLParser, foundCharacters string: String) {
+        stack.last?.text += string
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Testing
+import UpshiftCore
+import UpshiftTestSupport
+
+/// The feeds for existing client libraries through the real server (docs/CLIENTS.md): a catalog written
+/// through the admin API, read back as Sparkle, Siren, upgrader and iVersion read it.
+@Suite struct FeedEndpointTests {
+    static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
+
+    /// App `notes`: iOS 2.0 (live, 5 days), 2.1-beta.1 (beta), 1.9 (blocked); macOS 3.0 with a download.
+    static func load(_ server: Server, key: String) async throws {
+        func created(_ reply: Server.Reply) {
+            #expect(reply.status == 201, "\(String(decoding: reply.body, as: UTF8.self))")
+        }
+        created(try await server.send(.POST, "/v1/apps", key: key, json: .object([
+            "id": .string("notes"), "name": .string("Notes"),
+            "updateURL": .object(["ios": .string("https://apps.apple.com/app/id42")]),
+            "storeId": .object(["ios": .string("42")]), "bundleId": .object(["ios": .string("com.example.notes")]),
+        ])))
+        let releases: [[String: JSONValue]] = [
+            ["platform": "ios", "version": "2.0", "releasedAt": "2026-05-27T12:00:00Z",
+             "notes": .object(["en": .array(["Faster"]), "de": .array(["Schneller"])])],
+            ["platform": "ios", "version": "2.1-beta.1", "releasedAt": "2026-05-30T12:00:00Z", "channel": "beta"],
+            ["platform": "ios", "version": "1.9", "releasedAt": "2026-05-20T12:00:00Z"],
+            ["platform": "macos", "version": "3.0", "build": .number(JSONNumber(300)), "releasedAt": "2026-05-28T12:00:00Z",
+             "downloadURL": "https://example.com/Notes-3.0.zip", "downloadLength": .number(JSONNumber(1_000))],
+        ]
+        for release in releases {
+            created(try await server.send(.POST, "/v1/apps/notes/releases", key: key, json: .object(release)))
+        }
+        let policy = try await server.send(
+            .PUT, "/v1/apps/notes/policies/ios", key: key,
+            json: .object(["enabled": true, "minimumVersion": "1.5", "blockedVersions": .array(["1.9"])]),
+            headers: [("If-Match", "\"0\"")])
+        #expect(policy.status == 200)
+    }
+
+    static func text(_ reply: Server.Reply) -> String { String(decoding: reply.body, as: UTF8.self) }
+
+    @Test func theAppcastAnswersWithAnETagAndIgnoresWhatItDoesNotKnow() async throws {
+        let harness = try await Harness.empty(now: Self.now)
+        try await harness.run { server in
+            try await Self.load(server, key: harness.rootKey)
+            // Sparkle's system profile, upgrader's cache buster (unencoded, even malformed), repeated unknowns.
+            let path = "/v1/apps/notes/appcast.xml?platform=ios&appName=Notes&osVersion=14.1&_cb=2026-06-01 12:00&x=%FF&x=2"
+            let reply = try await server.request(.GET, path.replacingOccurrences(of: " ", with: "%20"))
+            #expect(reply.status == 200, "\(Self.text(reply))")
+            #expect(reply.headers["Content-Type"].first == "application/rss+xml; charset=utf-8")
+            let body = Self.text(reply)
+            #expect(body.contains(#"xmlns:sparkle="http://www.andymatuschak.org/xml-namespaces/sparkle""#))
+            #expect(body.components(separatedBy: "<item>").count == 2)  // 2.0 only: 1.9 blocked, the beta not live
+            #expect(body.contains("<sparkle:version>2.0</sparkle:version>"))
+            #expect(body.contains(#"<sparkle:criticalUpdate sparkle:version="2.0"/>"#))
+            let etag = try #require(reply.etag)
+            let again = try await server.request(.GET, "/v1/apps/notes/appcast.xml?platform=ios", headers: [("If-None-Match", etag)])
+            #expect(again.status == 304 && again.body.isEmpty)
+
+            let beta = try await server.request(
+                .GET, "/v1/apps/notes/appcast.xml?platform=ios&channel=beta", headers: [("Accept-Language", "de-CH,de;q=0.9")])
+            #expect(Self.text(beta).contains("<sparkle:channel>beta</sparkle:channel>"))
+            #expect(Self.text(beta).contains(#"<description sparkle:format="plain-text">Schneller</description>"#))
+            #expect(beta.etag != etag)
+
+            let mac = Self.text(try await server.request(.GET, "/v1/apps/notes/appcast.xml?platform=macos"))
+            #expect(mac.contains(#"<enclosure url="https://example.com/Notes-3.0.zip" length="1000" type="application/octet-stream" sparkle:version="300"/>"#))
+        }
+    }
+
+    @Test func aFeedsOwnParametersAreCheckedAndAnUnknownAppIsNotFound() async throws {
+        let harness = try await Harness.empty(now: Self.now)
+        try await harness.run { server in
+            try await Self.load(server, key: harness.rootKey)
+            for (path, field) in [
+                ("/v1/apps/notes/appcast.xml", "platform"), ("/v1/apps/notes/appcast.xml?platform=iOS!", "platform"),
+                ("/v1/apps/notes/appcast.xml?platform=ios&channel=nightly", "channel"),
+                ("/v1/apps/notes/appcast.xml?platform=ios&lang=%00", "lang"),
+                ("/v1/apps/notes/versions.plist?platform=ios&platform=macos", "platform"),
+                ("/v1/apps/notes/versions.plist?lang=de", "platform"),
+            ] {
+                let reply = try await server.request(.GET, path)
+                #expect(reply.status == 400, "\(path)")
+                #expect(try reply.json()["field"] as? String == field, "\(path): \(Self.text(reply))")
+            }
+            for path in [
+                "/v1/apps/nope/appcast.xml?platform=ios", "/v1/apps/nope/versions.plist?platform=ios", "/v1/apps/nope/lookup",
+                "/v1/apps/notes/usa/lookup", "/v1/apps/notes/u1/lookup",
+            ] {
+                #expect(try await server.request(.GET, path).status == 404, "\(path)")
+            }
+        }
+    }
+
+    @Test func theLookupIsAlwaysOneResultOrNone() async throws {
+        let harness = try await Harness.empty(now: Self.now)
+        try await harness.run { server in
+            try await Self.load(server, key: harness.rootKey)
+            for path in [
+                "/v1/apps/notes/lookup?bundleId=com.example.notes&country=us&_cb=1", "/v1/apps/notes/US/lookup?id=42",
+                "/v1/apps/notes/de/lookup?lang=de_de&entity=software",
+                "/v1/apps/notes/lookup?lang=%00&entity=%01",  // ignored
+            ] {
+                let reply = try await server.request(.GET, path)
+                #expect(reply.status == 200 && reply.headers["Content-Type"].first == "application/json; charset=utf-8")
+                let json = try reply.json()
+                #expect(json["resultCount"] as? Int == 1, "\(path): \(Self.text(reply))")
+                let result = try #require((json["results"] as? [[String: Any]])?.first)
+                #expect(result["trackId"] as? Int == 42 && result["version"] as? String == "2.0")
+                #expect(result["currentVersionReleaseDate"] as? String == "2026-05-27T12:00:00Z")
+                #expect(result["description"] as? String == "[:mav: 1.5]")
+                #expect(result["releaseNotes"] as? String == (path.contains("lang=de") ? "Schneller" : "Faster"))
+            }
+            for path in [
+                "/v1/apps/notes/lookup?bundleId=com.example.other", "/v1/apps/notes/lookup?id=43",
+                "/v1/apps/notes/lookup?entity=macSoftware",  // no numeric store id on macOS
+                "/v1/apps/notes/lookup?platform=android",
+                // Never a 400, as on Apple's: what cannot name this app finds nothing.
+                "/v1/apps/notes/lookup?bundleId=%01", "/v1/apps/notes/lookup?id=42&id=42",
+                "/v1/apps/notes/lookup?platform=IOS!", "/v1/apps/notes/lookup?id=%FF",
+            ] {
+                let json = try await server.request(.GET, path).json()
+                #expect(json["resultCount"] as? Int == 0 && (json["results"] as? [Any])?.isEmpty == true, "\(path)")
+            }
+        }
+    }
+
+    @Test func theVersionsPlistFollowsTheCatalog() async throws {
+        let harness = try await Harness.empty(now: Self.now)
+        try await harness.run { server in
+            try await Self.load(server, key: harness.rootKey)
+            let reply = try await server.request(.GET, "/v1/apps/notes/versions.plist?platform=ios&lang=de")
+            #expect(reply.headers["Content-Type"].first == "application/x-plist; charset=utf-8")
+            let plist = try PropertyListSerialization.propertyList(from: reply.body, format: nil) as? [String: [String]]
+            #expect(plist == ["2.0": ["Schneller"]])
+            // A policy switched off empties every feed, at once (the snapshot follows the write).
+            let off = try await server.send(
+                .PUT, "/v1/apps/notes/policies/ios", key: harness.rootKey, json: .object(["enabled": false]),
+                headers: [("If-Match", "\"1\"")])
+            #expect(off.status == 200)
+            let empty = try await server.request(.GET, "/v1/apps/notes/versions.plist?platform=ios")
+            #expect(try PropertyListSerialization.propertyList(from: empty.body, format: nil) as? [String: [String]] == [:])
+            #expect(try await server.request(.GET, "/v1/apps/notes/lookup").json()["resultCount"] as? Int == 0)
+        }
+    }
+}
