@@ -90,7 +90,9 @@ public enum XMLText {
 }
 
 /// The Sparkle appcast (`/v1/apps/{app}/appcast.xml`): RSS 2.0 with Sparkle's namespace, read by Sparkle
-/// on macOS and by upgrader (Flutter), which matches the literal `sparkle:` prefix.
+/// on macOS and by upgrader (Flutter), which matches the literal `sparkle:` prefix. Sparkle refuses the
+/// whole appcast for one item without an enclosure or a link, so a release with neither a `downloadURL`
+/// nor an `updateURL` (its own or the app's) is left out.
 public enum Appcast {
     public static let namespace = "http://www.andymatuschak.org/xml-namespaces/sparkle"
 
@@ -105,8 +107,10 @@ public enum Appcast {
             """
         if let link = feed.app.updateURL[feed.platform] { xml += "<link>\(XMLText.escaped(link))</link>\n" }
         xml += "<description>\(XMLText.escaped("Updates of \(feed.app.name) (\(feed.platform))"))</description>\n"
-        let critical = feed.minimumTarget.map { sparkleVersion($0, macOS: macOS) }
-        for (index, release) in feed.releases.enumerated() {
+        let items = feed.releases.filter { $0.downloadURL != nil || feed.pageURL($0) != nil }
+        let target = feed.policy.minimumVersion.flatMap { minimum in items.last { $0.version >= minimum } }
+        let critical = target.map { sparkleVersion($0, macOS: macOS) }
+        for (index, release) in items.enumerated() {
             let version = XMLText.escaped(sparkleVersion(release, macOS: macOS))
             xml += "<item>\n"
             xml += "<title>\(XMLText.escaped("\(feed.app.name) \(release.version.text)"))</title>\n"
@@ -119,7 +123,9 @@ public enum Appcast {
             if macOS, let maximum = release.maximumOSVersion {
                 xml += "<sparkle:maximumSystemVersion>\(XMLText.escaped(maximum.text))</sparkle:maximumSystemVersion>\n"
             }
-            if release.channel == .beta { xml += "<sparkle:channel>beta</sparkle:channel>\n" }
+            if release.channel == .beta || !release.version.prerelease.isEmpty {
+                xml += "<sparkle:channel>beta</sparkle:channel>\n"
+            }
             // Overdue: critical for every host below it. Else the newest item names the version below which
             // it is critical (the minimum's target); the target itself carries upgrader's tag.
             if feed.overdue.contains(release.version) {
@@ -127,7 +133,7 @@ public enum Appcast {
             } else if index == 0, let critical {
                 xml += "<sparkle:criticalUpdate sparkle:version=\"\(XMLText.escaped(critical))\"/>\n"
             }
-            if release.version == feed.minimumTarget?.version {
+            if release.version == target?.version {
                 xml += "<sparkle:tags><sparkle:criticalUpdate/></sparkle:tags>\n"
             }
             let notes = feed.notes(release, locale: locale).joined(separator: "\n")
@@ -199,9 +205,10 @@ public enum StoreLookup {
     public static let noMinimumOS = "1.0"
 
     /// Whether a lookup's `bundleId` and `id` (as the request gave them) name this app on `platform`:
-    /// one that differs from the app's finds no result, as on Apple's.
+    /// one that differs from the app's finds no result, as on Apple's. An app without a bundle id for the
+    /// platform takes any `bundleId` (Siren and upgrader always send one).
     public static func matches(_ app: AppInfo, platform: String, bundleId: String?, id: String?) -> Bool {
-        if let bundleId, bundleId != app.bundleId[platform] { return false }
+        if let bundleId, let own = app.bundleId[platform], bundleId != own { return false }
         if let id, numericId(id) == nil || numericId(id) != app.storeId[platform].flatMap(numericId) { return false }
         return true
     }

@@ -116,6 +116,35 @@ import FoundationXML
         #expect(english.child("channel")?.children("item").first?.child("description")?.text == "Faster\nSafer <3")
     }
 
+    @Test func everyItemHasAnEnclosureOrALinkAndPreReleasesAreBeta() throws {
+        var catalog = Self.catalog(
+            policy: Policy(minimumVersion: Version("1.0")!, blockAfterDays: 4), platform: "android",
+            [Self.release("3.0-rc.1", 1, platform: "android"), Self.release("2.0", 5, platform: "android"),
+             Self.release("1.0", 6, platform: "android")])
+        // Android: no updateURL for the platform; only 2.0 has a download.
+        catalog.upsert(Release(platform: "android", version: Version("2.0")!, releasedAt: Self.day(-5), downloadURL: "https://example.com/a.apk"))
+        var xml = Appcast.render(FeedView(catalog, platform: "android", channel: .beta, now: Self.now), locale: nil)
+        var items = try #require(try XMLTree.parse(xml).child("channel")).children("item")
+        // 3.0-rc.1 and 1.0 have neither a download nor a page: Sparkle would refuse the whole appcast.
+        #expect(items.map { $0.child("sparkle:shortVersionString")?.text } == ["2.0"])
+        // The minimum's target is the oldest item listed: 2.0, which is also overdue (bare form only).
+        #expect(items[0].child("sparkle:criticalUpdate")?.attributes.isEmpty == true)
+        #expect(items[0].children("sparkle:criticalUpdate").count == 1)
+        #expect(items[0].child("sparkle:tags")?.child("sparkle:criticalUpdate") != nil)
+
+        catalog.app.updateURL["android"] = "https://play.google.com/store/apps/details?id=x"
+        xml = Appcast.render(FeedView(catalog, platform: "android", channel: .beta, now: Self.now), locale: nil)
+        items = try #require(try XMLTree.parse(xml).child("channel")).children("item")
+        #expect(items.count == 3 && items.allSatisfy { $0.child("enclosure") != nil || $0.child("link") != nil })
+        // A pre-release of the live channel is still beta to Sparkle's allowedChannels.
+        #expect(items[0].child("sparkle:channel")?.text == "beta" && items[1].child("sparkle:channel") == nil)
+        // With a minimum above every listed release, neither critical form.
+        catalog.policies["android"]?.minimumVersion = Version("9")
+        catalog.policies["android"]?.blockAfterDays = nil
+        xml = Appcast.render(FeedView(catalog, platform: "android", channel: .live, now: Self.now), locale: nil)
+        #expect(!xml.contains("criticalUpdate"))
+    }
+
     @Test func onOtherPlatformsSparkleVersionIsTheVersionAndTheEnclosureNamesTheOS() throws {
         var release = Self.release("4.2.0", 3, build: 99)
         release.downloadURL = "https://example.com/app.apk"
@@ -175,7 +204,9 @@ import FoundationXML
                 let feed = FeedView(catalog, platform: platform, channel: channel, now: Self.now)
                 let appcast = Appcast.render(feed, locale: nil)
                 let tree = try XMLTree.parse(appcast)
-                #expect(tree.child("channel")?.children("item").count == feed.releases.count)
+                let items = tree.child("channel")?.children("item") ?? []
+                #expect(items.count == feed.releases.count { $0.downloadURL != nil || feed.pageURL($0) != nil })
+                #expect(items.allSatisfy { $0.child("enclosure") != nil || $0.child("link") != nil })
                 let plist = VersionsPlist.render(feed, locale: nil)
                 let parsed = try PropertyListSerialization.propertyList(from: Data(plist.utf8), format: nil)
                 let dictionary = try #require(parsed as? [String: [String]])
@@ -223,12 +254,20 @@ import FoundationXML
         #expect(result["releaseNotes"] as? String == "One\nTwo")
         #expect(result["description"] as? String == "[:mav: 2.0]")
         #expect(result["trackViewUrl"] as? String == "https://apps.apple.com/app/id123")
+        let text = String(decoding: try JSONEncoder().encode(StoreLookup.answer(feed, locale: nil)), as: UTF8.self)
+        #expect(text.contains(#""trackId":123456789,"#) || text.hasSuffix(#""trackId":123456789}]}"#))
+        // Without a minimum OS or a minimum version: Siren's required field, and no tag.
+        let plain = FeedView(Self.catalog([Self.release("2.3", 5)]), platform: "ios", channel: .live, now: Self.now)
+        let bare = try #require(StoreLookup.answer(plain, locale: nil).results.first)
+        #expect(bare.minimumOsVersion == "1.0" && bare.description.isEmpty)
         // A store id that is not all digits cannot be a trackId: no result.
         #expect(StoreLookup.answer(FeedView(catalog, platform: "macos", channel: .live, now: Self.now), locale: nil) == .empty)
         #expect(StoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.notes", id: "123456789"))
         #expect(!StoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.other", id: nil))
         #expect(!StoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: "987"))
         #expect(StoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: nil))
+        // An app without a bundle id on the platform takes any (Siren and upgrader always send one).
+        #expect(StoreLookup.matches(catalog.app, platform: "tvos", bundleId: "com.example.tv", id: nil))
     }
 
     // MARK: the fields the feeds read

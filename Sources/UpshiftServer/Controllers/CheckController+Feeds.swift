@@ -13,10 +13,10 @@ import UpshiftStore
 extension CheckController {
     /// `GET …/appcast.xml?platform=[&channel=][&lang=]`
     @Sendable func appcast(_ request: Request, context: UpshiftRequestContext) throws -> Response {
-        let query = try FeedQuery(request, known: ["platform", "channel", "lang"])
+        let query = try FeedQuery(request, known: ["platform", "channel", "lang"], lenient: ["lang"])
         let platform = try query.platform()
         let parameters = try CheckAnswerCache.FeedParameters(
-            kind: .appcast, platform: platform, channel: query.channel(), locale: query.locale(request, lenient: false))
+            kind: .appcast, platform: platform, channel: query.channel(), locale: query.locale(request))
         return try feed(parameters, request: request, context: context, contentType: "application/rss+xml; charset=utf-8") {
             Appcast.render($0, locale: parameters.locale)
         }
@@ -24,10 +24,10 @@ extension CheckController {
 
     /// `GET …/versions.plist?platform=[&channel=][&lang=]`
     @Sendable func versionsPlist(_ request: Request, context: UpshiftRequestContext) throws -> Response {
-        let query = try FeedQuery(request, known: ["platform", "channel", "lang"])
+        let query = try FeedQuery(request, known: ["platform", "channel", "lang"], lenient: ["lang"])
         let parameters = try CheckAnswerCache.FeedParameters(
             kind: .versionsPlist, platform: query.platform(), channel: query.channel(),
-            locale: query.locale(request, lenient: false))
+            locale: query.locale(request))
         return try feed(parameters, request: request, context: context, contentType: "application/x-plist; charset=utf-8") {
             VersionsPlist.render($0, locale: parameters.locale)
         }
@@ -42,7 +42,8 @@ extension CheckController {
         }
         // As Apple's: no parameter is an error. One that cannot be what it names finds no result (a
         // platform, bundle id or store id that is not valid text, or given twice); a bad lang is ignored.
-        let query = try FeedQuery(request, known: ["platform", "entity", "bundleId", "id", "lang"], lenient: true)
+        let known: Set = ["platform", "entity", "bundleId", "id", "lang"]
+        let query = try FeedQuery(request, known: known, lenient: known)
         var platform = switch query["entity"] {
         case "tvSoftware": "tvos"
         case "macSoftware": "macos"
@@ -56,7 +57,7 @@ extension CheckController {
         let refused = unusable
             || app.map { !StoreLookup.matches($0, platform: platform, bundleId: query["bundleId"], id: query["id"]) } ?? false
         let parameters = CheckAnswerCache.FeedParameters(
-            kind: .lookup, platform: platform, channel: .live, locale: try query.locale(request, lenient: true),
+            kind: .lookup, platform: platform, channel: .live, locale: query.locale(request),
             refused: refused)
         return try feed(parameters, request: request, context: context, contentType: "application/json; charset=utf-8") {
             let answer = refused ? StoreLookup.Answer.empty : StoreLookup.answer($0, locale: parameters.locale)
@@ -101,15 +102,15 @@ extension CheckController {
 
 /// A feed's query, read as the clients send it: the parameters a feed knows must be valid text, once
 /// each (`400` naming the parameter); every other parameter is ignored whatever it holds, since
-/// Sparkle appends its system profile and upgrader a cache buster with unencoded values. `lenient`
-/// (the lookup) never refuses: a known parameter that breaks a rule is left out and named in
-/// ``malformed``.
+/// Sparkle appends its system profile and upgrader a cache buster with unencoded values. A `lenient`
+/// parameter is never refused: a value that breaks a rule, or comes again, is left out (the first valid
+/// one counts; Sparkle's profile appends a `lang` of its own), and the parameter is named in ``malformed``.
 struct FeedQuery {
     private var values: [String: String] = [:]
-    /// Known parameters left out for breaking a rule (`lenient` only).
+    /// Lenient parameters with a value left out for breaking a rule or coming again.
     private(set) var malformed: Set<String> = []
 
-    init(_ request: Request, known: Set<String>, lenient: Bool = false) throws {
+    init(_ request: Request, known: Set<String>, lenient: Set<String> = []) throws {
         guard let query = request.uri.query, !query.isEmpty else { return }
         for pair in query.utf8.split(separator: UInt8(ascii: "&")) {
             let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
@@ -117,8 +118,10 @@ struct FeedQuery {
             let value = parts.count > 1 ? RequestText.percentDecoded(parts[1]) : ""
             let problem: String? =
                 if let value {
-                    values[name] != nil || malformed.contains(name)
-                        ? "is given more than once" : TextRules.violation(in: value, lineBreaks: false)
+                    values[name] != nil
+                        ? "is given more than once"
+                        : TextRules.violation(in: value, lineBreaks: false)
+                            ?? (name == "lang" && EventValidator.localeTag(value) == nil ? "is not a locale tag" : nil)
                 } else {
                     "is not percent-encoded UTF-8"
                 }
@@ -126,8 +129,7 @@ struct FeedQuery {
                 values[name] = value
                 continue
             }
-            guard lenient else { throw ProblemDetails.badRequest("\(name) \(problem)", field: name) }
-            values[name] = nil
+            guard lenient.contains(name) else { throw ProblemDetails.badRequest("\(name) \(problem)", field: name) }
             malformed.insert(name)
         }
     }
@@ -154,14 +156,10 @@ struct FeedQuery {
         return channel
     }
 
-    /// The notes' locale: `lang`, else the first tag of `Accept-Language`, normalized; nil falls back to
-    /// the app's default locale. A malformed `Accept-Language` is ignored; a malformed `lang` is a `400`,
-    /// or ignored when `lenient` (the lookup, which takes Apple's parameters as Apple does).
-    func locale(_ request: Request, lenient: Bool) throws -> String? {
-        if let lang = values["lang"] {
-            if let tag = EventValidator.localeTag(lang) { return LocaleTag.normalize(tag) }
-            if !lenient { throw ProblemDetails.badRequest("lang is not a locale tag, such as de-AT", field: "lang") }
-        }
+    /// The notes' locale: the first `lang` that is a locale tag, else the first tag of `Accept-Language`,
+    /// normalized; nil falls back to the app's default locale. Neither is ever refused.
+    func locale(_ request: Request) -> String? {
+        if let lang = values["lang"], let tag = EventValidator.localeTag(lang) { return LocaleTag.normalize(tag) }
         guard let header = request.headers[.acceptLanguage] else { return nil }
         let first = header.split(separator: ",").first.map { $0.split(separator: ";").first ?? $0 } ?? ""
         return EventValidator.localeTag(first.trimmingCharacters(in: .whitespaces)).map(LocaleTag.normalize)
