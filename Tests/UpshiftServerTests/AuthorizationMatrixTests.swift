@@ -24,6 +24,8 @@ import UpshiftTestSupport
         "GET /health/live": .anyone, "GET /health/ready": .anyone, "GET /health/db": .anyone,
         "GET /metrics": .anyone, "GET /openapi.yaml": .anyone,
         "GET /v1/apps/{app}/check": .anyone, "POST /v1/apps/{app}/check": .anyone,
+        "GET /v1/apps/{app}/appcast.xml": .anyone, "GET /v1/apps/{app}/versions.plist": .anyone,
+        "GET /v1/apps/{app}/lookup": .anyone, "GET /v1/apps/{app}/{country}/lookup": .anyone,
         "POST /v1/events": .ingest,
         "POST /v1/apps": .createApps,
         "GET /v1/apps/{app}": .read, "GET /v1/apps/{app}/releases": .read,
@@ -142,7 +144,7 @@ import UpshiftTestSupport
             let need = try #require(needs[pattern], "\(pattern) has no entry in the authorization matrix")
             let path = pattern.split(separator: " ")[1]
                 .replacingOccurrences(of: "{app}", with: "expenses").replacingOccurrences(of: "{platform}", with: "ios")
-                .replacingOccurrences(of: "{version}", with: "1.0")
+                .replacingOccurrences(of: "{version}", with: "1.0").replacingOccurrences(of: "{country}", with: "us")
             return Route(method: HTTPMethod(rawValue: route.method.rawValue), pattern: pattern, path: path, need: need)
         }
         // Sign-out ends the session it is sent with: last.
