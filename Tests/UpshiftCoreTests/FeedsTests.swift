@@ -255,7 +255,7 @@ import FoundationXML
         #expect(result["description"] as? String == "[:mav: 2.0]")
         #expect(result["trackViewUrl"] as? String == "https://apps.apple.com/app/id123")
         let text = String(decoding: try JSONEncoder().encode(StoreLookup.answer(feed, locale: nil)), as: UTF8.self)
-        #expect(text.contains(#""trackId":123456789,"#) || text.hasSuffix(#""trackId":123456789}]}"#))
+        #expect(text.contains(#/"trackId":123456789[,}]/#))  // a JSON integer, whatever the key order
         // Without a minimum OS or a minimum version: Siren's required field, and no tag.
         let plain = FeedView(Self.catalog([Self.release("2.3", 5)]), platform: "ios", channel: .live, now: Self.now)
         let bare = try #require(StoreLookup.answer(plain, locale: nil).results.first)

@@ -186,9 +186,11 @@ _upshift_pg_write_conf() {
     upshift_run_as_cluster_user sed -i '/^# BEGIN upshift$/,/^# END upshift$/d' "$conf"
     # fsync/synchronous_commit are the defaults, but say so explicitly:
     # durability is a requirement and benchmarks must run with them on.
+    # max_connections: scripts/test runs about fifty suites at once, each server opening up to 25
+    # connections (docs/OPERATIONS.md, "Database connections"); 400 was refused ("too many clients").
     upshift_run_as_cluster_user tee -a "$conf" >/dev/null <<EOF
 # BEGIN upshift
-max_connections = 400
+max_connections = 1000
 shared_buffers = 256MB
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '${sock//\'/\'\'}'
