@@ -14,9 +14,6 @@ public struct FeedView: Sendable, Equatable {
     public var policy: Policy
     /// Newest first (DESIGN.md section 3 order).
     public var releases: [Release]
-    /// The oldest listed release that satisfies the policy's minimum: what an install below the minimum
-    /// must reach (Sparkle's critical update, upgrader's tag). Nil without a minimum or such a release.
-    public var minimumTarget: Release?
     /// Listed releases at least `blockAfterDays` old: the check forces them on every install below.
     public var overdue: Set<Version>
 
@@ -26,7 +23,6 @@ public struct FeedView: Sendable, Equatable {
         policy = catalog.policy(for: platform)
         guard policy.enabled else {
             releases = []
-            minimumTarget = nil
             overdue = []
             return
         }
@@ -38,11 +34,16 @@ public struct FeedView: Sendable, Equatable {
                 && policy.notifyAfterDays.map { now.timeIntervalSince(release.releasedAt) >= $0 * 86_400 } ?? true
         }
         releases = listed
-        minimumTarget = policy.minimumVersion.flatMap { minimum in listed.last { $0.version >= minimum } }
         overdue = Set(
             policy.blockAfterDays.map { days in
                 listed.filter { now.timeIntervalSince($0.releasedAt) >= days * 86_400 }.map(\.version)
             } ?? [])
+    }
+
+    /// The oldest of `items` (newest first) that satisfies the policy's minimum: what an install below the
+    /// minimum must reach (Sparkle's critical update, upgrader's tag). Nil without a minimum or such a release.
+    public func minimumTarget(among items: [Release]) -> Release? {
+        policy.minimumVersion.flatMap { minimum in items.last { $0.version >= minimum } }
     }
 
     /// The notes of a release in `locale`, as the check chooses them (the tag, its language, the app's
@@ -108,7 +109,7 @@ public enum Appcast {
         if let link = feed.app.updateURL[feed.platform] { xml += "<link>\(XMLText.escaped(link))</link>\n" }
         xml += "<description>\(XMLText.escaped("Updates of \(feed.app.name) (\(feed.platform))"))</description>\n"
         let items = feed.releases.filter { $0.downloadURL != nil || feed.pageURL($0) != nil }
-        let target = feed.policy.minimumVersion.flatMap { minimum in items.last { $0.version >= minimum } }
+        let target = feed.minimumTarget(among: items)
         let critical = target.map { sparkleVersion($0, macOS: macOS) }
         for (index, release) in items.enumerated() {
             let version = XMLText.escaped(sparkleVersion(release, macOS: macOS))

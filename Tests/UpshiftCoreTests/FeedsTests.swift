@@ -61,9 +61,9 @@ import FoundationXML
     @Test func theMinimumsTargetIsTheOldestListedReleaseThatSatisfiesIt() {
         let releases = [Self.release("3.0", 1), Self.release("2.1", 2), Self.release("2.0", 3), Self.release("1.0", 4)]
         let feed = FeedView(Self.catalog(policy: Policy(minimumVersion: Version("2.0.5")!), releases), platform: "ios", channel: .live, now: Self.now)
-        #expect(feed.minimumTarget?.version.text == "2.1")
+        #expect(feed.minimumTarget(among: feed.releases)?.version.text == "2.1")
         let none = FeedView(Self.catalog(policy: Policy(minimumVersion: Version("4")!), releases), platform: "ios", channel: .live, now: Self.now)
-        #expect(none.minimumTarget == nil)
+        #expect(none.minimumTarget(among: none.releases) == nil)
         let overdue = FeedView(Self.catalog(policy: Policy(blockAfterDays: 2.5), releases), platform: "ios", channel: .live, now: Self.now)
         #expect(overdue.overdue == [Version("2.0")!, Version("1.0")!])
     }

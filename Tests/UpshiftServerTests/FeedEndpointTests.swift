@@ -95,6 +95,45 @@ import UpshiftTestSupport
         }
     }
 
+    @Test func hostileValuesOfTheNewFieldsAreRefusedNamingThem() async throws {
+        let harness = try await Harness.empty(now: Self.now)
+        try await harness.run { server in
+            try await Self.load(server, key: harness.rootKey)
+            let long = String(repeating: "a", count: 3_000)
+            let hostile: [(String, JSONValue)] = [
+                ("downloadURL", .string("https://example.com/" + long)), ("downloadURL", "https://example.com/\u{0}"),
+                ("downloadURL", 42), ("downloadURL", .array([])),
+                ("downloadLength", .number(JSONNumber(literal: "1e300")!)), ("downloadLength", -1), ("downloadLength", "12"),
+                ("downloadLength", .number(JSONNumber(CatalogInput.maximumDownloadLength + 1))),
+                ("edSignature", "\u{0}"), ("edSignature", .string(long)), ("edSignature", 5),
+            ]
+            for (index, (field, value)) in hostile.enumerated() {
+                let body: JSONValue = .object([
+                    "platform": "macos", "version": .string("9.\(index)"), "releasedAt": "2026-05-28T12:00:00Z", field: value,
+                ])
+                let reply = try await server.send(.POST, "/v1/apps/notes/releases", key: harness.rootKey, json: body)
+                let named = try reply.json()["field"] as? String
+                #expect(reply.status == 400 && named == field, "\(field) \(value): \(Self.text(reply))")
+            }
+            for (value, field) in [
+                (JSONValue.object(["ios": 5]), "bundleId.ios"), (.object(["ios": "a\u{0}"]), "bundleId.ios"),
+                (.object(["ios": .string(long)]), "bundleId.ios"), ("com.example", "bundleId"),
+            ] {
+                let reply = try await server.send(
+                    .POST, "/v1/apps", key: harness.rootKey, json: .object(["id": "other", "name": "Other", "bundleId": value]))
+                let named = try reply.json()["field"] as? String
+                #expect(reply.status == 400 && named == field, "\(value): \(Self.text(reply))")
+            }
+            // Sent twice in one body: refused before any field is read.
+            let twice = #"{"platform":"macos","version":"9.9","releasedAt":"2026-05-28T12:00:00Z","downloadLength":1,"downloadLength":2}"#
+            let reply = try await server.request(
+                .POST, "/v1/apps/notes/releases",
+                headers: [("Authorization", "Bearer \(harness.rootKey)"), ("Content-Type", "application/json")],
+                body: Data(twice.utf8))
+            #expect(reply.status == 400, "\(Self.text(reply))")
+        }
+    }
+
     @Test func theLookupIsAlwaysOneResultOrNone() async throws {
         let harness = try await Harness.empty(now: Self.now)
         try await harness.run { server in
