@@ -35,6 +35,12 @@ public struct UpshiftDecision: Sendable, Equatable {
     public var latestVersion: String? { server?.latestVersion }
     public var updateURL: String? { server?.updateURL }
     public var releaseNotes: [VersionNotes] { server?.releaseNotes ?? [] }
+    /// 0–5, how urgent the team marked the update (as Play's in-app update priority); 5 for a force. Nil
+    /// when the server offers nothing.
+    public var priority: Int? { server?.priority }
+    /// Whole days since the offered version became available to this install, as of the server's answer
+    /// (a stored decision is as old as that answer). Nil when the server offers nothing.
+    public var stalenessDays: Int? { server?.stalenessDays }
 }
 
 

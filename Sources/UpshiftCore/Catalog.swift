@@ -68,6 +68,11 @@ public struct Release: Sendable, Equatable, Codable {
     public var rolloutPercent: Double
     /// A halted rollout: offered to nobody until resumed.
     public var rolloutPaused: Bool
+    /// Each rise of the share of installs the rollout admits, oldest first (kept by the catalog store,
+    /// never written by clients); nil for releases written before it was kept.
+    public var rolloutHistory: [RolloutStep]?
+    /// 0–5, as Play's in-app update priority: how urgent the update is (the check's `priority`).
+    public var priority: Int?
     /// 0 = never written; each change adds one (`ETag: "n"`).
     public var revision: Int
 
@@ -75,7 +80,8 @@ public struct Release: Sendable, Equatable, Codable {
         platform: String, version: Version, build: Int? = nil, releasedAt: Date, channel: Channel = .live,
         minimumOSVersion: Version? = nil, maximumOSVersion: Version? = nil, notes: [String: [String]] = [:],
         updateURL: String? = nil, downloadURL: String? = nil, downloadLength: Int? = nil, edSignature: String? = nil,
-        status: ReleaseStatus = .live, rolloutPercent: Double = 100, rolloutPaused: Bool = false, revision: Int = 0
+        status: ReleaseStatus = .live, rolloutPercent: Double = 100, rolloutPaused: Bool = false,
+        rolloutHistory: [RolloutStep]? = nil, priority: Int? = nil, revision: Int = 0
     ) {
         self.platform = platform
         self.version = version
@@ -92,6 +98,8 @@ public struct Release: Sendable, Equatable, Codable {
         self.status = status
         self.rolloutPercent = rolloutPercent
         self.rolloutPaused = rolloutPaused
+        self.rolloutHistory = rolloutHistory
+        self.priority = priority
         self.revision = revision
     }
 }

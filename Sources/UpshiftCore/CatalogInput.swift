@@ -121,7 +121,7 @@ public enum CatalogInput {
 
     static let releaseFields: Set<String> = [
         "build", "releasedAt", "channel", "minimumOSVersion", "maximumOSVersion", "notes", "updateURL", "status",
-        "rolloutPercent", "rolloutPaused", "downloadURL", "downloadLength", "edSignature",
+        "rolloutPercent", "rolloutPaused", "downloadURL", "downloadLength", "edSignature", "priority",
     ]
 
     private static func apply(_ fields: Fields, to release: inout Release) throws(FieldError) {
@@ -163,6 +163,7 @@ public enum CatalogInput {
             release.rolloutPercent = percent
         }
         if let paused = try fields.bool("rolloutPaused") { release.rolloutPaused = paused }
+        if fields.has("priority") { release.priority = try fields.integer("priority", in: 0...5) }
     }
 
     static let maximumStoreIdLength = 200

@@ -48,7 +48,7 @@ public enum DecisionEngine {
         for (reason, satisfies) in forceReasons(policy: policy, installed: installed, offerable: offerable, now: now) {
             let target = offerable.first(where: satisfies) ?? unblockedCompatible.first(where: satisfies)
             if let target {
-                fill(&decision, action: .force, reason: reason, target: target, request, catalog, compatible, eligible)
+                fill(&decision, action: .force, reason: reason, target: target, request, catalog, compatible, eligible, now: now)
                 decision.allowSkip = false
                 return decision
             }
@@ -118,7 +118,7 @@ public enum DecisionEngine {
             decision.versionsBehind = behind
             return false
         }
-        fill(&decision, action: .soft, reason: .updateAvailable, target: offered, request, catalog, compatible, eligible)
+        fill(&decision, action: .soft, reason: .updateAvailable, target: offered, request, catalog, compatible, eligible, now: now)
         decision.allowSkip = policy.allowSkip
         decision.remindAfterSeconds = policy.remindIntervalSeconds
         return true
@@ -126,7 +126,7 @@ public enum DecisionEngine {
 
     private static func fill(
         _ decision: inout CheckDecision, action: CheckAction, reason: CheckReason, target: Release,
-        _ request: CheckRequest, _ catalog: AppCatalog, _ compatible: [Release], _ eligible: [Release]
+        _ request: CheckRequest, _ catalog: AppCatalog, _ compatible: [Release], _ eligible: [Release], now: Date
     ) {
         decision.action = action
         decision.reason = reason
@@ -135,7 +135,13 @@ public enum DecisionEngine {
         decision.updateURL = target.updateURL ?? catalog.app.updateURL[request.platform]
         decision.updateType = Version.updateType(from: request.version, to: target.version)
         decision.versionsBehind = eligible.count { $0.version <= target.version }
-        decision.releaseNotes = compatible.filter { $0.version <= target.version }.map { notes($0, request, catalog) }
+        let offered = compatible.filter { $0.version <= target.version }
+        decision.releaseNotes = offered.map { notes($0, request, catalog) }
+        decision.priority = action == .force ? 5 : offered.map { $0.priority ?? 0 }.max() ?? 0
+        decision.stalenessDays = request.install.map { install in
+            Staleness(target, policy: catalog.policy(for: request.platform), appId: catalog.app.id)
+                .days(installId: install, now: now)
+        }
     }
 
     private static func notes(_ release: Release, _ request: CheckRequest, _ catalog: AppCatalog) -> VersionNotes {

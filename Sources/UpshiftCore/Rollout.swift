@@ -18,9 +18,83 @@ public enum Rollout {
         guard !release.rolloutPaused else { return false }
         if release.rolloutPercent >= 100 { return true }
         guard let installId else { return false }
+        return admits(bucket: bucket(appId: appId, version: release.version.text, installId: installId),
+                      percent: release.rolloutPercent)
+    }
+
+    /// Whether a rollout at `percent` admits `bucket`.
+    static func admits(bucket: Int, percent: Double) -> Bool {
         // Percentages like 6.63 are not exact in binary (6.63 × 100 = 663.0000000000001): compare with
         // a tolerance far below one bucket so that bucket 663 is not admitted at 6.63%.
-        let threshold = release.rolloutPercent * 100 - 1e-7
-        return Double(bucket(appId: appId, version: release.version.text, installId: installId)) < threshold
+        percent >= 100 || Double(bucket) < percent * 100 - 1e-7
+    }
+}
+
+/// One rise of the share of installs a release admits: from `at`, every bucket below `percent × 100`.
+public struct RolloutStep: Sendable, Equatable, Codable {
+    public var at: Date
+    public var percent: Double
+
+    public init(at: Date, percent: Double) {
+        self.at = at
+        self.percent = percent
+    }
+}
+
+extension Release {
+    /// Records in ``rolloutHistory`` that from `now` this release admits its percentage, when that is
+    /// more than it ever admitted (`previous` is the release before the write, nil when it is new). A
+    /// release written before the history was kept starts it with what it admitted then, from its
+    /// `releasedAt`.
+    public mutating func recordRollout(at now: Date, previous: Release?) {
+        var history = rolloutHistory ?? []
+        if rolloutHistory == nil, let previous, !previous.rolloutPaused, previous.rolloutPercent > 0 {
+            history = [RolloutStep(at: previous.releasedAt, percent: previous.rolloutPercent)]
+        }
+        if !rolloutPaused, rolloutPercent > 0, rolloutPercent > history.last?.percent ?? 0 {
+            history.append(RolloutStep(at: now, percent: rolloutPercent))
+        }
+        rolloutHistory = history
+    }
+}
+
+/// What the check's `stalenessDays` for an offered release depends on besides the install and the clock:
+/// when the release was old enough to notify about and how its rollout admitted installs. Small, so that
+/// cached answers can keep it without keeping the release.
+public struct Staleness: Sendable, Equatable {
+    let appId: String
+    let version: String
+    let releasedAt: Date
+    let notified: Date
+    let rolloutPercent: Double
+    let rolloutHistory: [RolloutStep]?
+
+    public init(_ release: Release, policy: Policy, appId: String) {
+        self.appId = appId
+        version = release.version.text
+        releasedAt = release.releasedAt
+        notified = release.releasedAt.addingTimeInterval((policy.notifyAfterDays ?? 0) * 86_400)
+        rolloutPercent = release.rolloutPercent
+        rolloutHistory = release.rolloutHistory
+    }
+
+    /// Whole days since the release became offerable to the install: the later of `releasedAt` plus
+    /// `notifyAfterDays` and the moment its rollout first admitted the install (not yet: 0).
+    public func days(installId: String, now: Date) -> Int {
+        let since = max(notified, firstAdmitted(installId: installId) ?? now)
+        return max(0, Int((now.timeIntervalSince(since) / 86_400).rounded(.down)))
+    }
+
+    /// When the rollout first admitted the install, nil while it never has. Without a history (written
+    /// before it was kept), an install its percentage admits counts from `releasedAt`.
+    func firstAdmitted(installId: String) -> Date? {
+        let bucket = { Rollout.bucket(appId: appId, version: version, installId: installId) }
+        guard let history = rolloutHistory else {
+            return rolloutPercent >= 100 || Rollout.admits(bucket: bucket(), percent: rolloutPercent) ? releasedAt : nil
+        }
+        guard let first = history.first else { return nil }
+        if first.percent >= 100 { return first.at }  // every install at once: no bucket to compute
+        let installBucket = bucket()
+        return history.first { Rollout.admits(bucket: installBucket, percent: $0.percent) }?.at
     }
 }

@@ -10,10 +10,12 @@ import UpshiftCore
 import UpshiftStore
 
 /// The composition root: builds the whole application from one configuration value (clock included).
-/// `upshift serve`, the tests and the simulator all build it here.
-public func buildApplication(_ configuration: AppConfiguration, logger baseLogger: Logger? = nil) async throws
-    -> some ApplicationProtocol
-{
+/// `upshift serve`, the tests and the simulator all build it here. `onServerRunning` is called once the
+/// port is open (with port 0, it tells which one).
+public func buildApplication(
+    _ configuration: AppConfiguration, logger baseLogger: Logger? = nil,
+    onServerRunning: @escaping @Sendable (any NIOCore.Channel) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
     let parts = try ApplicationParts(configuration, logger: baseLogger)
     let limits = configuration.connections
     var app = Application(
@@ -25,12 +27,13 @@ public func buildApplication(_ configuration: AppConfiguration, logger baseLogge
             address: .hostname(configuration.host, port: configuration.port), serverName: "upshift", backlog: 1024,
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maximumConnections, logger: parts.logger)),
         services: parts.services,
+        onServerRunning: onServerRunning,
         logger: parts.logger)
     app.beforeServerStarts(perform: parts.start)
     return app
 }
 
-/// Runs `app` (built by ``buildApplication(_:logger:)`` from `configuration`) until SIGTERM or SIGINT,
+/// Runs `app` (built by ``buildApplication(_:logger:onServerRunning:)`` from `configuration`) until SIGTERM or SIGINT,
 /// then shuts it down within `configuration.connections.shutdownTimeout`: the server and the
 /// ingestion writer bound their own work by it (``ShutdownDeadline``), and whatever else still runs
 /// when it is spent is cancelled, so that the process exits 0 in time even when the database hangs.

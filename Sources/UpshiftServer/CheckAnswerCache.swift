@@ -70,10 +70,16 @@ final class CheckAnswerCache: Sendable {
         /// (the bytes of the `installedVersion` string, without quotes).
         var spelling: String
         private var spellingRange: Range<Int>?
+        /// What tells each install its `stalenessDays` (nil when the action is `none`), the value the body
+        /// holds and where (the bytes of the number or `null`).
+        var offered: Staleness?
+        var stalenessDays: Int?
+        private var stalenessRange: Range<Int>?
 
         init(
             body: ByteBuffer, etag: String, headers: HTTPFields, action: CheckAction, reason: CheckReason,
-            latestVersion: String?, interval: Int, dependsOnInstall: Bool, installedVersion: String
+            latestVersion: String?, interval: Int, dependsOnInstall: Bool, installedVersion: String,
+            offered: Staleness?, stalenessDays: Int?
         ) {
             self.body = body
             self.etag = etag
@@ -84,17 +90,40 @@ final class CheckAnswerCache: Sendable {
             self.interval = interval
             self.dependsOnInstall = dependsOnInstall
             spelling = installedVersion
-            spellingRange = Self.range(of: installedVersion, in: body)
+            spellingRange = Self.range(after: "\"installedVersion\":\"\(installedVersion)\"", dropping: 1, in: body)
+                .map { $0.lowerBound - installedVersion.utf8.count..<$0.lowerBound }
+            self.offered = offered
+            self.stalenessDays = stalenessDays
+            if offered != nil {
+                let value = stalenessDays.map(String.init) ?? "null"
+                stalenessRange = Self.range(after: "\"stalenessDays\":\(value)", dropping: 0, in: body)
+                    .map { $0.lowerBound - value.utf8.count..<$0.lowerBound }
+            }
         }
 
-        /// The first `"installedVersion":"<spelling>"` of the body: its key comes first in sorted keys,
-        /// and inside a JSON string the quotes of that pattern would be escaped.
-        private static func range(of spelling: String, in body: ByteBuffer) -> Range<Int>? {
-            let pattern = Array("\"installedVersion\":\"\(spelling)\"".utf8)
-            let bytes = body.readableBytesView
-            guard let start = bytes.firstRange(of: pattern)?.lowerBound else { return nil }
-            let offset = start - bytes.startIndex + "\"installedVersion\":\"".utf8.count
-            return offset..<(offset + spelling.utf8.count)
+        /// Where the first `pattern` of the body ends, less `dropping` bytes. A key and its colon, with the
+        /// quotes unescaped, only occur as that key: inside a JSON string a quote is escaped.
+        private static func range(after pattern: String, dropping: Int, in body: ByteBuffer) -> Range<Int>? {
+            guard let start = offset(of: Array(pattern.utf8), in: body) else { return nil }
+            let end = start + pattern.utf8.count - dropping
+            return end..<end
+        }
+
+        /// The first offset of `pattern` in the readable bytes of `body`, with memchr and memcmp: bodies
+        /// with long notes are searched once per computed answer, and the generic search of a
+        /// `ByteBufferView` took most of the time of answering a question not asked before.
+        static func offset(of pattern: [UInt8], in body: ByteBuffer) -> Int? {
+            body.withUnsafeReadableBytes { bytes -> Int? in
+                guard let base = bytes.baseAddress, let first = pattern.first, pattern.count <= bytes.count else { return nil }
+                let last = bytes.count - pattern.count
+                var start = 0
+                while start <= last, let hit = memchr(base + start, Int32(first), last - start + 1) {
+                    let index = base.distance(to: UnsafeRawPointer(hit))
+                    if pattern.withUnsafeBytes({ memcmp(base + index, $0.baseAddress!, pattern.count) }) == 0 { return index }
+                    start = index + 1
+                }
+                return nil
+            }
         }
 
         /// This answer for a request that wrote the same version another way (`1.0.0` for `1.0`): the
@@ -104,18 +133,43 @@ final class CheckAnswerCache: Sendable {
             guard let range = spellingRange,
                 text.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
             else { return nil }
-            let bytes = body.readableBytesView
-            var respelled = ByteBuffer()
-            respelled.reserveCapacity(bytes.count - range.count + text.utf8.count)
-            respelled.writeBytes(bytes.prefix(range.lowerBound))
-            respelled.writeString(text)
-            respelled.writeBytes(bytes.dropFirst(range.upperBound))
-            var answer = self
-            answer.body = respelled
-            answer.etag = "\"\(CheckController.fnv1a(Data(respelled.readableBytesView)))\""
-            answer.headers[.eTag] = answer.etag
+            var answer = replacing(range, with: text)
             answer.spelling = text
-            answer.spellingRange = range.lowerBound..<(range.lowerBound + text.utf8.count)
+            return answer
+        }
+
+        /// This answer as `installId` gets it at `now`: the same decision with that install's
+        /// `stalenessDays`, `null` without an install. The decision is shared by installs; this is not.
+        func staleness(for installId: String?, now: Date) -> Answer {
+            guard let offered, stalenessRange != nil else { return self }
+            let days = installId.map { offered.days(installId: $0, now: now) }
+            guard days != stalenessDays, let range = stalenessRange else { return self }
+            var answer = replacing(range, with: days.map(String.init) ?? "null")
+            answer.stalenessDays = days
+            return answer
+        }
+
+        /// The body with `range` replaced by `text`, its ETag, and the places of the spliced values moved.
+        private func replacing(_ range: Range<Int>, with text: String) -> Answer {
+            let bytes = body.readableBytesView
+            var spliced = ByteBuffer()
+            spliced.reserveCapacity(bytes.count - range.count + text.utf8.count)
+            spliced.writeBytes(bytes.prefix(range.lowerBound))
+            spliced.writeString(text)
+            spliced.writeBytes(bytes.dropFirst(range.upperBound))
+            let replaced = range.lowerBound..<(range.lowerBound + text.utf8.count)
+            func moved(_ other: Range<Int>?) -> Range<Int>? {
+                guard let other else { return nil }
+                if other == range { return replaced }
+                let shift = other.lowerBound >= range.upperBound ? replaced.count - range.count : 0
+                return (other.lowerBound + shift)..<(other.upperBound + shift)
+            }
+            var answer = self
+            answer.body = spliced
+            answer.etag = "\"\(CheckController.fnv1a(Data(spliced.readableBytesView)))\""
+            answer.headers[.eTag] = answer.etag
+            answer.spellingRange = moved(spellingRange)
+            answer.stalenessRange = moved(stalenessRange)
             return answer
         }
     }

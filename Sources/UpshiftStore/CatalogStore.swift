@@ -250,6 +250,8 @@ public struct CatalogStore: Sendable {
     {
         var release = release
         release.revision = 1
+        release.rolloutHistory = nil
+        release.recordRollout(at: now, previous: nil)
         let written = release
         return try await write(appId: appId, now: now) { connection, streamVersion in
             let json = try CatalogCoding.json(written)
@@ -293,6 +295,8 @@ public struct CatalogStore: Sendable {
             let changes = try CatalogEvent.changes(from: old, to: updated)
             // A write that changes nothing leaves the revision, the history and the instances alone.
             guard !changes.isEmpty else { return CatalogWrite(value: old, revision: revision, warnings: []) }
+            updated.rolloutHistory = old.rolloutHistory
+            updated.recordRollout(at: now, previous: old)
             updated.revision = revision + 1
             try await connection.query(
                 """

@@ -120,6 +120,10 @@ public struct DatabaseSettings: Sendable, Equatable {
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
         configuration.options.connectTimeout = .seconds(3)
+        // No keep-alive queries on idle connections: in PostgresNIO 1.33.2 one that fires while the pool
+        // shuts down runs on a connection already closed, and the pool's run() then never returns (an
+        // instance that never stops). Idle connections close after the pool's 60 s idle timeout anyway.
+        configuration.options.keepAliveBehavior = nil
         configuration.options.additionalStartupParameters = startupParameters(applicationName: applicationName)
         return configuration
     }

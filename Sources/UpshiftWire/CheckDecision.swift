@@ -86,6 +86,12 @@ public struct CheckDecision: Sendable, Equatable, Codable {
     public var releaseNotes: [VersionNotes]?
     public var whatsNew: [VersionNotes]?
     public var unsupported: Unsupported?
+    /// 0–5, as Play's in-app update priority: the highest among the releases offered past the installed
+    /// one, 5 for a force. Present when `action` is not `none`.
+    public var priority: Int?
+    /// Whole days since the offered version became offerable to this install; present when `action` is
+    /// not `none`, `null` without `install`.
+    public var stalenessDays: Int?
 
     public init(action: CheckAction, reason: CheckReason, installedVersion: String, checkAfterSeconds: Int) {
         self.action = action
@@ -97,11 +103,13 @@ public struct CheckDecision: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case action, reason, installedVersion, latestVersion, minimumVersion, updateURL, releasedAt, versionsBehind
         case updateType, allowSkip, remindAfterSeconds, checkAfterSeconds, releaseNotes, whatsNew, unsupported
+        case priority, stalenessDays
     }
 
     /// `latestVersion`, `updateURL`, `releasedAt` and `updateType` are always present, `null` when there is
     /// nothing to offer (a store URL may be unset; a pre-release to its release has no update type); the
-    /// other optional fields appear only when they apply.
+    /// other optional fields appear only when they apply: `priority` and `stalenessDays` (`null` without an
+    /// install) when `action` is not `none`.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(action, forKey: .action)
@@ -119,5 +127,9 @@ public struct CheckDecision: Sendable, Equatable, Codable {
         try container.encodeIfPresent(releaseNotes, forKey: .releaseNotes)
         try container.encodeIfPresent(whatsNew, forKey: .whatsNew)
         try container.encodeIfPresent(unsupported, forKey: .unsupported)
+        if action != .none {
+            try container.encodeIfPresent(priority, forKey: .priority)
+            try container.encode(stalenessDays, forKey: .stalenessDays)
+        }
     }
 }

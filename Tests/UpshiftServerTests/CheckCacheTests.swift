@@ -64,6 +64,19 @@ import UpshiftCore
         #expect(lru.count == 3 && lru.peek("huge") == nil)
     }
 
+    /// The search that finds where an answer's body holds `installedVersion` and `stalenessDays`: the
+    /// first occurrence, as a plain scan finds it, in bodies and patterns of a small alphabet (many near misses).
+    @Test func theBodySearchFindsTheFirstOccurrence() {
+        var generator = SplitMix64(seed: 5)
+        for _ in 0..<2_000 {
+            let body = (0..<generator.int(0...200)).map { _ in UInt8(ascii: "a") + UInt8(generator.int(0...2)) }
+            let pattern = (0..<generator.int(1...4)).map { _ in UInt8(ascii: "a") + UInt8(generator.int(0...2)) }
+            let plain = body.count < pattern.count ? nil
+                : (0...(body.count - pattern.count)).first { body[$0..<($0 + pattern.count)].elementsEqual(pattern) }
+            #expect(CheckAnswerCache.Answer.offset(of: pattern, in: ByteBuffer(bytes: body)) == plain)
+        }
+    }
+
     @Test func theAnswerCacheKeepsWithinItsBytesUnderRandomQuestions() {
         let cache = CheckAnswerCache(byteLimit: 256 * 1024)
         var generator = SplitMix64(seed: 11)
@@ -77,7 +90,7 @@ import UpshiftCore
                 .init(
                     body: body, etag: "\"\(round)\"", headers: [.contentType: "application/json"], action: .none,
                     reason: .upToDate, latestVersion: nil, interval: 0, dependsOnInstall: false,
-                    installedVersion: request.version.text),
+                    installedVersion: request.version.text, offered: nil, stalenessDays: nil),
                 for: question)
             let junk = String(repeating: "x", count: generator.int(0...1_100))
             cache.store(request, app: "app", generation: 1, query: "platform=ios&junk=\(junk)")

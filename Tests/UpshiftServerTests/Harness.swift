@@ -1,10 +1,11 @@
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
-import HummingbirdTesting
 import NIOCore
 import NIOHTTP1
 import PostgresNIO
+import ServiceLifecycle
+import Testing
 import UpshiftCore
 import UpshiftServer
 import UpshiftStore
@@ -74,12 +75,43 @@ struct Harness {
     }
 
     /// Runs the application built by the composition root on a free port for the duration of `body`.
+    ///
+    /// Not HummingbirdTesting's live framework: that waits for the port forever, so an application that
+    /// stops before it listens (a start-up that failed on a loaded machine) hung the whole run. Here it
+    /// fails its test with the error it stopped on, and a shutdown that outlasts a minute is cancelled.
     func run<T: Sendable>(
         _ configuration: AppConfiguration? = nil, _ body: @Sendable (Server) async throws -> T
     ) async throws -> T {
-        let app = try await buildApplication(configuration ?? self.configuration(), logger: TestEnvironment.logger)
-        return try await app.test(.live) { client in
-            try await body(Server(port: client.port!))
+        let (ports, listening) = AsyncStream.makeStream(of: Int.self)
+        let test = "\(Test.current?.name ?? "a test") on \(database.database)"
+        let app = try await buildApplication(configuration ?? self.configuration(), logger: TestEnvironment.logger) {
+            if let port = $0.localAddress?.port { listening.yield(port) }
+            listening.finish()
+        }
+        var group = ServiceGroupConfiguration(services: [app], logger: TestEnvironment.logger)
+        group.maximumGracefulShutdownDuration = .seconds(60)
+        let services = ServiceGroup(configuration: group)
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                defer { listening.finish() }
+                try await services.run()
+            }
+            var port = ports.makeAsyncIterator()
+            guard let port = await Waits.named("the port of \(test)", { await port.next() }) else {
+                try await tasks.next()  // the error the application stopped on
+                throw HarnessError("the application stopped before it listened")
+            }
+            do {
+                let value = try await Waits.named("the body of \(test)") {
+                    try await body(Server(port: port))
+                }
+                await services.triggerGracefulShutdown()
+                try await Waits.named("the shutdown of \(test)") { try await tasks.waitForAll() }
+                return value
+            } catch {
+                await services.triggerGracefulShutdown()
+                throw error
+            }
         }
     }
 
@@ -159,9 +191,11 @@ struct Server: Sendable {
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
         let client = followRedirects ? HTTPClient.shared : Self.withoutRedirects
-        let response = try await client.execute(request, timeout: timeout)
-        let bytes = try await response.body.collect(upTo: 16 << 20)
-        return Reply(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+        return try await Waits.named("\(method) \(path) on port \(port)") {
+            let response = try await client.execute(request, timeout: timeout)
+            let bytes = try await response.body.collect(upTo: 16 << 20)
+            return Reply(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+        }
     }
 
     /// A JSON request with a bearer token.

@@ -72,10 +72,12 @@ public func withPostgres<T: Sendable>(
     let client = PostgresClient(
         configuration: settings.clientConfiguration(maximumConnections: maximumConnections, applicationName: "upshift-tests"),
         backgroundLogger: TestEnvironment.logger)
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { await client.run() }
-        defer { group.cancelAll() }
-        return try await body(client)
+    return try await Waits.named("withPostgres(\(settings.database)): the body and the client's end") {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            return try await Waits.named("withPostgres(\(settings.database)): the body") { try await body(client) }
+        }
     }
 }
 

@@ -135,7 +135,7 @@ struct CheckController: Sendable {
         if reusable, let cached = answers.answer(question, interval: interval),
             let spelled = cached.spelling == checkRequest.version.text ? cached : cached.respelled(as: checkRequest.version.text)
         {
-            answer = spelled
+            answer = spelled.staleness(for: checkRequest.install, now: now)
         } else {
             answer = try compute(checkRequest, entry: entry, now: now, interval: interval)
             // Kept unless another install could get another answer to the same question.
@@ -170,6 +170,11 @@ struct CheckController: Sendable {
         _ request: CheckRequest, entry: CatalogSnapshot.Entry, now: Date, interval: Int
     ) throws -> CheckAnswerCache.Answer {
         let decision = DecisionEngine.decide(request, catalog: entry.catalog, now: now)
+        let catalog = entry.catalog
+        // The release offered, when there is one: each install that reuses this answer gets its own staleness.
+        let offered = decision.action == .none ? nil : decision.latestVersion.flatMap { latest in
+            catalog.releases(for: request.platform).first { $0.version.text == latest }
+        }.map { Staleness($0, policy: catalog.policy(for: request.platform), appId: catalog.app.id) }
         let body = try Self.encoder.encode(decision)
         let etag = "\"\(Self.fnv1a(body))\""
         return CheckAnswerCache.Answer(
@@ -180,7 +185,7 @@ struct CheckController: Sendable {
             ],
             action: decision.action, reason: decision.reason, latestVersion: decision.latestVersion,
             interval: interval, dependsOnInstall: entry.timing.dependsOnInstall(platform: request.platform),
-            installedVersion: decision.installedVersion)
+            installedVersion: decision.installedVersion, offered: offered, stalenessDays: decision.stalenessDays)
     }
 
     /// `a=1&install=…&b=2` → (`a=1&b=2`, the install id as sent). `clean` is false when the query may
