@@ -21,6 +21,7 @@ os.environ.setdefault("SE_AVOID_STATS", "true")  # selenium must not try to reac
 
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -47,10 +48,26 @@ def browser(width=1280, height=2000):
     return webdriver.Chrome(options=options, service=service)
 
 
+def replaced(element):
+    """A wait condition: `element`'s page is gone. Chromium may say so, while the next page loads, with
+    "Node with given id does not belong to the document" instead of a stale element reference."""
+    def predicate(_driver):
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return True
+            raise
+    return predicate
+
+
 def submit(driver, button, then):
     """Clicks a form's button and waits for the next page (an element `then` = (By, value) on it)."""
     button.click()
-    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(button))
+    WebDriverWait(driver, 10).until(replaced(button))
     WebDriverWait(driver, 10).until(expected_conditions.presence_of_element_located(then))
 
 
