@@ -58,6 +58,23 @@ public struct FeedView: Sendable, Equatable {
     }
 }
 
+extension Release {
+    /// What an operator must hear about this release among the platform's `releases`: on macOS Sparkle
+    /// compares `sparkle:version`, the build (CFBundleVersion), not the version, so a build that does not
+    /// increase with versions makes it offer the wrong update, or none. At most five, by version.
+    public func buildWarnings(among releases: [Release]) -> [String] {
+        guard platform == "macos", let build else { return [] }
+        let crossed = releases.filter { other in
+            guard let otherBuild = other.build, other.platform == platform, other.version != version else { return false }
+            return (version > other.version && build <= otherBuild) || (version < other.version && build >= otherBuild)
+        }
+        return crossed.sorted { $0.version < $1.version }.prefix(5).map { other in
+            "build \(build) of macos \(version.text) does not increase with versions: \(other.version.text) has build "
+                + "\(other.build!); Sparkle compares builds, so the appcast offers the wrong update"
+        }
+    }
+}
+
 /// Text for XML 1.0 documents: escaped, and without the characters XML 1.0 cannot carry (C0 controls
 /// other than tab, line feed and carriage return; U+FFFE, U+FFFF). Catalog writes refuse those, but a
 /// catalog written before may hold them, and one invalid character makes a client reject the whole feed.
@@ -200,6 +217,15 @@ public enum StoreLookup {
         public var results: [Result]
 
         public static let empty = Answer(resultCount: 0, results: [])
+    }
+
+    /// The platforms Apple's lookup answers, each with the `entity` that asks for it (nil: the default,
+    /// iOS software).
+    public static let entities: [String: String?] = ["ios": nil, "tvos": "tvSoftware", "macos": "macSoftware"]
+
+    /// The platform a lookup's `entity` asks for: iOS unless it names tvOS or macOS software.
+    public static func platform(entity: String?) -> String {
+        entities.first { $0.value != nil && $0.value == entity }?.key ?? "ios"
     }
 
     /// What Siren shows when a release sets no minimum OS: it requires the field.

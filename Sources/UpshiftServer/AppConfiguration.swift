@@ -43,6 +43,10 @@ public struct AppConfiguration: Sendable {
     /// revocation reaches every instance within this time.
     public var keyRefresh: Duration = .seconds(1)
     public var pools = DatabasePoolSettings()
+    /// The background import of App Store versions (`UPSHIFT_STORE_SYNC_INTERVAL`); nil: off.
+    public var storeSync: StoreSyncSettings?
+    /// Where `upshift releases import` and the store sync ask the App Store (`UPSHIFT_STORE_LOOKUP_URL`).
+    public var storeLookup = StoreImporter.Settings()
 
     public init(database: DatabaseSettings) {
         self.database = database
@@ -133,6 +137,14 @@ public struct AppConfiguration: Sendable {
         if let timeout = try read.seconds("UPSHIFT_DATABASE_TIMEOUT") { configuration.pools.answerTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_REPORT_STATEMENT_TIMEOUT") {
             configuration.pools.reportStatementTimeout = timeout
+        }
+        if let url = try read.text("UPSHIFT_STORE_LOOKUP_URL") {
+            configuration.storeLookup.lookupURL = try StoreImporter.Settings.lookupURL(url, name: "UPSHIFT_STORE_LOOKUP_URL")
+        }
+        if let seconds = try read.decimal("UPSHIFT_STORE_SYNC_INTERVAL", in: 1...2_592_000) {
+            var sync = StoreSyncSettings(interval: .milliseconds(Int64((seconds * 1000).rounded())))
+            sync.importer = configuration.storeLookup
+            configuration.storeSync = sync
         }
         if let bytes = try read.integer("UPSHIFT_MAX_HEAD_BYTES", in: 1024...(1 << 20)) {
             configuration.connections.maximumHeadBytes = bytes

@@ -169,6 +169,19 @@ public struct ApplicationParts {
                 }.routes, atPath: "/dashboard")
             services.append(contentsOf: [partitions, writer, snapshotLoader, keys] as [any Service])
         }
+        if let sync = configuration.storeSync {
+            // One instance at a time asks the store (an advisory lock), whatever its roles.
+            services.append(
+                StoreSync(
+                    settings: sync,
+                    importer: StoreImporter(
+                        settings: sync.importer, catalog: catalogStore, clock: configuration.clock, logger: logger),
+                    catalog: catalogStore, database: configuration.database, clock: configuration.clock,
+                    metrics: metrics, logger: logger
+                ) { [serveHTTP] in
+                    if serveHTTP { await snapshotLoader.reload(reason: "store sync") }
+                })
+        }
         if configuration.roles.contains(.projections) {
             let projections = DatabasePool(
                 name: "projections", settings: configuration.database, connections: pools.projectionConnections,

@@ -268,7 +268,10 @@ public struct CatalogStore: Sendable {
                 kind: .releaseAdded, actor: actor, reason: reason, release: written,
                 changes: try CatalogEvent.changes(from: Release?.none, to: written))
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
-            return CatalogWrite(value: written, revision: 1, warnings: [])
+            return CatalogWrite(
+                value: written, revision: 1,
+                warnings: written.buildWarnings(
+                    among: try await releases(appId: appId, platform: written.platform, on: connection)))
         }
     }
 
@@ -306,7 +309,9 @@ public struct CatalogStore: Sendable {
             let event = CatalogEvent(
                 kind: .releaseUpdated, actor: actor, reason: reason, release: updated, changes: changes)
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
-            return CatalogWrite(value: updated, revision: revision + 1, warnings: [])
+            return CatalogWrite(
+                value: updated, revision: revision + 1,
+                warnings: updated.buildWarnings(among: try await releases(appId: appId, platform: platform, on: connection)))
         }
     }
 
@@ -355,13 +360,18 @@ public struct CatalogStore: Sendable {
         async throws -> [String]
     {
         guard policy.minimumVersion != nil else { return [] }
+        return policy.warnings(among: try await releases(appId: appId, platform: platform, on: connection), platform: platform)
+    }
+
+    /// The platform's releases as stored, inside a write's transaction.
+    private func releases(appId: String, platform: String, on connection: PostgresConnection) async throws -> [Release] {
         let rows = try await connection.query(
             "SELECT release::text FROM releases WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)
         var releases: [Release] = []
         for try await json in rows.decode(String.self) {
             releases.append(try CatalogCoding.decoder().decode(Release.self, from: Data(json.utf8)))
         }
-        return policy.warnings(among: releases, platform: platform)
+        return releases
     }
 
     /// Runs one catalog write: locks the app's stream head (which serializes writers of the app) and

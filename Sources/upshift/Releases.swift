@@ -1,12 +1,14 @@
 import ArgumentParser
 import Foundation
+import Logging
 import UpshiftCore
 import UpshiftServer
 import UpshiftStore
 
 struct Releases: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Add, list, withdraw and roll out releases.", subcommands: [Add.self, List.self, Withdraw.self, Rollout.self])
+        abstract: "Add, list, withdraw, roll out and import releases.",
+        subcommands: [Add.self, List.self, Withdraw.self, Rollout.self, Import.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a release of an app on one platform.")
@@ -47,6 +49,7 @@ struct Releases: AsyncParsableCommand {
                 try await catalog.addRelease(appId: app, release, actor: CatalogCommand.actor, reason: reason, now: SystemClock().now())
             }
             print("added \(write.value.platform) \(write.value.version) to \(app) (revision \(write.revision))")
+            for warning in write.warnings { print("warning: \(warning)") }
         }
     }
 
@@ -102,6 +105,46 @@ struct Releases: AsyncParsableCommand {
             try await target.patch(patch, reason: reason, verb: "updated the rollout of")
         }
     }
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add the App Store's current version of an app, read from Apple's lookup API.",
+            discussion: """
+                Asks the lookup (UPSHIFT_STORE_LOOKUP_URL, default \(StoreImporter.Settings.appleLookupURL)) for the
+                app's bundle id on the platform. A valid version that the catalog does not hold yet is added as a
+                live release with the store's date, minimum OS and notes (in the app's default locale), reason
+                "\(StoreImport.reason)", actor "\(StoreImport.actor)". Exits non-zero when nothing could be read.
+                """)
+        @Option(help: "The app id.") var app: String
+        @Option(help: "ios, tvos or macos.") var platform: String = "ios"
+        @Option(help: "The lookup URL (overrides UPSHIFT_STORE_LOOKUP_URL).") var lookupUrl: String?
+
+        func run() async throws {
+            var settings = StoreImporter.Settings()
+            if let url = lookupUrl ?? ProcessInfo.processInfo.environment["UPSHIFT_STORE_LOOKUP_URL"].flatMap({ $0.isEmpty ? nil : $0 }) {
+                do {
+                    settings.lookupURL = try StoreImporter.Settings.lookupURL(
+                        url, name: lookupUrl == nil ? "UPSHIFT_STORE_LOOKUP_URL" : "--lookup-url")
+                } catch {
+                    throw ValidationError("\(error)")
+                }
+            }
+            let (app, platform, lookup) = (app, platform, settings)
+            let result = try await CatalogCommand.run { catalog in
+                try await StoreImporter(settings: lookup, catalog: catalog, clock: SystemClock(), logger: Logger(label: "upshift"))
+                    .run(appId: app, platform: platform)
+            }
+            switch result {
+            case .added(let release, let revision):
+                print("added \(platform) \(release.version) to \(app) from the App Store (revision \(revision))")
+            case .present(let version):
+                print("\(platform) \(version) of \(app), the App Store's current version, is in the catalog already")
+            case .notListed:
+                throw CommandFailure(description: "the App Store lists no \(platform) app with \(app)'s bundle id; nothing added")
+            case .refused(let reason), .failed(let reason):
+                throw CommandFailure(description: "nothing added: \(reason)")
+            }
+        }
+    }
 }
 
 /// `--app --platform --version` of one release.
@@ -129,6 +172,7 @@ struct ReleaseTarget: ParsableArguments {
             }
         }
         print("\(verb) \(platform) \(version) of \(app) (revision \(write.revision))")
+        for warning in write.warnings { print("warning: \(warning)") }
     }
 }
 

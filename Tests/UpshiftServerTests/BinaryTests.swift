@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import UpshiftStore
 import UpshiftTestSupport
@@ -27,23 +28,30 @@ import UpshiftTestSupport
         #expect(await server.terminate() == 0)
     }
 
-    /// Runs `upshift <arguments>` with `DATABASE_URL` set and returns its exit status, standard error
-    /// and how long it took.
-    static func command(_ arguments: [String], databaseURL: String) throws -> (status: Int32, error: String, took: Duration) {
+    /// Runs `upshift <arguments>` with `DATABASE_URL` set and returns its exit status, what it printed to
+    /// standard output and to standard error, and how long it took.
+    static func command(_ arguments: [String], databaseURL: String) throws
+        -> (status: Int32, output: String, error: String, took: Duration)
+    {
         let process = Process()
         process.executableURL = try TestEnvironment.binary()
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = databaseURL
         process.environment = environment
-        let errors = Pipe()
+        let (output, errors) = (Pipe(), Pipe())
+        process.standardOutput = output
         process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
         let started = ContinuousClock.now
         try process.run()
+        // Standard output is read on a thread of its own, so that neither pipe can fill while the other is read.
+        let printed = Mutex(Data())
+        let reader = Thread { printed.withLock { $0 = output.fileHandleForReading.readDataToEndOfFile() } }
+        reader.start()
         let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        return (process.terminationStatus, text, ContinuousClock.now - started)
+        while !reader.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+        return (process.terminationStatus, String(decoding: printed.withLock { $0 }, as: UTF8.self), text, ContinuousClock.now - started)
     }
 
     /// A database that cannot be reached is named, with why, within seconds (not after a minute of

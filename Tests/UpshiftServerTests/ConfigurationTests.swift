@@ -26,6 +26,9 @@ import UpshiftTestSupport
         ("UPSHIFT_PROJECTION_POOL_CONNECTIONS", "9"), ("UPSHIFT_HOT_POOL_CONNECTIONS", "0"),
         ("UPSHIFT_METRICS_TOKEN", "short"), ("UPSHIFT_METRICS_TOKEN", String(repeating: "a", count: 40) + " b"),
         ("UPSHIFT_METRICS_TOKEN", String(repeating: "é", count: 40)), ("UPSHIFT_METRICS_TOKEN", String(repeating: "a", count: 257)),
+        ("UPSHIFT_STORE_SYNC_INTERVAL", "0"), ("UPSHIFT_STORE_SYNC_INTERVAL", "hourly"),
+        ("UPSHIFT_STORE_SYNC_INTERVAL", "2592001"), ("UPSHIFT_STORE_LOOKUP_URL", "itunes.apple.com/lookup"),
+        ("UPSHIFT_STORE_LOOKUP_URL", "ftp://itunes.apple.com/lookup"),
     ]
 
     @Test(arguments: invalid)
@@ -74,6 +77,13 @@ import UpshiftTestSupport
         }
         environment["UPSHIFT_WRITE_TIMEOUT"] = "1.5"
         #expect(try AppConfiguration.fromEnvironment(environment).connections.writeTimeout == .milliseconds(1_500))
+        // The store sync is off unless an interval is given; it asks the lookup URL given, else Apple's.
+        #expect(try AppConfiguration.fromEnvironment(environment).storeSync == nil)
+        environment["UPSHIFT_STORE_SYNC_INTERVAL"] = "3600"
+        #expect(try AppConfiguration.fromEnvironment(environment).storeSync?.interval == .seconds(3_600))
+        #expect(try AppConfiguration.fromEnvironment(environment).storeSync?.importer.lookupURL == "https://itunes.apple.com/lookup")
+        environment["UPSHIFT_STORE_LOOKUP_URL"] = "https://itunes.apple.com/de/lookup"
+        #expect(try AppConfiguration.fromEnvironment(environment).storeSync?.importer.lookupURL == "https://itunes.apple.com/de/lookup")
     }
 
     /// Without `DATABASE_URL`, the `POSTGRES_*` variables: an empty or blank host is a mistake, named.

@@ -185,4 +185,33 @@ import UpshiftTestSupport
             #expect(try await server.request(.GET, "/v1/apps/notes/lookup").json()["resultCount"] as? Int == 0)
         }
     }
+
+    /// Sparkle compares macOS builds, not versions: a write whose build does not increase with versions is
+    /// done and answered with a warning naming the release it crosses; one that does increase has none.
+    @Test func aMacOSBuildThatDoesNotIncreaseWithVersionsIsWarnedAbout() async throws {
+        let harness = try await Harness.empty(now: Self.now)
+        try await harness.run { server in
+            try await Self.load(server, key: harness.rootKey)  // macOS 3.0, build 300
+            func warnings(_ reply: Server.Reply) throws -> [String] {
+                try reply.value()["warnings"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            }
+            let lower = try await server.send(
+                .POST, "/v1/apps/notes/releases", key: harness.rootKey,
+                json: ["platform": "macos", "version": "3.1", "build": 250, "releasedAt": "2026-05-29T12:00:00Z"])
+            #expect(lower.status == 201)
+            #expect(try warnings(lower).count == 1)
+            #expect(try warnings(lower).first?.contains("build 250 of macos 3.1 does not increase with versions: 3.0 has build 300") == true)
+            let fixed = try await server.send(
+                .PATCH, "/v1/apps/notes/releases/macos/3.1", key: harness.rootKey, json: ["build": 310],
+                headers: [("If-Match", "\"1\"")])
+            #expect(fixed.status == 200)
+            #expect(try warnings(fixed).isEmpty)
+            // Other platforms compare versions: builds are informational there.
+            let ios = try await server.send(
+                .POST, "/v1/apps/notes/releases", key: harness.rootKey,
+                json: ["platform": "ios", "version": "2.2", "build": 1, "releasedAt": "2026-05-29T12:00:00Z"])
+            #expect(ios.status == 201)
+            #expect(try warnings(ios).isEmpty)
+        }
+    }
 }

@@ -59,6 +59,7 @@ import UpshiftTestSupport
         configuration.pools.waitTimeout = .seconds(5)
         configuration.pools.reportStatementTimeout = .seconds(5)
         configuration.check.ratePerClient = RateLimit(rate: 0.001, burst: 4)
+        configuration.trustedProxies = ["127.0.0.1"]
         configuration.projections.beforeCommit = { _ in try await gate.wait() }
         let now = harness.clock.now()
         let seen = Mutex(Set<String>())
@@ -100,17 +101,24 @@ import UpshiftTestSupport
                 posts.append(Task { try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status })
                 if index < 3 { try await Task.sleep(for: .milliseconds(100)) }
             }
-            let stalled = "/v1/apps/expenses/check?platform=ios&version=1.0&install=\(UUID().uuidString)"
-            #expect(try await server.request(.GET, stalled).status == 200)
+            // Posts that reach the server together share one flush, which can leave flushers idle. Checks
+            // with installs, each from a client of its own behind the trusted proxy (their limit is per
+            // client), are answered at once and hand the writer one observation each: the first ones
+            // take whatever flusher is idle, and wait on the database with it; the next ones queue.
             let queueDeadline = ContinuousClock.now.advanced(by: .seconds(15))
+            var client = 0
             while !(try await scrape()).contains("upshift_ingest_queue_events"), ContinuousClock.now < queueDeadline {
-                try await Task.sleep(for: .milliseconds(20))
+                client += 1
+                let stalled = "/v1/apps/expenses/check?platform=ios&version=1.0&install=\(UUID().uuidString)"
+                let reply = try await server.request(.GET, stalled, headers: [("X-Forwarded-For", "10.1.\(client / 250).\(client % 250)")])
+                #expect(reply.status == 200)
+                try await Task.sleep(for: .milliseconds(50))
             }
             #expect(try await server.send(.GET, HotPathTests.adoption, key: harness.readKey).status == 503)
             for post in posts { #expect(try await post.value == 503) }
             proxy.restore()
 
-            // Checks from one address past its burst of 4 (two were answered above).
+            // Checks from one address past its burst of 4 (one was answered above).
             var refused = false
             for _ in 0..<6 where !refused {
                 refused = try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0").status == 429

@@ -28,4 +28,21 @@ public enum Waits {
         defer { _ = open.withLock { $0.removeValue(forKey: id) } }
         return try await body()
     }
+
+    /// Asks `condition` every 50 ms until it holds; throws, naming `what`, when `timeout` passes first.
+    public static func until(
+        _ what: String, timeout: Duration, _ condition: () async throws -> Bool
+    ) async throws {
+        try await named(what) {
+            let deadline = ContinuousClock.now.advanced(by: timeout)
+            while try await !condition() {
+                guard ContinuousClock.now < deadline else { throw TimedOut(description: "not within \(timeout): \(what)") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+    }
+
+    public struct TimedOut: Error, CustomStringConvertible {
+        public let description: String
+    }
 }

@@ -44,11 +44,7 @@ extension CheckController {
         // platform, bundle id or store id that is not valid text, or given twice); a bad lang is ignored.
         let known: Set = ["platform", "entity", "bundleId", "id", "lang"]
         let query = try FeedQuery(request, known: known, lenient: known)
-        var platform = switch query["entity"] {
-        case "tvSoftware": "tvos"
-        case "macSoftware": "macos"
-        default: "ios"
-        }
+        var platform = StoreLookup.platform(entity: query["entity"])
         var unusable = !query.malformed.isDisjoint(with: ["platform", "bundleId", "id"])
         if let named = query["platform"] {
             if EventValidator.isPlatform(named) { platform = named } else { unusable = true }

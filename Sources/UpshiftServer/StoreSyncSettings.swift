@@ -1,0 +1,24 @@
+/// The store sync (`UPSHIFT_STORE_SYNC_INTERVAL`, ``StoreSync``): how often each app's App Store lookup
+/// is asked, and where.
+public struct StoreSyncSettings: Sendable {
+    /// At most one request per app and platform per interval.
+    public var interval: Duration
+    public var importer = StoreImporter.Settings()
+    /// The longest wait between rounds: a new app or bundle id is picked up within it.
+    public var longestPause: Duration = .seconds(60)
+    /// The bound on connecting to the database and on each statement of the schedule.
+    public var databaseTimeout: Duration = .seconds(10)
+
+    public init(interval: Duration) {
+        self.interval = interval
+    }
+
+    /// How long after an attempt the next one may be made, after `failures` failures in a row: the
+    /// interval, doubled with each failure up to the larger of a day and the interval.
+    public func delay(failures: Int) -> Duration {
+        let ceiling = max(interval, .seconds(86_400))
+        var delay = interval
+        for _ in 0..<min(failures, 40) where delay < ceiling { delay *= 2 }
+        return min(delay, ceiling)
+    }
+}
