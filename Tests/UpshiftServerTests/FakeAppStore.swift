@@ -17,6 +17,8 @@ final class FakeAppStore: Sendable {
         case slow(Duration, String)
         /// `200` with `bytes` of JSON-looking text, with a `Content-Length` or streamed without one.
         case oversized(bytes: Int, declared: Bool)
+        /// `200` with this body once the test calls ``letHeldAnswersGo()``.
+        case held(String)
     }
 
     struct Request: Sendable {
@@ -26,6 +28,7 @@ final class FakeAppStore: Sendable {
     }
 
     private let state = Mutex<(answers: [String: Answer], requests: [Request])>(([:], []))
+    private let holding = Mutex(true)
     let port: Int
 
     private init(port: Int) {
@@ -36,6 +39,11 @@ final class FakeAppStore: Sendable {
 
     func answer(_ bundleId: String, with answer: Answer) {
         state.withLock { $0.answers[bundleId] = answer }
+    }
+
+    /// Held answers go out now.
+    func letHeldAnswersGo() {
+        holding.withLock { $0 = false }
     }
 
     func requests(for bundleId: String) -> [Request] {
@@ -71,6 +79,9 @@ final class FakeAppStore: Sendable {
                 state.requests.append(
                     Request(bundleId: bundleId, entity: request.uri.queryParameters.get("entity"), at: .now))
                 return bundleId.flatMap { state.answers[$0] } ?? .json(FakeAppStore.empty)
+            }
+            if case .held = answer {
+                while store.holding.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
             }
             return try await respond(answer)
         }
@@ -109,6 +120,8 @@ final class FakeAppStore: Sendable {
         case .status(let code):
             return Response(
                 status: .init(code: code), headers: json, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"x"}"#)))
+        case .held(let body):
+            return Response(status: .ok, headers: json, body: .init(byteBuffer: ByteBuffer(string: body)))
         case .slow(let pause, let body):
             try await Task.sleep(for: pause)
             return Response(status: .ok, headers: json, body: .init(byteBuffer: ByteBuffer(string: body)))
