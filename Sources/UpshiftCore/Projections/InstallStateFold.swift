@@ -25,13 +25,22 @@ public struct InstallStateRow: Sendable, Equatable {
     public var locale: String?
 }
 
-/// When an install was first seen on a version (`install_versions`): what time-to-update and the
-/// prompt funnel's conversion read.
+/// An install on one platform: what the time-to-update and prompt projections refresh after a batch.
+public struct PlatformInstall: Sendable, Hashable {
+    public var appId: String
+    public var platform: String
+    public var installId: UUID
+}
+
+/// When an install was first seen on a version (the `cohort_versions` and `prompt_versions` tables):
+/// what time-to-update and the prompt funnel's conversion read.
 public struct InstallVersionKey: Sendable, Hashable {
     public var appId: String
     public var platform: String
     public var installId: UUID
     public var version: String
+
+    public var install: PlatformInstall { PlatformInstall(appId: appId, platform: platform, installId: installId) }
 }
 
 public struct InstallVersionRow: Sendable, Equatable {
@@ -40,19 +49,35 @@ public struct InstallVersionRow: Sendable, Equatable {
     public var firstAt: Date
 }
 
-/// The `install_state` projection's fold. Both of its tables merge by order-free rules (latest wins,
-/// earliest wins), so a batch collapses to one row per key and the database merges it with what is stored.
+/// The first time each install was seen on each version, collapsed to one row per key within a batch
+/// (earliest wins, so order and batching do not matter); the database keeps the earlier of that and
+/// what it holds.
+public struct FirstSeenVersions: Sendable {
+    public private(set) var rows: [InstallVersionKey: InstallVersionRow] = [:]
+
+    public init() {}
+
+    public mutating func record(_ event: ProjectionEvent, install: UUID, platform: String, version: ParsedVersion) {
+        let key = InstallVersionKey(appId: event.appId, platform: platform, installId: install, version: version.normalized)
+        if let existing = rows[key], existing.firstAt <= event.occurredAt { return }
+        rows[key] = InstallVersionRow(key: key, versionSortKey: version.sortKey, firstAt: event.occurredAt)
+    }
+
+    /// The installs whose versions this batch saw: their derived figures are refreshed.
+    public var installs: Set<PlatformInstall> { Set(rows.keys.map(\.install)) }
+}
+
+/// The `install_state` projection's fold. Its rows merge by order-free rules (latest wins, earliest
+/// wins), so a batch collapses to one row per install and the database merges it with what is stored.
 public enum InstallStateFold {
     public struct Output: Sendable {
         public var states: [InstallStateRow] = []
-        public var versions: [InstallVersionRow] = []
         public var deadLetters: [DeadLetter] = []
     }
 
     /// Folds events given in feed order.
     public static func fold(_ events: [ProjectionEvent]) -> Output {
         var states: [InstallKey: InstallStateRow] = [:]
-        var versions: [InstallVersionKey: InstallVersionRow] = [:]
         var output = Output()
         var parsed = VersionCache()
         for event in events {
@@ -83,14 +108,8 @@ public enum InstallStateFold {
                     version: name, versionSortKey: facts.version.sortKey, osVersion: event.osVersion,
                     locale: event.locale)
             }
-            let versionKey = InstallVersionKey(
-                appId: event.appId, platform: facts.platform, installId: facts.install, version: name)
-            if let existing = versions[versionKey], existing.firstAt <= event.occurredAt { continue }
-            versions[versionKey] = InstallVersionRow(
-                key: versionKey, versionSortKey: facts.version.sortKey, firstAt: event.occurredAt)
         }
         output.states = Array(states.values)
-        output.versions = Array(versions.values)
         return output
     }
 }

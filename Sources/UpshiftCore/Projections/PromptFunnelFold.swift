@@ -21,10 +21,14 @@ public struct FunnelMarks: Sendable, Equatable {
 }
 
 /// The prompt funnel projection's fold (DESIGN.md section 6). Conversion (seen on a version ≥ target
-/// within 7 days of the first `prompt_shown`) is read at report time from `install_versions`.
+/// within 7 days of the first `prompt_shown`) is derived by the store after each batch from the first
+/// time each touched install was seen on each version, which the fold also keeps.
 public enum PromptFunnelFold {
     public struct Output: Sendable {
         public var marks: [FunnelKey: FunnelMarks] = [:]
+        /// When each install was first seen on each version (from every event of an install): what
+        /// conversion reads.
+        public var versions = FirstSeenVersions()
         public var deadLetters: [DeadLetter] = []
     }
 
@@ -32,13 +36,20 @@ public enum PromptFunnelFold {
         var output = Output()
         var versions = VersionCache()
         for event in events {
-            guard let type = EventType(rawValue: event.type) else { continue }
-            switch type {
-            case .promptShown, .promptDismissed, .updateStarted, .blocked: break
-            default: continue
+            let type = EventType(rawValue: event.type)
+            let prompt = type == .promptShown || type == .promptDismissed || type == .updateStarted || type == .blocked
+            let facts: (install: UUID, platform: String, version: ParsedVersion)
+            do {
+                guard let found = try event.installFacts(&versions) else { continue }
+                facts = found
+            } catch {
+                // Only the prompt events are this projection's to dead-letter.
+                if prompt { output.deadLetters.append(DeadLetter(event: event, error: error.description)) }
+                continue
             }
+            output.versions.record(event, install: facts.install, platform: facts.platform, version: facts.version)
+            guard prompt, let type else { continue }
             do throws(ProjectionError) {
-                guard let facts = try event.installFacts(&versions) else { continue }
                 guard let text = event.targetVersion, let target = versions.parse(text) else {
                     throw ProjectionError("targetVersion \(event.targetVersion.map { "'\($0)'" } ?? "is missing") is not a version")
                 }

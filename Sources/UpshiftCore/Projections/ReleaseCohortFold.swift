@@ -65,8 +65,9 @@ public struct CohortCandidate: Sendable, Equatable {
 /// merged by "latest wins" so that late events correct it. When the fold first reads a release (or
 /// its release time changes), the week before it may already be in the log: the batch ends at that
 /// catalog event, and the store seeds the release from the events before it in the feed.
-/// Time to update itself is read at report time from `install_versions` (the first time each install
-/// was seen on each version).
+/// It also keeps when each install was first seen on each version (of every app, releases or not, so
+/// that a release added later finds them): after each batch the store derives each touched cohort
+/// install's T from them, and the per-release figures the report reads (``ReleaseProgress``).
 public enum ReleaseCohortFold {
     public static let window: TimeInterval = 7 * 86_400
 
@@ -100,6 +101,7 @@ public enum ReleaseCohortFold {
 
     public struct Output: Sendable {
         public var candidates: [CohortMemberKey: CohortCandidate] = [:]
+        public var versions = FirstSeenVersions()
         /// A release read for the first time or with a new release time: the store replaces its
         /// candidates with those seeded from the log before `event`.
         public var changedRelease: (release: TrackedRelease, event: ProjectionEvent)?
@@ -124,15 +126,17 @@ public enum ReleaseCohortFold {
                 }
                 break  // the batch ends here (`batchLength`)
             }
-            guard let tracked = byApp[event.appId] else { continue }
             let facts: (install: UUID, platform: String, version: ParsedVersion)
             do {
                 guard let found = try event.installFacts(&versions) else { continue }
                 facts = found
             } catch {
-                output.deadLetters.append(DeadLetter(event: event, error: error.description))
+                // An app's events are read, and dead-lettered, from its first release on.
+                if byApp[event.appId] != nil { output.deadLetters.append(DeadLetter(event: event, error: error.description)) }
                 continue
             }
+            output.versions.record(event, install: facts.install, platform: facts.platform, version: facts.version)
+            guard let tracked = byApp[event.appId] else { continue }
             for release in tracked
             where release.key.platform == facts.platform && release.windowContains(event.occurredAt) {
                 let key = CohortMemberKey(release: release.key, installId: facts.install)
@@ -160,5 +164,34 @@ public enum ReleaseCohortFold {
             candidates[key] = CohortCandidate(lastBeforeAt: row.occurredAt, below: version < release.version)
         }
         return candidates
+    }
+}
+
+/// How an install's T is derived and bucketed for the release report's read model (DESIGN.md section 6).
+/// The report reads, per release, the cohort size and the updated installs per hour of T, and finds the
+/// median and p90 inside their hour; the store computes the same in SQL (`ReleaseCohortsProjection`).
+public enum ReleaseProgress {
+    public static let hourMilliseconds: Int64 = 3_600_000
+
+    /// T in milliseconds as the report states it: the microseconds since the release, rounded to the
+    /// nearest millisecond (halves up), as PostgreSQL's `(extract(epoch FROM …) * 1000)::int8` does.
+    public static func milliseconds(from releasedAt: Date, to reachedAt: Date) -> Int64 {
+        let micros = reachedAt.microseconds - releasedAt.microseconds
+        return micros >= 0 ? (micros + 500) / 1_000 : -((-micros + 499) / 1_000)
+    }
+
+    /// The hour of T a cohort install is counted in: ⌈T / 1 h⌉ (0 for T = 0). ⌈T / 1 day⌉ is then
+    /// ⌈hour / 24⌉ exactly, so the days of the report follow from the hours.
+    public static func hour(milliseconds: Int64) -> Int {
+        Int((milliseconds + hourMilliseconds - 1) / hourMilliseconds)
+    }
+
+    public static func day(hour: Int) -> Int { (hour + 23) / 24 }
+
+    /// The microseconds after the release that an hour of T covers: T rounds into the hour exactly when
+    /// `lower ≤ reached − released < upper`.
+    public static func microsecondRange(hour: Int) -> (lower: Int64, upper: Int64) {
+        let top = Int64(hour) * hourMilliseconds
+        return ((top - hourMilliseconds) * 1_000 + 500, top * 1_000 + 500)
     }
 }

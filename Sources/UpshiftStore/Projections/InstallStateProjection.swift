@@ -2,14 +2,18 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// `install_state` (DESIGN.md section 6) and `install_versions` (when each install was first seen on
-/// each version, which time-to-update and prompt conversion read).
+/// `install_state` (DESIGN.md section 6), and `install_activity`: how many installs were last seen in each
+/// hour, by version and OS, which the minimum-impact report sums instead of counting installs.
 public struct InstallStateProjection: ProjectionDefinition {
     public let name = "install_state"
-    public let version = 1
-    public let tables = ["install_state", "install_versions"]
+    /// 2: `install_activity` added; `install_versions` moved to the projections that derive from it.
+    public let version = 2
+    public let tables = ["install_state", "install_activity"]
 
     public init() {}
+
+    /// The hour (since the epoch, UTC) an install last seen at `column` is counted in.
+    static func hour(_ column: SQL) -> SQL { "floor(extract(epoch FROM \(column)) / 3600)::int4" }
 
     public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
         [
@@ -29,14 +33,14 @@ public struct InstallStateProjection: ProjectionDefinition {
             """,
             "CREATE INDEX \(t("install_state").appending("_recent")) ON \(t("install_state")) (app_id, platform, last_seen)",
             """
-            CREATE TABLE \(t("install_versions")) (
-                app_id      text        NOT NULL,
-                platform    text        NOT NULL,
-                install_id  uuid        NOT NULL,
-                version     text        NOT NULL,
-                version_key text COLLATE "C" NOT NULL,
-                first_at    timestamptz NOT NULL,
-                PRIMARY KEY (app_id, platform, install_id, version)
+            CREATE TABLE \(t("install_activity")) (
+                app_id     text    NOT NULL,
+                platform   text    NOT NULL,
+                hour       integer NOT NULL,  -- of last_seen, since the epoch
+                version    text    NOT NULL,
+                os_version text    NOT NULL,  -- '' when the install reported none
+                installs   integer NOT NULL,
+                PRIMARY KEY (app_id, platform, hour, version, os_version)
             )
             """,
         ]
@@ -47,12 +51,14 @@ public struct InstallStateProjection: ProjectionDefinition {
     {
         let output = InstallStateFold.fold(events)
         batch.deadLetters += output.deadLetters
-        if !output.states.isEmpty {
-            let rows = output.states
-            try await connection.query(
-                """
-                INSERT INTO \(batch.table("install_state")) AS s
-                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+        guard !output.states.isEmpty else { return }
+        let rows = output.states
+        let (state, activity) = (batch.table("install_state"), batch.table("install_activity"))
+        // One statement: the rows as they were (`old`, the statement's snapshot) and as they are after the
+        // merge (`new`) move each install from its old hour, version and OS cell to its new one.
+        let cells = try await connection.query(
+            """
+            WITH u(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale) AS (
                 SELECT app_id, install_id, platform, first_seen, last_seen, version, version_key,
                        NULLIF(os_version, ''), NULLIF(locale, '')
                 FROM unnest(\(rows.map(\.key.appId))::text[], \(rows.map(\.key.installId))::uuid[],
@@ -60,7 +66,15 @@ public struct InstallStateProjection: ProjectionDefinition {
                             \(rows.map(\.lastSeen.forPostgres))::timestamptz[], \(rows.map(\.version))::text[],
                             \(rows.map(\.versionSortKey))::text[], \(rows.map { $0.osVersion ?? "" })::text[],
                             \(rows.map { $0.locale ?? "" })::text[])
-                     AS u(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+                     AS x(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+            ),
+            old AS (
+                SELECT s.app_id, s.platform, s.last_seen, s.version, s.os_version FROM \(state) s JOIN u USING (app_id, install_id)
+            ),
+            new AS (
+                INSERT INTO \(state) AS s
+                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+                SELECT * FROM u
                 ON CONFLICT (app_id, install_id) DO UPDATE SET
                     first_seen = LEAST(s.first_seen, excluded.first_seen),
                     last_seen = GREATEST(s.last_seen, excluded.last_seen),
@@ -69,21 +83,34 @@ public struct InstallStateProjection: ProjectionDefinition {
                     version_key = CASE WHEN excluded.last_seen >= s.last_seen THEN excluded.version_key ELSE s.version_key END,
                     os_version = CASE WHEN excluded.last_seen >= s.last_seen THEN excluded.os_version ELSE s.os_version END,
                     locale = CASE WHEN excluded.last_seen >= s.last_seen THEN excluded.locale ELSE s.locale END
-                """, logger: batch.logger)
+                RETURNING s.app_id, s.platform, s.last_seen, s.version, s.os_version
+            ),
+            moves AS (
+                SELECT app_id, platform, \(Self.hour("last_seen")) AS hour, version, coalesce(os_version, '') AS os_version,
+                       sum(delta)::int4 AS delta
+                FROM (SELECT *, -1 AS delta FROM old UNION ALL SELECT *, 1 FROM new) AS m
+                GROUP BY 1, 2, 3, 4, 5 HAVING sum(delta) <> 0
+            )
+            INSERT INTO \(activity) AS a (app_id, platform, hour, version, os_version, installs)
+            SELECT * FROM moves
+            ON CONFLICT (app_id, platform, hour, version, os_version) DO UPDATE SET installs = a.installs + excluded.installs
+            RETURNING a.app_id, a.platform, a.hour, a.version, a.os_version, a.installs
+            """ as SQL, logger: batch.logger)
+        var emptied: [(String, String, Int, String, String)] = []
+        for try await (app, platform, hour, version, os, installs) in cells.decode((String, String, Int, String, String, Int).self)
+        where installs == 0 {
+            emptied.append((app, platform, hour, version, os))
         }
-        if !output.versions.isEmpty {
-            let rows = output.versions
-            try await connection.query(
-                """
-                INSERT INTO \(batch.table("install_versions")) AS v
-                    (app_id, platform, install_id, version, version_key, first_at)
-                SELECT * FROM unnest(\(rows.map(\.key.appId))::text[], \(rows.map(\.key.platform))::text[],
-                                     \(rows.map(\.key.installId))::uuid[], \(rows.map(\.key.version))::text[],
-                                     \(rows.map(\.versionSortKey))::text[], \(rows.map(\.firstAt.forPostgres))::timestamptz[])
-                ON CONFLICT (app_id, platform, install_id, version) DO UPDATE SET first_at = excluded.first_at
-                    WHERE excluded.first_at < v.first_at
-                """, logger: batch.logger)
-        }
+        // A cell that returns to zero is deleted, as a rebuild would never write it.
+        guard !emptied.isEmpty else { return }
+        try await connection.query(
+            """
+            DELETE FROM \(activity) a
+            USING unnest(\(emptied.map(\.0))::text[], \(emptied.map(\.1))::text[], \(emptied.map(\.2))::int4[],
+                         \(emptied.map(\.3))::text[], \(emptied.map(\.4))::text[]) AS z(app_id, platform, hour, version, os_version)
+            WHERE a.app_id = z.app_id AND a.platform = z.platform AND a.hour = z.hour AND a.version = z.version
+              AND a.os_version = z.os_version AND a.installs = 0
+            """, logger: batch.logger)
     }
 
     public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
@@ -112,11 +139,10 @@ public struct InstallStateProjection: ProjectionDefinition {
             """ as SQL, logger: backfill.logger)
         try await connection.query(
             """
-            WITH \(versions.cte)
-            INSERT INTO \(backfill.table("install_versions")) (app_id, platform, install_id, version, version_key, first_at)
-            SELECT e.app_id, e.platform, e.install_id, v.normalized, min(v.sort_key), min(e.occurred_at)
-            \(counted)
-            GROUP BY e.install_id, e.app_id, e.platform, v.normalized
+            INSERT INTO \(backfill.table("install_activity")) (app_id, platform, hour, version, os_version, installs)
+            SELECT app_id, platform, \(Self.hour("last_seen")), version, coalesce(os_version, ''), count(*)
+            FROM \(backfill.table("install_state"))
+            GROUP BY 1, 2, 3, 4, 5
             """ as SQL, logger: backfill.logger)
         try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
     }

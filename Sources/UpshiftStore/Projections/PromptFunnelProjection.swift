@@ -3,14 +3,25 @@ import PostgresNIO
 import UpshiftCore
 
 /// Prompt funnels (DESIGN.md section 6): per install, target version and prompt kind, the first time
-/// the prompt was shown and whether it was dismissed (later / skip), acted on, or blocked. Conversion
-/// is read at report time from `install_versions`.
+/// the prompt was shown and whether it was dismissed (later / skip), acted on, or blocked; when each
+/// install was first seen on each version (`prompt_versions`); and from those, after every batch, whether
+/// each prompted install converted and the funnel the report reads (`prompt_summary`, per target and kind).
+///
+/// Each `prompt_installs` row records what it adds to its funnel (`counted`, one bit per step), so that
+/// a refresh moves exactly that when a step or the conversion of the row changes.
 public struct PromptFunnelProjection: ProjectionDefinition {
     public let name = "prompt_funnel"
-    public let version = 1
-    public let tables = ["prompt_installs"]
+    /// 2: conversion kept per install and the funnels per target (it was a join at report time).
+    public let version = 2
+    public let tables = ["prompt_installs", "prompt_summary", "prompt_versions"]
 
     public init() {}
+
+    /// The steps of a funnel, as bits of `counted`, with the summary column each adds to.
+    static let steps: [(bit: Int32, column: String)] = [
+        (1, "shown"), (2, "dismissed_later"), (4, "dismissed_skip"), (8, "update_started"), (16, "blocked"),
+        (32, "converted"),
+    ]
 
     public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
         [
@@ -27,10 +38,45 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 dismissed_skip  boolean     NOT NULL,
                 update_started  boolean     NOT NULL,
                 blocked         boolean     NOT NULL,
+                counted         integer     NOT NULL DEFAULT 0,  -- the steps this row adds to its funnel (bits)
                 PRIMARY KEY (app_id, platform, target_version, kind, install_id)
             )
+            """,
+            "CREATE INDEX \(t("prompt_installs").appending("_install")) ON \(t("prompt_installs")) (app_id, platform, install_id)",
             """
+            CREATE TABLE \(t("prompt_summary")) (
+                app_id          text   NOT NULL,
+                platform        text   NOT NULL,
+                target_version  text   NOT NULL,
+                target_key      text COLLATE "C" NOT NULL,
+                kind            text   NOT NULL,
+                shown           bigint NOT NULL,
+                dismissed_later bigint NOT NULL,
+                dismissed_skip  bigint NOT NULL,
+                update_started  bigint NOT NULL,
+                blocked         bigint NOT NULL,
+                converted       bigint NOT NULL,
+                PRIMARY KEY (app_id, platform, target_version, kind)
+            )
+            """,
+            FirstSeenVersionsTable.create(t("prompt_versions")),
         ]
+    }
+
+    /// The steps a row of `prompt_installs` (alias `p`) adds to its funnel now: its marks, and whether it
+    /// was seen on a version ≥ the target within 7 days of its first `prompt_shown` (`versions`).
+    static func steps(versions: SQLIdentifier) -> SQL {
+        """
+        (CASE WHEN p.first_shown_at IS NOT NULL THEN 1 ELSE 0 END
+         | CASE WHEN p.dismissed_later THEN 2 ELSE 0 END | CASE WHEN p.dismissed_skip THEN 4 ELSE 0 END
+         | CASE WHEN p.update_started THEN 8 ELSE 0 END | CASE WHEN p.blocked THEN 16 ELSE 0 END
+         | CASE WHEN EXISTS (
+               SELECT 1 FROM \(versions) pv
+               WHERE pv.app_id = p.app_id AND pv.platform = p.platform AND pv.install_id = p.install_id
+                 AND pv.version_key >= p.target_key AND pv.first_at >= p.first_shown_at
+                 AND pv.first_at <= p.first_shown_at + make_interval(days => \(PromptFunnelReport.conversionDays)::int4))
+             THEN 32 ELSE 0 END)
+        """
     }
 
     public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection)
@@ -38,32 +84,92 @@ public struct PromptFunnelProjection: ProjectionDefinition {
     {
         let output = PromptFunnelFold.fold(events)
         batch.deadLetters += output.deadLetters
-        guard !output.marks.isEmpty else { return }
-        let keys = Array(output.marks.keys)
-        let marks = keys.map { output.marks[$0]! }
-        // No shown time travels as the epoch and is written as NULL (arrays of optionals do not bind).
-        let never = Date(timeIntervalSince1970: 0)
+        try await FirstSeenVersionsTable.write(output.versions, into: batch.table("prompt_versions"), on: connection, batch: batch)
+        if !output.marks.isEmpty {
+            let keys = Array(output.marks.keys)
+            let marks = keys.map { output.marks[$0]! }
+            // No shown time travels as the epoch and is written as NULL (arrays of optionals do not bind).
+            let never = Date(timeIntervalSince1970: 0)
+            try await connection.query(
+                """
+                INSERT INTO \(batch.table("prompt_installs")) AS p
+                    (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
+                     dismissed_skip, update_started, blocked)
+                SELECT app_id, platform, target_version, target_key, kind, install_id,
+                       NULLIF(first_shown_at, 'epoch'::timestamptz), dismissed_later, dismissed_skip, update_started, blocked
+                FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
+                            \(keys.map(\.targetVersion))::text[], \(marks.map(\.targetSortKey))::text[],
+                            \(keys.map(\.kind.rawValue))::text[], \(keys.map(\.installId))::uuid[],
+                            \(marks.map { ($0.firstShownAt ?? never).forPostgres })::timestamptz[], \(marks.map(\.dismissedLater))::boolean[],
+                            \(marks.map(\.dismissedSkip))::boolean[], \(marks.map(\.updateStarted))::boolean[],
+                            \(marks.map(\.blocked))::boolean[])
+                     AS u(app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
+                          dismissed_skip, update_started, blocked)
+                ON CONFLICT (app_id, platform, target_version, kind, install_id) DO UPDATE SET
+                    first_shown_at = LEAST(p.first_shown_at, excluded.first_shown_at),
+                    dismissed_later = p.dismissed_later OR excluded.dismissed_later,
+                    dismissed_skip = p.dismissed_skip OR excluded.dismissed_skip,
+                    update_started = p.update_started OR excluded.update_started,
+                    blocked = p.blocked OR excluded.blocked
+                """, logger: batch.logger)
+        }
+        let touched = output.versions.installs
+        guard !touched.isEmpty else { return }
+        try await refresh(FirstSeenVersionsTable.touched(touched), in: batch, on: connection)
+    }
+
+    /// Brings the rows of the touched installs up to date: the steps each adds now, and the funnels by
+    /// what each changed row counted before and counts now. Funnels that reach zero are deleted.
+    private func refresh(_ touched: SQL, in batch: ProjectionBatch, on connection: PostgresConnection) async throws {
+        let (installs, summary) = (batch.table("prompt_installs"), batch.table("prompt_summary"))
+        let deltas = SQL.joined(
+            Self.steps.map { step in
+                "sum(((now & \(step.bit)) <> 0)::int - ((counted & \(step.bit)) <> 0)::int)::int8"
+            }, separator: ", ")
+        let merged = SQL.joined(
+            Self.steps.map { step in
+                let column = SQLIdentifier(step.column)
+                return "\(column) = s.\(column) + excluded.\(column)"
+            }, separator: ", ")
+        let total = SQL.joined(Self.steps.map { "s.\(SQLIdentifier($0.column))" }, separator: " + ")
+        let funnels = try await connection.query(
+            """
+            WITH \(touched),
+            target AS (
+                SELECT p.app_id, p.platform, p.target_version, p.target_key, p.kind, p.install_id, p.counted,
+                       \(Self.steps(versions: batch.table("prompt_versions"))) AS now
+                FROM \(installs) p
+                WHERE (p.app_id, p.platform, p.install_id) IN (SELECT app_id, platform, install_id FROM touched)
+            ),
+            moved AS (SELECT * FROM target WHERE now <> counted),
+            rows_updated AS (
+                UPDATE \(installs) p SET counted = m.now FROM moved m
+                WHERE p.app_id = m.app_id AND p.platform = m.platform AND p.target_version = m.target_version
+                  AND p.kind = m.kind AND p.install_id = m.install_id
+            )
+            INSERT INTO \(summary) AS s
+                (app_id, platform, target_version, target_key, kind, shown, dismissed_later, dismissed_skip,
+                 update_started, blocked, converted)
+            SELECT app_id, platform, target_version, min(target_key), kind, \(deltas)
+            FROM moved GROUP BY app_id, platform, target_version, kind
+            ON CONFLICT (app_id, platform, target_version, kind) DO UPDATE SET \(merged)
+            RETURNING s.app_id, s.platform, s.target_version, s.kind, (\(total))::int8
+            """ as SQL, logger: batch.logger)
+        var emptied: [(String, String, String, String)] = []
+        for try await (app, platform, target, kind, total) in funnels.decode((String, String, String, String, Int).self)
+        where total == 0 {
+            emptied.append((app, platform, target, kind))
+        }
+        guard !emptied.isEmpty else { return }
         try await connection.query(
             """
-            INSERT INTO \(batch.table("prompt_installs")) AS p
-                (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                 dismissed_skip, update_started, blocked)
-            SELECT app_id, platform, target_version, target_key, kind, install_id,
-                   NULLIF(first_shown_at, 'epoch'::timestamptz), dismissed_later, dismissed_skip, update_started, blocked
-            FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
-                        \(keys.map(\.targetVersion))::text[], \(marks.map(\.targetSortKey))::text[],
-                        \(keys.map(\.kind.rawValue))::text[], \(keys.map(\.installId))::uuid[],
-                        \(marks.map { ($0.firstShownAt ?? never).forPostgres })::timestamptz[], \(marks.map(\.dismissedLater))::boolean[],
-                        \(marks.map(\.dismissedSkip))::boolean[], \(marks.map(\.updateStarted))::boolean[],
-                        \(marks.map(\.blocked))::boolean[])
-                 AS u(app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                      dismissed_skip, update_started, blocked)
-            ON CONFLICT (app_id, platform, target_version, kind, install_id) DO UPDATE SET
-                first_shown_at = LEAST(p.first_shown_at, excluded.first_shown_at),
-                dismissed_later = p.dismissed_later OR excluded.dismissed_later,
-                dismissed_skip = p.dismissed_skip OR excluded.dismissed_skip,
-                update_started = p.update_started OR excluded.update_started,
-                blocked = p.blocked OR excluded.blocked
+            DELETE FROM \(summary) s
+            USING unnest(\(emptied.map(\.0))::text[], \(emptied.map(\.1))::text[], \(emptied.map(\.2))::text[],
+                         \(emptied.map(\.3))::text[]) AS z(app_id, platform, target_version, kind)
+            WHERE s.app_id = z.app_id AND s.platform = z.platform AND s.target_version = z.target_version
+              AND s.kind = z.kind
+              AND s.shown = 0 AND s.dismissed_later = 0 AND s.dismissed_skip = 0 AND s.update_started = 0
+              AND s.blocked = 0 AND s.converted = 0
             """, logger: batch.logger)
     }
 
@@ -75,8 +181,11 @@ public struct PromptFunnelProjection: ProjectionDefinition {
         let types: SQL = "e.type = ANY(\([shown, dismissed, started, blocked])::text[])"
         let kinds = PromptKind.allCases.map(\.rawValue)
         let actions = DismissAction.allCases.map(\.rawValue)
+        // Every install event's version (conversion reads them all) and the prompts' targets.
         let versions = try await VersionSpellings.load(
-            ["e.app_version", "e.data->>'targetVersion'"], where: types, backfill: backfill, on: connection)
+            ["e.app_version", "e.data->>'targetVersion'"], where: "e.install_id IS NOT NULL", backfill: backfill,
+            on: connection)
+        try await FirstSeenVersionsTable.backfill(into: backfill.table("prompt_versions"), backfill, versions: versions, on: connection)
         // The fold's checks in its order: the install facts, the target version, the kind, the dismiss action.
         let error: SQL = """
             coalesce(\(Backfill.installFactsError), CASE
@@ -100,16 +209,29 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                        e.install_id, e.occurred_at, e.type, e.data->>'dismissAction' AS action
                 \(source)
                 WHERE \(backfill.included) AND \(types) AND (\(error)) IS NULL
+            ),
+            p AS (
+                SELECT app_id, platform, target AS target_version, min(target_key) AS target_key, kind, install_id,
+                       min(occurred_at) FILTER (WHERE type = \(shown)) AS first_shown_at,
+                       bool_or(type = \(dismissed) AND action = \(DismissAction.later.rawValue)) AS dismissed_later,
+                       bool_or(type = \(dismissed) AND action = \(DismissAction.skip.rawValue)) AS dismissed_skip,
+                       bool_or(type = \(started)) AS update_started, bool_or(type = \(blocked)) AS blocked
+                FROM marks GROUP BY install_id, target, kind, app_id, platform
             )
             INSERT INTO \(backfill.table("prompt_installs"))
                 (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                 dismissed_skip, update_started, blocked)
-            SELECT app_id, platform, target, min(target_key), kind, install_id,
-                   min(occurred_at) FILTER (WHERE type = \(shown)),
-                   bool_or(type = \(dismissed) AND action = \(DismissAction.later.rawValue)),
-                   bool_or(type = \(dismissed) AND action = \(DismissAction.skip.rawValue)),
-                   bool_or(type = \(started)), bool_or(type = \(blocked))
-            FROM marks GROUP BY install_id, target, kind, app_id, platform
+                 dismissed_skip, update_started, blocked, counted)
+            SELECT p.*, \(Self.steps(versions: backfill.table("prompt_versions"))) FROM p
+            """ as SQL, logger: backfill.logger)
+        let sums = SQL.joined(
+            Self.steps.map { "count(*) FILTER (WHERE (counted & \($0.bit)) <> 0)" }, separator: ", ")
+        try await connection.query(
+            """
+            INSERT INTO \(backfill.table("prompt_summary"))
+                (app_id, platform, target_version, target_key, kind, shown, dismissed_later, dismissed_skip,
+                 update_started, blocked, converted)
+            SELECT app_id, platform, target_version, min(target_key), kind, \(sums)
+            FROM \(backfill.table("prompt_installs")) GROUP BY app_id, platform, target_version, kind
             """ as SQL, logger: backfill.logger)
         try await backfill.deadLetter(error: error, from: source, where: types, versions: versions, on: connection)
     }

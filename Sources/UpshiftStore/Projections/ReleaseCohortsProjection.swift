@@ -3,12 +3,19 @@ import PostgresNIO
 import UpshiftCore
 
 /// Release cohorts (DESIGN.md section 6, time-to-update): the releases read from the catalog events,
-/// and each install's last event in the week before each release. T is read at report time from
-/// `install_versions`.
+/// each install's last event in the week before each release, when each install was first seen on each
+/// version (`cohort_versions`), and from those, after every batch, each cohort install's T and the
+/// figures the release report reads: the cohort size (`release_cohorts.cohort`) and the updated installs
+/// per hour of T (`release_updates`).
+///
+/// Each `release_installs` row records what it adds to those figures (`counted_cohort`, `counted_hour`),
+/// so that a refresh moves exactly that: a row whose cohort membership or T changes is taken out of the
+/// figures as counted and put back as it is now.
 public struct ReleaseCohortsProjection: ProjectionDefinition {
     public let name = "release_cohorts"
-    public let version = 1
-    public let tables = ["release_cohorts", "release_installs"]
+    /// 2: T kept per cohort install and the report's figures per release (it was a join at report time).
+    public let version = 2
+    public let tables = ["release_cohorts", "release_installs", "release_updates", "cohort_versions"]
 
     public init() {}
 
@@ -21,6 +28,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                 version     text        NOT NULL,
                 version_key text COLLATE "C" NOT NULL,
                 released_at timestamptz NOT NULL,
+                cohort      bigint      NOT NULL DEFAULT 0,  -- installs whose last event before R was below
                 PRIMARY KEY (app_id, platform, version)
             )
             """,
@@ -32,10 +40,38 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                 install_id     uuid        NOT NULL,
                 last_before_at timestamptz NOT NULL,
                 below          boolean     NOT NULL,
+                -- The first time on a version >= the release, at or after it (from cohort_versions).
+                reached_at     timestamptz,
+                -- What this row adds to the release's figures: to the cohort, and to the hour of its T.
+                counted_cohort boolean     NOT NULL DEFAULT false,
+                counted_hour   integer,
                 PRIMARY KEY (app_id, platform, version, install_id)
             )
             """,
+            "CREATE INDEX \(t("release_installs").appending("_install")) ON \(t("release_installs")) (app_id, platform, install_id)",
+            // The k-th T of a release within its hour (the report's median and p90).
+            """
+            CREATE INDEX \(t("release_installs").appending("_reached")) ON \(t("release_installs"))
+                (app_id, platform, version, reached_at) WHERE counted_hour IS NOT NULL
+            """,
+            """
+            CREATE TABLE \(t("release_updates")) (
+                app_id   text    NOT NULL,
+                platform text    NOT NULL,
+                version  text    NOT NULL,
+                hour     integer NOT NULL,  -- ⌈T / 1 h⌉ (ReleaseProgress.hour)
+                installs bigint  NOT NULL,
+                PRIMARY KEY (app_id, platform, version, hour)
+            )
+            """,
+            FirstSeenVersionsTable.create(t("cohort_versions")),
         ]
+    }
+
+    /// ⌈T / 1 h⌉ of an install that reached the release at `reached`, T in whole milliseconds as the
+    /// report states it (``ReleaseProgress``).
+    static func hour(reached: SQL, releasedAt: SQL) -> SQL {
+        "(((extract(epoch FROM (\(reached) - \(releasedAt))) * 1000)::int8 + 3599999) / 3600000)::int4"
     }
 
     public func batchLength(_ events: [ProjectionEvent]) -> Int { ReleaseCohortFold.batchLength(events) }
@@ -54,20 +90,38 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         }
         let output = ReleaseCohortFold.fold(events, releases: releases)
         batch.deadLetters += output.deadLetters
+        try await FirstSeenVersionsTable.write(output.versions, into: batch.table("cohort_versions"), on: connection, batch: batch)
         try await write(output.candidates, in: batch, on: connection)
-        guard let (release, event) = output.changedRelease else { return }
+        if let (release, event) = output.changedRelease {
+            try await reseed(release, before: event, in: batch, on: connection)
+        }
+        let touched = output.versions.installs
+        guard !touched.isEmpty else { return }
+        try await refresh(
+            with: FirstSeenVersionsTable.touched(touched),
+            where: "(ri.app_id, ri.platform, ri.install_id) IN (SELECT app_id, platform, install_id FROM touched)",
+            in: batch, on: connection)
+    }
+
+    /// A release read for the first time, or with a new release time: its figures start again from the
+    /// events before `event` in the feed.
+    private func reseed(
+        _ release: TrackedRelease, before event: ProjectionEvent, in batch: ProjectionBatch, on connection: PostgresConnection
+    ) async throws {
         let key = release.key
         try await connection.query(
             """
             INSERT INTO \(batch.table("release_cohorts")) AS r (app_id, platform, version, version_key, released_at)
             VALUES (\(key.appId), \(key.platform), \(key.version), \(release.version.sortKey), \(release.releasedAt.forPostgres))
-            ON CONFLICT (app_id, platform, version) DO UPDATE SET released_at = excluded.released_at
+            ON CONFLICT (app_id, platform, version) DO UPDATE SET released_at = excluded.released_at, cohort = 0
             """, logger: batch.logger)
-        try await connection.query(
-            """
-            DELETE FROM \(batch.table("release_installs"))
-            WHERE app_id = \(key.appId) AND platform = \(key.platform) AND version = \(key.version)
-            """, logger: batch.logger)
+        for table in ["release_installs", "release_updates"] {
+            try await connection.query(
+                """
+                DELETE FROM \(batch.table(table))
+                WHERE app_id = \(key.appId) AND platform = \(key.platform) AND version = \(key.version)
+                """, logger: batch.logger)
+        }
         // The window may already be in the log: seed from the events before this one in the feed.
         let window = try await connection.query(
             """
@@ -80,6 +134,9 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         var windowEvents: [(installId: UUID, occurredAt: Date, appVersion: String?)] = []
         for try await row in window.decode((UUID, Date, String?).self) { windowEvents.append(row) }
         try await write(ReleaseCohortFold.seed(release, windowEvents: windowEvents), in: batch, on: connection)
+        try await refresh(
+            where: "ri.app_id = \(key.appId) AND ri.platform = \(key.platform) AND ri.version = \(key.version)",
+            in: batch, on: connection)
     }
 
     private func write(
@@ -98,6 +155,72 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
             ON CONFLICT (app_id, platform, version, install_id) DO UPDATE SET
                 last_before_at = excluded.last_before_at, below = excluded.below
                 WHERE excluded.last_before_at >= r.last_before_at
+            """, logger: batch.logger)
+    }
+
+    /// Brings the rows of `release_installs` that `condition` selects (alias `ri`; `with` adds CTEs it
+    /// reads) up to date: each one's T from `cohort_versions`, and the release's figures by what each
+    /// changed row counted before and counts now. Cells of `release_updates` that reach zero are deleted.
+    private func refresh(with ctes: SQL? = nil, where condition: SQL, in batch: ProjectionBatch, on connection: PostgresConnection)
+        async throws
+    {
+        let (installs, cohorts, updates) = (
+            batch.table("release_installs"), batch.table("release_cohorts"), batch.table("release_updates")
+        )
+        let prefix: SQL = ctes.map { "\($0)," } ?? ""
+        let cells = try await connection.query(
+            """
+            WITH \(prefix)
+            target AS (
+                SELECT ri.app_id, ri.platform, ri.version, ri.install_id, ri.below, ri.reached_at, ri.counted_cohort,
+                       ri.counted_hour, rc.released_at,
+                       (SELECT min(cv.first_at) FROM \(batch.table("cohort_versions")) cv
+                        WHERE cv.app_id = ri.app_id AND cv.platform = ri.platform AND cv.install_id = ri.install_id
+                          AND cv.version_key >= rc.version_key AND cv.first_at >= rc.released_at) AS reached
+                FROM \(installs) ri JOIN \(cohorts) rc USING (app_id, platform, version)
+                WHERE \(condition)
+            ),
+            changed AS (
+                SELECT *, CASE WHEN below AND reached IS NOT NULL THEN \(Self.hour(reached: "reached", releasedAt: "released_at")) END AS hour
+                FROM target
+            ),
+            moved AS (
+                SELECT * FROM changed
+                WHERE reached IS DISTINCT FROM reached_at OR below <> counted_cohort OR hour IS DISTINCT FROM counted_hour
+            ),
+            rows_updated AS (
+                UPDATE \(installs) ri SET reached_at = m.reached, counted_cohort = m.below, counted_hour = m.hour
+                FROM moved m
+                WHERE ri.app_id = m.app_id AND ri.platform = m.platform AND ri.version = m.version AND ri.install_id = m.install_id
+            ),
+            cohorts_updated AS (
+                UPDATE \(cohorts) rc SET cohort = rc.cohort + d.delta
+                FROM (SELECT app_id, platform, version, sum(below::int - counted_cohort::int) AS delta FROM moved GROUP BY 1, 2, 3) d
+                WHERE d.delta <> 0 AND rc.app_id = d.app_id AND rc.platform = d.platform AND rc.version = d.version
+            )
+            INSERT INTO \(updates) AS u (app_id, platform, version, hour, installs)
+            SELECT app_id, platform, version, h, sum(delta)::int8 FROM (
+                SELECT app_id, platform, version, counted_hour AS h, -1 AS delta FROM moved WHERE counted_hour IS NOT NULL
+                UNION ALL
+                SELECT app_id, platform, version, hour, 1 FROM moved WHERE hour IS NOT NULL
+            ) AS m
+            GROUP BY 1, 2, 3, 4 HAVING sum(delta) <> 0
+            ON CONFLICT (app_id, platform, version, hour) DO UPDATE SET installs = u.installs + excluded.installs
+            RETURNING u.app_id, u.platform, u.version, u.hour, u.installs
+            """ as SQL, logger: batch.logger)
+        var emptied: [(String, String, String, Int)] = []
+        for try await (app, platform, version, hour, installs) in cells.decode((String, String, String, Int, Int).self)
+        where installs == 0 {
+            emptied.append((app, platform, version, hour))
+        }
+        guard !emptied.isEmpty else { return }
+        try await connection.query(
+            """
+            DELETE FROM \(updates) u
+            USING unnest(\(emptied.map(\.0))::text[], \(emptied.map(\.1))::text[], \(emptied.map(\.2))::text[],
+                         \(emptied.map(\.3))::int4[]) AS z(app_id, platform, version, hour)
+            WHERE u.app_id = z.app_id AND u.platform = z.platform AND u.version = z.version AND u.hour = z.hour
+              AND u.installs = 0
             """, logger: batch.logger)
     }
 
@@ -129,10 +252,11 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         try await ProjectionStore.storeDeadLetters(
             unreadable, projection: name, generation: backfill.generation, on: connection, logger: backfill.logger)
         backfill.deadLetters += unreadable.count
-        guard !releases.isEmpty else { return }
-
+        // Versions of every app's installs: a release added later finds them.
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
+        try await FirstSeenVersionsTable.backfill(into: backfill.table("cohort_versions"), backfill, versions: versions, on: connection)
+        guard !releases.isEmpty else { return }
         let tracked = Array(releases.values)
         try await connection.query(
             """
@@ -141,23 +265,49 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                                  \(tracked.map(\.key.version))::text[], \(tracked.map(\.version.sortKey))::text[],
                                  \(tracked.map(\.releasedAt.forPostgres))::timestamptz[])
             """, logger: backfill.logger)
-        // Each install's last event in the week before each release (ties: the later in the feed). One
-        // statement per release reads only the partitions of its week.
+        // Each install's last event in the week before each release (ties: the later in the feed), with
+        // its T from cohort_versions (a hashed join). One statement per release reads only the partitions
+        // of its week.
         for release in tracked {
+            let (key, releasedAt) = (release.key, release.releasedAt.forPostgres)
             try await connection.query(
                 """
-                WITH \(versions.cte)
+                WITH \(versions.cte),
+                candidates AS (
+                    SELECT DISTINCT ON (e.install_id) e.app_id, e.platform, e.install_id, e.occurred_at,
+                           v.sort_key < \(release.version.sortKey) AS below
+                    FROM event_log e JOIN versions v ON v.raw = e.app_version
+                    WHERE \(backfill.included) AND e.app_id = \(key.appId) AND e.platform = \(key.platform)
+                      AND e.install_id IS NOT NULL
+                      AND e.occurred_at >= \(release.windowStart.forPostgres) AND e.occurred_at < \(releasedAt)
+                    ORDER BY e.install_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                ),
+                reached AS (
+                    SELECT install_id, min(first_at) AS reached FROM \(backfill.table("cohort_versions"))
+                    WHERE app_id = \(key.appId) AND platform = \(key.platform) AND version_key >= \(release.version.sortKey)
+                      AND first_at >= \(releasedAt)
+                    GROUP BY install_id
+                )
                 INSERT INTO \(backfill.table("release_installs"))
-                    (app_id, platform, version, install_id, last_before_at, below)
-                SELECT DISTINCT ON (e.install_id) e.app_id, e.platform, \(release.key.version), e.install_id, e.occurred_at,
-                       v.sort_key < \(release.version.sortKey)
-                FROM event_log e JOIN versions v ON v.raw = e.app_version
-                WHERE \(backfill.included) AND e.app_id = \(release.key.appId) AND e.platform = \(release.key.platform)
-                  AND e.install_id IS NOT NULL
-                  AND e.occurred_at >= \(release.windowStart.forPostgres) AND e.occurred_at < \(release.releasedAt.forPostgres)
-                ORDER BY e.install_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                    (app_id, platform, version, install_id, last_before_at, below, reached_at, counted_cohort, counted_hour)
+                SELECT c.app_id, c.platform, \(key.version), c.install_id, c.occurred_at, c.below, r.reached, c.below,
+                       CASE WHEN c.below AND r.reached IS NOT NULL THEN \(Self.hour(reached: "r.reached", releasedAt: "\(releasedAt)")) END
+                FROM candidates c LEFT JOIN reached r USING (install_id)
                 """ as SQL, logger: backfill.logger)
         }
+        try await connection.query(
+            """
+            UPDATE \(backfill.table("release_cohorts")) rc SET cohort = c.cohort
+            FROM (SELECT app_id, platform, version, count(*) AS cohort FROM \(backfill.table("release_installs"))
+                  WHERE counted_cohort GROUP BY 1, 2, 3) c
+            WHERE rc.app_id = c.app_id AND rc.platform = c.platform AND rc.version = c.version
+            """ as SQL, logger: backfill.logger)
+        try await connection.query(
+            """
+            INSERT INTO \(backfill.table("release_updates")) (app_id, platform, version, hour, installs)
+            SELECT app_id, platform, version, counted_hour, count(*) FROM \(backfill.table("release_installs"))
+            WHERE counted_hour IS NOT NULL GROUP BY 1, 2, 3, 4
+            """ as SQL, logger: backfill.logger)
         let apps = trackedFrom.keys.sorted()
         let firstRelease: SQL = """
             (e.tx_id, e.position) > (

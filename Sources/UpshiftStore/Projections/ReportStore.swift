@@ -104,125 +104,114 @@ public struct ReportStore: Sendable {
     }
 
     public func release(app: String, platform: String, version: Version) async throws -> ReportRead<ReleaseFigures>? {
-        let found = try await read(["release_cohorts", "install_state"]) { [logger] connection, tables in
+        let found = try await read(["release_cohorts"]) { [logger] connection, tables in
             try await Self.releaseFigures(
                 app: app, platform: platform, version: version, tables: tables, on: connection, logger: logger)
         }
         return found.value.map { ReportRead(value: $0, dataAsOf: found.dataAsOf) }
     }
 
+    /// Read from the figures the projection keeps per release: the cohort, the updated installs per hour
+    /// of T, and the median and p90 found inside their hour (a few rows of an index), whatever the fleet's size.
     private static func releaseFigures(
         app: String, platform: String, version: Version, tables: Tables, on connection: PostgresConnection, logger: Logger
     ) async throws -> ReleaseFigures? {
         let name = version.normalized
         let found = try await connection.query(
             """
-            SELECT released_at FROM \(tables.name("release_cohorts", of: "release_cohorts"))
+            SELECT released_at, cohort FROM \(tables.name("release_cohorts", of: "release_cohorts"))
             WHERE app_id = \(app) AND platform = \(platform) AND version = \(name)
             """, logger: logger)
-        var releasedAt: Date?
-        for try await date in found.decode(Date.self) { releasedAt = date }
-        guard let releasedAt else { return nil }
-        // T per cohort install: its first time on a version ≥ the release, at or after the release. A
-        // join, not a lookup per install, so that PostgreSQL can hash it: at 1 M installs a cohort has
-        // hundreds of thousands.
-        let rows = try await connection.query(
+        var release: (releasedAt: Date, cohort: Int)?
+        for try await row in found.decode((Date, Int).self) { release = row }
+        guard let (releasedAt, cohort) = release else { return nil }
+        var figures = ReleaseFigures(releasedAt: releasedAt, cohort: cohort, updatedByDay: [:])
+        var hours: [(hour: Int, installs: Int)] = []
+        for try await row in try await connection.query(
             """
-            WITH members AS MATERIALIZED (
-                SELECT install_id FROM \(tables.name("release_installs", of: "release_cohorts"))
-                WHERE app_id = \(app) AND platform = \(platform) AND version = \(name) AND below
-            ),
-            updated AS (
-                SELECT install_id, min(first_at) AS first_at
-                FROM \(tables.name("install_versions", of: "install_state"))
-                WHERE app_id = \(app) AND platform = \(platform) AND version_key >= \(version.sortKey)
-                  AND first_at >= \(releasedAt.forPostgres)
-                GROUP BY install_id
-            ),
-            t AS MATERIALIZED (
-                SELECT (extract(epoch FROM (u.first_at - \(releasedAt.forPostgres))) * 1000)::int8 AS ms
-                FROM members m LEFT JOIN updated u USING (install_id)
-            ),
-            cohort AS (SELECT count(*)::int8 AS c FROM t),
-            ranked AS (SELECT ms, row_number() OVER (ORDER BY ms) AS rn FROM t WHERE ms IS NOT NULL)
-            SELECT 'cohort', c, 0::int8 FROM cohort
-            UNION ALL
-            SELECT 'day', ceil(ms / 86400000.0)::int8, count(*)::int8 FROM t WHERE ms IS NOT NULL GROUP BY 2
-            UNION ALL
-            SELECT 'median', ms, 0::int8 FROM ranked, cohort WHERE rn = (50 * c + 99) / 100
-            UNION ALL
-            SELECT 'p90', ms, 0::int8 FROM ranked, cohort WHERE rn = (90 * c + 99) / 100
-            """, logger: logger)
-        var figures = ReleaseFigures(releasedAt: releasedAt, cohort: 0, updatedByDay: [:])
-        for try await (kind, value, count) in rows.decode((String, Int64, Int64).self) {
-            switch kind {
-            case "cohort": figures.cohort = Int(value)
-            case "day": figures.updatedByDay[Int(value)] = Int(count)
-            case "median": figures.medianMilliseconds = value
-            default: figures.p90Milliseconds = value
-            }
+            SELECT hour, installs FROM \(tables.name("release_updates", of: "release_cohorts"))
+            WHERE app_id = \(app) AND platform = \(platform) AND version = \(name) ORDER BY hour
+            """, logger: logger
+        ).decode((Int, Int).self) {
+            hours.append(row)
+            figures.updatedByDay[ReleaseProgress.day(hour: row.0), default: 0] += row.1
         }
+        // The k-th smallest T by nearest rank (k = ⌈q · cohort⌉), null while fewer than k have updated.
+        func quantile(_ percent: Int) async throws -> Int64? {
+            let rank = (percent * cohort + 99) / 100
+            guard rank > 0 else { return nil }
+            var before = 0
+            for (hour, installs) in hours {
+                guard before + installs >= rank else {
+                    before += installs
+                    continue
+                }
+                let range = ReleaseProgress.microsecondRange(hour: hour)
+                func after(_ offset: Int64) -> Date {
+                    Date(timeIntervalSince1970: Double(releasedAt.microseconds + offset) / 1_000_000).forPostgres
+                }
+                let (lower, upper) = (after(range.lower), after(range.upper))
+                let rows = try await connection.query(
+                    """
+                    SELECT (extract(epoch FROM (reached_at - \(releasedAt.forPostgres))) * 1000)::int8
+                    FROM \(tables.name("release_installs", of: "release_cohorts"))
+                    WHERE app_id = \(app) AND platform = \(platform) AND version = \(name) AND counted_hour IS NOT NULL
+                      AND reached_at >= \(lower) AND reached_at < \(upper)
+                    ORDER BY reached_at OFFSET \(rank - before - 1) LIMIT 1
+                    """, logger: logger)
+                for try await milliseconds in rows.decode(Int64.self) { return milliseconds }
+                return nil
+            }
+            return nil
+        }
+        figures.medianMilliseconds = try await quantile(50)
+        figures.p90Milliseconds = try await quantile(90)
         return figures
     }
 
-    /// Prompt funnels of an app and platform, for one target version or all.
+    /// Prompt funnels of an app and platform, for one target version or all: the projection's rows per
+    /// target and kind.
     public func funnels(app: String, platform: String, target: Version?) async throws
         -> ReportRead<[PromptFunnelReport.Funnel]>
     {
-        try await read(["prompt_funnel", "install_state"]) { [logger] connection, tables in
-            try await Self.funnelRows(
-                app: app, platform: platform, target: target, tables: tables, on: connection, logger: logger)
-        }
-    }
-
-    private static func funnelRows(
-        app: String, platform: String, target: Version?, tables: Tables, on connection: PostgresConnection, logger: Logger
-    ) async throws -> [PromptFunnelReport.Funnel] {
-        // Conversion by a join of the prompted installs with their versions, not a lookup per install.
-        let rows = try await connection.query(
-            """
-            WITH p AS MATERIALIZED (
-                SELECT * FROM \(tables.name("prompt_installs", of: "prompt_funnel"))
+        try await read(["prompt_funnel"]) { [logger] connection, tables in
+            let rows = try await connection.query(
+                """
+                SELECT target_version, kind, shown, dismissed_later, dismissed_skip, update_started, blocked, converted
+                FROM \(tables.name("prompt_summary", of: "prompt_funnel"))
                 WHERE app_id = \(app) AND platform = \(platform)
                   AND (\(target?.normalized)::text IS NULL OR target_version = \(target?.normalized))
-            ),
-            converted AS (
-                SELECT DISTINCT p.target_version, p.kind, p.install_id
-                FROM p JOIN \(tables.name("install_versions", of: "install_state")) iv
-                  ON iv.app_id = p.app_id AND iv.platform = p.platform AND iv.install_id = p.install_id
-                WHERE iv.version_key >= p.target_key AND iv.first_at >= p.first_shown_at
-                  AND iv.first_at <= p.first_shown_at + make_interval(days => \(PromptFunnelReport.conversionDays)::int4)
-            )
-            SELECT p.target_version, p.kind,
-                   count(*) FILTER (WHERE p.first_shown_at IS NOT NULL)::int8,
-                   count(*) FILTER (WHERE p.dismissed_later)::int8,
-                   count(*) FILTER (WHERE p.dismissed_skip)::int8,
-                   count(*) FILTER (WHERE p.update_started)::int8,
-                   count(*) FILTER (WHERE p.blocked)::int8,
-                   count(c.install_id)::int8
-            FROM p LEFT JOIN converted c USING (target_version, kind, install_id)
-            GROUP BY p.target_version, p.target_key, p.kind
-            ORDER BY p.target_key, p.kind
-            """, logger: logger)
-        var funnels: [PromptFunnelReport.Funnel] = []
-        for try await row in rows.decode((String, String, Int, Int, Int, Int, Int, Int).self) {
-            funnels.append(
-                PromptFunnelReport.Funnel(
-                    targetVersion: row.0, promptKind: row.1, shown: row.2, dismissedLater: row.3, dismissedSkip: row.4,
-                    updateStarted: row.5, blocked: row.6, converted: row.7))
+                ORDER BY target_key, kind
+                """, logger: logger)
+            var funnels: [PromptFunnelReport.Funnel] = []
+            for try await row in rows.decode((String, String, Int, Int, Int, Int, Int, Int).self) {
+                funnels.append(
+                    PromptFunnelReport.Funnel(
+                        targetVersion: row.0, promptKind: row.1, shown: row.2, dismissedLater: row.3, dismissedSkip: row.4,
+                        updateStarted: row.5, blocked: row.6, converted: row.7))
+            }
+            return funnels
         }
-        return funnels
     }
 
-    /// Installs last seen at or after `since`, by current version and OS version.
+    /// Installs last seen at or after `since`, by current version and OS version: the hours after the one
+    /// `since` falls in from the projection's counts per hour, that hour's rest from the installs.
     public func activeInstalls(app: String, platform: String, since: Date) async throws
         -> ReportRead<[(version: String, osVersion: String?, installs: Int)]>
     {
         try await read(["install_state"]) { [logger] connection, tables in
+            let hour = Int(floor(Double(since.microseconds) / 3_600_000_000))
+            let nextHour = Date(timeIntervalSince1970: Double(hour + 1) * 3_600).forPostgres
             let rows = try await connection.query(
                 """
-                SELECT version, os_version, count(*)::int8 FROM \(tables.name("install_state", of: "install_state"))
-                WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
+                SELECT version, NULLIF(os_version, ''), sum(installs)::int8 FROM (
+                    SELECT version, os_version, installs FROM \(tables.name("install_activity", of: "install_state"))
+                    WHERE app_id = \(app) AND platform = \(platform) AND hour > \(hour)
+                    UNION ALL
+                    SELECT version, coalesce(os_version, ''), 1 FROM \(tables.name("install_state", of: "install_state"))
+                    WHERE app_id = \(app) AND platform = \(platform)
+                      AND last_seen >= \(since.forPostgres) AND last_seen < \(nextHour)
+                ) AS active
                 GROUP BY version, os_version
                 """, logger: logger)
             var result: [(version: String, osVersion: String?, installs: Int)] = []
