@@ -18,8 +18,9 @@ public struct DatabasePoolSettings: Sendable {
     /// second more), before its connection is closed and it is answered `503`.
     public var answerTimeout: Duration = .seconds(5)
     /// `statement_timeout` of the reads pool's connections: PostgreSQL cancels a report, dashboard or
-    /// admin statement that runs longer (`503`).
-    public var reportStatementTimeout: Duration = .seconds(30)
+    /// admin statement that runs longer (`503`). Every report reads a few rows of the read models kept
+    /// for it (milliseconds at a million installs, docs/BENCHMARKS.md), so 5 s leaves a wide margin.
+    public var reportStatementTimeout: Duration = .seconds(5)
 
     public init() {}
 

@@ -67,6 +67,7 @@ struct Harness {
         // OperatorMetricsTests) set their own.
         configuration.pools.waitTimeout = .seconds(15)
         configuration.pools.answerTimeout = .seconds(30)
+        configuration.pools.reportStatementTimeout = .seconds(30)
         // Every test client speaks from loopback: tests of the event limits turn them on.
         configuration.ingestion.ratePerClient.rate = 0
         configuration.ingestion.ratePerKey.rate = 0

@@ -1,7 +1,10 @@
--- wrk script for `scripts/bench projections`, report latency: GET one report URL again and again.
+-- wrk script for `scripts/bench projections`, report latency: GET report URLs again and again.
 --
 --   UPSHIFT_BENCH_TOKEN=<read token> wrk -t 1 -c 1 ... -s projections-report.lua 'http://HOST:PORT/v1/apps/...'
 --
+-- UPSHIFT_BENCH_PATHS names a file of paths, one per line: the requests go through them in turn, so that
+-- each answer is read afresh (another release, target or window) rather than the same one again; without
+-- it the URL's own path is asked. UPSHIFT_BENCH_COOKIE (a dashboard session, `name=value`) replaces the token.
 -- done() prints one `upshift-bench:` line per figure: answers (2xx, non-2xx), requests/s, latency
 -- p50/p95/p99/max, bytes per answer and the first few non-2xx answers.
 
@@ -9,19 +12,36 @@ local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 threads = dofile(here .. "common.lua")
 
 local format = string.format
-local prepared = nil
+local prepared = {}
+local next_index = 1
 
 function init(args)
     local token = os.getenv("UPSHIFT_BENCH_TOKEN")
-    assert(token and token ~= "", "set UPSHIFT_BENCH_TOKEN to a read token")
-    wrk.headers["Authorization"] = "Bearer " .. token
-    wrk.headers["Accept"] = "application/json"
-    prepared = wrk.format()
+    local cookie = os.getenv("UPSHIFT_BENCH_COOKIE")
+    if cookie and cookie ~= "" then
+        wrk.headers["Cookie"] = cookie
+        wrk.headers["Accept"] = "text/html"
+    else
+        assert(token and token ~= "", "set UPSHIFT_BENCH_TOKEN to a read token (or UPSHIFT_BENCH_COOKIE)")
+        wrk.headers["Authorization"] = "Bearer " .. token
+        wrk.headers["Accept"] = "application/json"
+    end
+    local list = os.getenv("UPSHIFT_BENCH_PATHS")
+    if list and list ~= "" then
+        for line in io.lines(list) do
+            if line ~= "" then prepared[#prepared + 1] = wrk.format(nil, line) end
+        end
+        assert(#prepared > 0, "UPSHIFT_BENCH_PATHS names an empty file")
+    else
+        prepared[1] = wrk.format()
+    end
 end
 
 function request()
     requests_sent = requests_sent + 1
-    return prepared
+    local request = prepared[next_index]
+    next_index = next_index % #prepared + 1
+    return request
 end
 
 function response(status, headers, body)

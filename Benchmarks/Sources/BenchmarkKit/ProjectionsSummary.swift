@@ -37,13 +37,16 @@ public struct ProjectionsSummary: Sendable {
         public var firstSeconds: String
         /// Bytes of the first answer.
         public var bytes: Int
+        /// The paths wrk went through in turn (another release, target or window each time).
+        public var paths: Int
 
-        public init(name: String, run: ReportRun, firstStatus: Int, firstSeconds: String, bytes: Int) {
+        public init(name: String, run: ReportRun, firstStatus: Int, firstSeconds: String, bytes: Int, paths: Int = 1) {
             self.name = name
             self.run = run
             self.firstStatus = firstStatus
             self.firstSeconds = firstSeconds
             self.bytes = bytes
+            self.paths = paths
         }
 
         /// The wrk run's non-2xx, and the first request's when it was not 2xx.
@@ -105,6 +108,8 @@ public struct ProjectionsSummary: Sendable {
     public var catchUpCPU: String
     public var catchUpServerCPUSeconds: Double
     public var reports: [Report]
+    /// Whether the reports were measured while the live load ran (else after the catch-up, before it).
+    public var reportsDuringLive = false
     public var live: Live
     /// Events per request and requests per second of the live load.
     public var liveEventsPerRequest: Int
@@ -227,7 +232,10 @@ public struct ProjectionsSummary: Sendable {
                     target.text, "MISSED",
                 ]))
             } else {
-                let what = report.name == "adoption" ? "report adoption (90 days), p50 / p95" : "report \(report.name), p50 / p95"
+                let what =
+                    report.name == "adoption"
+                    ? "report adoption (90 days), p50 / p95"
+                    : report.paths > 1 ? "report \(report.name) (\(report.paths) paths), p50 / p95" : "report \(report.name), p50 / p95"
                 out.line(table.row([
                     what, "\(Format.fixed(report.run.latency.p50, 2)) / \(Format.fixed(report.run.latency.p95, 2)) ms",
                     target.text, Verdict.metOrMissed(report.run.latency.p95, target),
@@ -254,7 +262,13 @@ public struct ProjectionsSummary: Sendable {
         }
         out.line("live load: wrk -t 2 -c 8, \(liveEventsPerRequest) events/request, \(liveRequestsPerSecond) requests/s paced (delay()), \(lagDurationSeconds) s: \(Format.fixed(live.run.events.perSecond, 1)) events/s accepted;")
         out.line("    POST latency p50 \(Format.fixed(live.run.latency.p50, 2)) ms, p99 \(Format.fixed(live.run.latency.p99, 2)) ms; slots already due when asked (sender behind): \(live.run.lateSlots)")
-        out.line("reports: wrk -t 1 -c 1 --latency, \(reportDurationSeconds) s each, after the catch-up, before the live run;")
+        if reportsDuringLive {
+            out.line("reports: wrk -t 1 -c 1 --latency, \(reportDurationSeconds) s each, during the live run, each going through its paths in")
+            out.line("    turn (releases 1.0.0-1.9.0; prompts of all and of each target; minimum impact of each release over")
+            out.line("    windows of 1-90 days; the dashboard's release page, signed in, of each release); no answer is cached;")
+        } else {
+            out.line("reports: wrk -t 1 -c 1 --latency, \(reportDurationSeconds) s each, after the catch-up, before the live run;")
+        }
         let perReport = reports.map {
             " \($0.name) \(Format.fixed($0.run.requestsPerSecond, 1)) req/s, \($0.bytes) B (p99 \(Format.fixed($0.run.latency.p99, 2)) ms);"
         }

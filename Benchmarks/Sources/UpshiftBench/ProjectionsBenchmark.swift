@@ -29,7 +29,9 @@ struct ProjectionsBenchmark {
     /// Live load: events per request x requests per second = 2,000 events/s.
     static let liveEventsPerRequest = 20
     static let liveRequestsPerSecond = 100
-    static let noRateLimit = ["UPSHIFT_EVENTS_RATE_LIMIT": "0", "UPSHIFT_EVENTS_KEY_RATE_LIMIT": "0"]
+    static let noRateLimit = [
+        "UPSHIFT_EVENTS_RATE_LIMIT": "0", "UPSHIFT_EVENTS_KEY_RATE_LIMIT": "0", "UPSHIFT_DASHBOARD_RATE_LIMIT": "0",
+    ]
 
     /// The end of the synthetic history (Unix seconds), shared by the catalog and the load.
     private let end = Int(Date().timeIntervalSince1970)
@@ -56,8 +58,8 @@ struct ProjectionsBenchmark {
         let catchUp = try self.catchUp(total: load.eventsInLog)
         let server = catchUp.server
         let spotCheck = self.spotCheck()
-        let reports = try self.reports(server, token: keys.read)
-        let live = try self.live(server, key: keys.ingest)
+        // The reports are measured while the live load runs: answers read from read models that move.
+        let (live, reports) = try self.live(server, key: keys.ingest) { try self.reports(server, token: keys.read) }
         let deadLetters = try bench.sqlInteger("SELECT count(*) FROM projection_dead_letters")
         let counted = try progress(reaching: bench.countEvents())
         let finalEvents = try bench.countEvents()
@@ -66,18 +68,19 @@ struct ProjectionsBenchmark {
         let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("rss.txt"), encoding: .utf8)) ?? "")
         let rebuilt = try rebuild.map(self.rebuild)
 
-        return ProjectionsSummary(
+        var summary = ProjectionsSummary(
             facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
             sharedBuffers: sharedBuffers, app: Self.app, events: events, installs: installs,
-            lagDurationSeconds: lagDuration, reportDurationSeconds: reportDuration, cpus: bench.cpus,
+            lagDurationSeconds: liveSeconds, reportDurationSeconds: reportDuration, cpus: bench.cpus,
             outputFolder: bench.output, load: load, catchUp: catchUp.figures, catchUpCPU: catchUp.cpu,
             catchUpServerCPUSeconds: catchUp.serverCPUSeconds, reports: reports, live: live.figures,
             liveEventsPerRequest: Self.liveEventsPerRequest, liveRequestsPerSecond: Self.liveRequestsPerSecond,
             rssCatchUpMiB: rss.peakMiB(from: catchUp.start, to: catchUp.end),
             rssLiveMiB: rss.peakMiB(from: live.start, to: live.end), rssPeakMiB: rss.peakMiB(), server: usage,
             serverLogLines: bench.logLines(server), rebuild: rebuilt, spotCheck: spotCheck, deadLetters: deadLetters,
-            counted: counted, finalEvents: finalEvents
-        ).render()
+            counted: counted, finalEvents: finalEvents)
+        summary.reportsDuringLive = true
+        return summary.render()
     }
 
     // MARK: the catalog and the load
@@ -282,37 +285,82 @@ struct ProjectionsBenchmark {
 
     // MARK: reports
 
-    /// Each report: its first answer timed with curl, then wrk on one connection for `reportDuration` s.
-    private func reports(_ server: Server, token: String) throws -> [ProjectionsSummary.Report] {
+    /// A report measured by wrk: the paths its requests go through in turn (each answer read afresh), and
+    /// whether it is a dashboard page (signed in with a session cookie) rather than the API.
+    struct ReportCase {
+        var name: String
+        var paths: [String]
+        var page = false
+    }
+
+    /// The report cases: adoption over 90 days; each release's report; the prompts of every target and of
+    /// all; the minimum impact of each release as the minimum over windows of 1 to 90 days; the dashboard's
+    /// release page of each release.
+    func reportCases() -> [ReportCase] {
         let from = Format.day(Date(timeIntervalSince1970: Double(end - 90 * 86400)))
         let to = Format.day(Date(timeIntervalSince1970: Double(end)))
         let app = Self.app
-        let reports = [
-            ("adoption", "/v1/apps/\(app)/reports/adoption?platform=ios&from=\(from)&to=\(to)"),
-            ("release-1.5.0", "/v1/apps/\(app)/reports/releases/1.5.0?platform=ios"),
-            ("prompts", "/v1/apps/\(app)/reports/prompts?platform=ios"),
-            ("minimum-impact", "/v1/apps/\(app)/reports/minimum-impact?platform=ios&version=1.8.0&window=7"),
+        let releases = Self.releaseDaysAgo.indices.map { "1.\($0).0" }
+        let windows = [1, 3, 7, 14, 30, 90]
+        return [
+            ReportCase(name: "adoption", paths: ["/v1/apps/\(app)/reports/adoption?platform=ios&from=\(from)&to=\(to)"]),
+            ReportCase(name: "release", paths: releases.map { "/v1/apps/\(app)/reports/releases/\($0)?platform=ios" }),
+            ReportCase(
+                name: "prompts",
+                paths: ["/v1/apps/\(app)/reports/prompts?platform=ios"]
+                    + releases.map { "/v1/apps/\(app)/reports/prompts?platform=ios&targetVersion=\($0)" }),
+            ReportCase(
+                name: "minimum-impact",
+                paths: releases.enumerated().map { index, version in
+                    "/v1/apps/\(app)/reports/minimum-impact?platform=ios&version=\(version)&window=\(windows[index % windows.count])"
+                }),
+            ReportCase(
+                name: "dashboard-release", paths: releases.map { "/dashboard/apps/\(app)/releases/\($0)?platform=ios" },
+                page: true),
         ]
+    }
+
+    /// A dashboard session for `token` (`upshift_session=…`), signed in as a browser does.
+    private func signIn(_ server: Server, token: String) throws -> String {
+        let headers = try Processes.output(
+            Command("curl", [
+                "-sS", "--max-time", "30", "-o", "/dev/null", "-D", "-", "--data-urlencode", "token=\(token)",
+                server.url + "/dashboard/sign-in",
+            ]))
+        guard let line = headers.split(whereSeparator: \.isNewline).first(where: { $0.lowercased().hasPrefix("set-cookie: upshift_session=") }),
+            let pair = line.dropFirst("set-cookie: ".count).split(separator: ";").first
+        else { throw BenchFailure("signing in to the dashboard gave no session cookie: \(headers)") }
+        return String(pair)
+    }
+
+    /// Each report: its first answer timed with curl, then wrk on one connection for `reportDuration` s,
+    /// going through its paths in turn.
+    private func reports(_ server: Server, token: String) throws -> [ProjectionsSummary.Report] {
         let firstRequests = bench.path("reports.txt")
         _ = FileManager.default.createFile(atPath: firstRequests, contents: nil)
-        return try reports.map { name, path in
-            let answer = bench.path("report-\(name).json")
+        let cookie = try signIn(server, token: token)
+        return try reportCases().map { report in
+            let (name, path) = (report.name, report.paths[0])
+            let answer = bench.path("report-\(name).\(report.page ? "html" : "json")")
+            let credential = report.page ? ["-H", "Cookie: \(cookie)"] : ["-H", "Authorization: Bearer \(token)"]
             let first = (try? Processes.output(
-                Command("curl", [
-                    "-sS", "--max-time", "60", "-o", answer, "-w", "%{http_code} %{time_total}",
-                    "-H", "Authorization: Bearer \(token)", server.url + path,
-                ]))) ?? "000 -"
+                Command("curl", ["-sS", "--max-time", "60", "-o", answer, "-w", "%{http_code} %{time_total}"] + credential
+                    + [server.url + path]))) ?? "000 -"
             let fields = first.split(separator: " ").map(String.init)
             let status = Int(fields.first ?? "") ?? 0
             let seconds = fields.count > 1 ? fields[1] : "-"
             bench.note("GET \(path) -> \(first) s (first request)", to: firstRequests)
-            log("report \(name): first answer \(status) in \(seconds) s; wrk, 1 connection, \(reportDuration)s")
+            let paths = bench.path("report-\(name)-paths.txt")
+            try (report.paths.joined(separator: "\n") + "\n").write(toFile: paths, atomically: true, encoding: .utf8)
+            log("report \(name): first answer \(status) in \(seconds) s; wrk, 1 connection, \(reportDuration)s over \(report.paths.count) paths")
             let out = bench.path("report-\(name)-wrk.txt")
+            var environment = ["UPSHIFT_BENCH_PATHS": paths]
+            if report.page { environment["UPSHIFT_BENCH_COOKIE"] = cookie } else { environment["UPSHIFT_BENCH_TOKEN"] = token }
             let wrkStatus = try Processes.run(
                 Command("wrk", [
                     "-t", "1", "-c", "1", "-d", "\(reportDuration)s", "--timeout", "10s", "--latency",
                     "-s", bench.environment.script("projections-report.lua"), server.url + path,
-                ], environment: ["UPSHIFT_BENCH_TOKEN": token]),
+                ], environment: environment),
                 stdout: .file(out), stderr: .append(out))
             guard wrkStatus == 0 else {
                 printTail(of: out, lines: 40)
@@ -320,7 +368,8 @@ struct ProjectionsBenchmark {
             }
             let run = try ReportRun(WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8)))
             let bytes = (try? FileManager.default.attributesOfItem(atPath: answer)[.size] as? Int) ?? 0
-            return ProjectionsSummary.Report(name: name, run: run, firstStatus: status, firstSeconds: seconds, bytes: bytes)
+            return ProjectionsSummary.Report(
+                name: name, run: run, firstStatus: status, firstSeconds: seconds, bytes: bytes, paths: report.paths.count)
         }
     }
 
@@ -332,8 +381,14 @@ struct ProjectionsBenchmark {
         var end: Double
     }
 
-    /// 2,000 events/s through POST /v1/events for `lagDuration` s while the lag sampler runs.
-    private func live(_ server: Server, key: String) throws -> LiveLoad {
+    /// How long the live load runs: `lagDuration`, or longer when the reports measured during it need it.
+    var liveSeconds: Int {
+        max(lagDuration, 10 + reportCases().count * (reportDuration + 3))
+    }
+
+    /// 2,000 events/s through POST /v1/events for ``liveSeconds`` while the lag sampler runs; `during`
+    /// runs 5 s into it (the reports), and its value is returned with the live run's figures.
+    private func live<T>(_ server: Server, key: String, during: () throws -> T) throws -> (LiveLoad, T) {
         let pool = bench.path("live-installs.csv")
         let out = bench.path("live-wrk.txt")
         let samples = bench.path("lag-samples.txt")
@@ -358,15 +413,18 @@ struct ProjectionsBenchmark {
             printTail(of: bench.path("lag-sampler.err"), lines: 30)
             throw BenchFailure("the lag sampler failed")
         }
-        log("live: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(lagDuration)s, lag sampled every 200 ms")
+        log("live: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(liveSeconds)s, lag sampled every 200 ms")
         let start = Date().timeIntervalSince1970
-        let status = try Processes.run(
+        let load = try Processes.start(
             Command("wrk", [
-                "-t", "2", "-c", "8", "-d", "\(lagDuration)s", "--timeout", "10s", "--latency",
+                "-t", "2", "-c", "8", "-d", "\(liveSeconds)s", "--timeout", "10s", "--latency",
                 "-s", bench.environment.script("projections-events.lua"), server.url + "/v1/events", "--",
                 "\(Self.liveEventsPerRequest)", "\(Self.liveRequestsPerSecond)", "2", pool,
             ], environment: ["UPSHIFT_BENCH_KEY": key]),
-            stdout: .file(out), stderr: .append(out))
+            what: "live load", stdout: .file(out), stderr: .append(out))
+        Thread.sleep(forTimeInterval: 5)
+        let measured = try during()
+        let status = load.wait()
         let end = Date().timeIntervalSince1970
         _ = sampler.stop()
         let cpu = cpuBefore.busyShare(until: try bench.cpuTicks())
@@ -387,9 +445,12 @@ struct ProjectionsBenchmark {
         let rows = try bench.countEvents() - before
         let lag = LagSummary(
             LagSample.parse((try? String(contentsOfFile: samples, encoding: .utf8)) ?? ""), from: start, to: end)
-        return LiveLoad(
-            figures: ProjectionsSummary.Live(run: run, cpu: cpu, lag: lag, rowsStored: rows, drainSeconds: drain),
-            start: start, end: end)
+        return (
+            LiveLoad(
+                figures: ProjectionsSummary.Live(run: run, cpu: cpu, lag: lag, rowsStored: rows, drainSeconds: drain),
+                start: start, end: end),
+            measured
+        )
     }
 
     /// Seconds until every active projection has applied every event in the log; nil after `limit` s.

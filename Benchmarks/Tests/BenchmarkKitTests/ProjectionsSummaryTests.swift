@@ -66,6 +66,18 @@ import Testing
         #expect(summary.mustsHold)
     }
 
+    /// Reports measured during the live run over several paths say so, each with how many paths it went through.
+    @Test func reportsDuringTheLiveRunSaySoWithTheirPaths() throws {
+        var summary = try Self.recorded()
+        summary.reportsDuringLive = true
+        summary.reports[1].name = "release"
+        summary.reports[1].paths = 10
+        let lines = summary.render().text.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("report release (10 paths), p50 / p95") })
+        #expect(lines.contains { $0.hasPrefix("reports: wrk -t 1 -c 1 --latency, 3 s each, during the live run") })
+        #expect(!lines.contains { $0.contains("before the live run") })
+    }
+
     @Test func catchUpIsTimedToTheLastProjection() throws {
         let catchUp = try Self.recorded().catchUp
         #expect(catchUp.seconds == 3.23)

@@ -20,7 +20,9 @@ enum FirstSeenVersionsTable {
         """
     }
 
-    /// Merges a batch's rows: the earlier time wins.
+    /// Merges a batch's rows: the earlier time wins. Rows that would not change are left out before the
+    /// upsert: `ON CONFLICT DO UPDATE` locks every conflicting row, even one its `WHERE` leaves alone,
+    /// and a lock dirties the row's page (a full page in the WAL after each checkpoint) for every event.
     static func write(_ versions: FirstSeenVersions, into table: SQLIdentifier, on connection: PostgresConnection, batch: ProjectionBatch)
         async throws
     {
@@ -32,6 +34,11 @@ enum FirstSeenVersionsTable {
             SELECT * FROM unnest(\(rows.map(\.key.appId))::text[], \(rows.map(\.key.platform))::text[],
                                  \(rows.map(\.key.installId))::uuid[], \(rows.map(\.key.version))::text[],
                                  \(rows.map(\.versionSortKey))::text[], \(rows.map(\.firstAt.forPostgres))::timestamptz[])
+                 AS u(app_id, platform, install_id, version, version_key, first_at)
+            WHERE NOT EXISTS (
+                SELECT 1 FROM \(table) s
+                WHERE s.app_id = u.app_id AND s.platform = u.platform AND s.install_id = u.install_id
+                  AND s.version = u.version AND s.first_at <= u.first_at)
             ON CONFLICT (app_id, platform, install_id, version) DO UPDATE SET first_at = excluded.first_at
                 WHERE excluded.first_at < v.first_at
             """, logger: batch.logger)

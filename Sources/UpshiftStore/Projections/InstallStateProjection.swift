@@ -2,13 +2,14 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// `install_state` (DESIGN.md section 6), and `install_activity`: how many installs were last seen in each
-/// hour, by version and OS, which the minimum-impact report sums instead of counting installs.
+/// `install_state` (DESIGN.md section 6), and how many installs were last seen in each hour
+/// (`install_activity`) and each day (`install_activity_daily`), by version and OS: the minimum-impact
+/// report sums whole days, then whole hours, and counts installs only for the rest of one hour.
 public struct InstallStateProjection: ProjectionDefinition {
     public let name = "install_state"
-    /// 2: `install_activity` added; `install_versions` moved to the projections that derive from it.
+    /// 2: the activity tables added; `install_versions` moved to the projections that derive from it.
     public let version = 2
-    public let tables = ["install_state", "install_activity"]
+    public let tables = ["install_state", "install_activity", "install_activity_daily"]
 
     public init() {}
 
@@ -43,6 +44,17 @@ public struct InstallStateProjection: ProjectionDefinition {
                 PRIMARY KEY (app_id, platform, hour, version, os_version)
             )
             """,
+            """
+            CREATE TABLE \(t("install_activity_daily")) (
+                app_id     text    NOT NULL,
+                platform   text    NOT NULL,
+                day        integer NOT NULL,  -- of last_seen, since the epoch (UTC): hour / 24
+                version    text    NOT NULL,
+                os_version text    NOT NULL,
+                installs   integer NOT NULL,
+                PRIMARY KEY (app_id, platform, day, version, os_version)
+            )
+            """,
         ]
     }
 
@@ -53,9 +65,11 @@ public struct InstallStateProjection: ProjectionDefinition {
         batch.deadLetters += output.deadLetters
         guard !output.states.isEmpty else { return }
         let rows = output.states
-        let (state, activity) = (batch.table("install_state"), batch.table("install_activity"))
+        let (state, hourly, daily) = (
+            batch.table("install_state"), batch.table("install_activity"), batch.table("install_activity_daily")
+        )
         // One statement: the rows as they were (`old`, the statement's snapshot) and as they are after the
-        // merge (`new`) move each install from its old hour, version and OS cell to its new one.
+        // merge (`new`) move each install from its old hour (and day), version and OS cell to its new one.
         let cells = try await connection.query(
             """
             WITH u(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale) AS (
@@ -90,27 +104,40 @@ public struct InstallStateProjection: ProjectionDefinition {
                        sum(delta)::int4 AS delta
                 FROM (SELECT *, -1 AS delta FROM old UNION ALL SELECT *, 1 FROM new) AS m
                 GROUP BY 1, 2, 3, 4, 5 HAVING sum(delta) <> 0
+            ),
+            hours AS (
+                INSERT INTO \(hourly) AS a (app_id, platform, hour, version, os_version, installs)
+                SELECT * FROM moves
+                ON CONFLICT (app_id, platform, hour, version, os_version) DO UPDATE SET installs = a.installs + excluded.installs
+                RETURNING false AS daily, a.app_id, a.platform, a.hour AS cell, a.version, a.os_version, a.installs
+            ),
+            days AS (
+                INSERT INTO \(daily) AS a (app_id, platform, day, version, os_version, installs)
+                SELECT app_id, platform, hour / 24, version, os_version, sum(delta)::int4 FROM moves
+                GROUP BY 1, 2, 3, 4, 5 HAVING sum(delta) <> 0
+                ON CONFLICT (app_id, platform, day, version, os_version) DO UPDATE SET installs = a.installs + excluded.installs
+                RETURNING true AS daily, a.app_id, a.platform, a.day AS cell, a.version, a.os_version, a.installs
             )
-            INSERT INTO \(activity) AS a (app_id, platform, hour, version, os_version, installs)
-            SELECT * FROM moves
-            ON CONFLICT (app_id, platform, hour, version, os_version) DO UPDATE SET installs = a.installs + excluded.installs
-            RETURNING a.app_id, a.platform, a.hour, a.version, a.os_version, a.installs
+            SELECT * FROM hours UNION ALL SELECT * FROM days
             """ as SQL, logger: batch.logger)
-        var emptied: [(String, String, Int, String, String)] = []
-        for try await (app, platform, hour, version, os, installs) in cells.decode((String, String, Int, String, String, Int).self)
-        where installs == 0 {
-            emptied.append((app, platform, hour, version, os))
+        var emptied: [Bool: [(String, String, Int, String, String)]] = [:]
+        for try await (daily, app, platform, cell, version, os, installs)
+            in cells.decode((Bool, String, String, Int, String, String, Int).self) where installs == 0
+        {
+            emptied[daily, default: []].append((app, platform, cell, version, os))
         }
         // A cell that returns to zero is deleted, as a rebuild would never write it.
-        guard !emptied.isEmpty else { return }
-        try await connection.query(
-            """
-            DELETE FROM \(activity) a
-            USING unnest(\(emptied.map(\.0))::text[], \(emptied.map(\.1))::text[], \(emptied.map(\.2))::int4[],
-                         \(emptied.map(\.3))::text[], \(emptied.map(\.4))::text[]) AS z(app_id, platform, hour, version, os_version)
-            WHERE a.app_id = z.app_id AND a.platform = z.platform AND a.hour = z.hour AND a.version = z.version
-              AND a.os_version = z.os_version AND a.installs = 0
-            """, logger: batch.logger)
+        for (isDaily, cells) in emptied {
+            let (table, column): (SQLIdentifier, SQLIdentifier) = isDaily ? (daily, SQLIdentifier("day")) : (hourly, SQLIdentifier("hour"))
+            try await connection.query(
+                """
+                DELETE FROM \(table) a
+                USING unnest(\(cells.map(\.0))::text[], \(cells.map(\.1))::text[], \(cells.map(\.2))::int4[],
+                             \(cells.map(\.3))::text[], \(cells.map(\.4))::text[]) AS z(app_id, platform, cell, version, os_version)
+                WHERE a.app_id = z.app_id AND a.platform = z.platform AND a.\(column) = z.cell AND a.version = z.version
+                  AND a.os_version = z.os_version AND a.installs = 0
+                """, logger: batch.logger)
+        }
     }
 
     public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
@@ -142,6 +169,13 @@ public struct InstallStateProjection: ProjectionDefinition {
             INSERT INTO \(backfill.table("install_activity")) (app_id, platform, hour, version, os_version, installs)
             SELECT app_id, platform, \(Self.hour("last_seen")), version, coalesce(os_version, ''), count(*)
             FROM \(backfill.table("install_state"))
+            GROUP BY 1, 2, 3, 4, 5
+            """ as SQL, logger: backfill.logger)
+        try await connection.query(
+            """
+            INSERT INTO \(backfill.table("install_activity_daily")) (app_id, platform, day, version, os_version, installs)
+            SELECT app_id, platform, hour / 24, version, os_version, sum(installs)::int4
+            FROM \(backfill.table("install_activity"))
             GROUP BY 1, 2, 3, 4, 5
             """ as SQL, logger: backfill.logger)
         try await backfill.deadLetterInstallFacts(versions: versions, on: connection)

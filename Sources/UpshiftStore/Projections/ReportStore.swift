@@ -194,19 +194,24 @@ public struct ReportStore: Sendable {
         }
     }
 
-    /// Installs last seen at or after `since`, by current version and OS version: the hours after the one
-    /// `since` falls in from the projection's counts per hour, that hour's rest from the installs.
+    /// Installs last seen at or after `since`, by current version and OS version: the days after the one
+    /// `since` falls in, then that day's hours after `since`'s, from the projection's counts; the rest of
+    /// `since`'s hour from the installs themselves.
     public func activeInstalls(app: String, platform: String, since: Date) async throws
         -> ReportRead<[(version: String, osVersion: String?, installs: Int)]>
     {
         try await read(["install_state"]) { [logger] connection, tables in
             let hour = Int(floor(Double(since.microseconds) / 3_600_000_000))
+            let day = hour >= 0 ? hour / 24 : (hour - 23) / 24
             let nextHour = Date(timeIntervalSince1970: Double(hour + 1) * 3_600).forPostgres
             let rows = try await connection.query(
                 """
                 SELECT version, NULLIF(os_version, ''), sum(installs)::int8 FROM (
+                    SELECT version, os_version, installs FROM \(tables.name("install_activity_daily", of: "install_state"))
+                    WHERE app_id = \(app) AND platform = \(platform) AND day > \(day)
+                    UNION ALL
                     SELECT version, os_version, installs FROM \(tables.name("install_activity", of: "install_state"))
-                    WHERE app_id = \(app) AND platform = \(platform) AND hour > \(hour)
+                    WHERE app_id = \(app) AND platform = \(platform) AND hour > \(hour) AND hour < \((day + 1) * 24)
                     UNION ALL
                     SELECT version, coalesce(os_version, ''), 1 FROM \(tables.name("install_state", of: "install_state"))
                     WHERE app_id = \(app) AND platform = \(platform)
