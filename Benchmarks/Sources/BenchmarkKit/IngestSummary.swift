@@ -7,11 +7,23 @@ public struct IngestSummary: Sendable {
         public var rowsStored: Int
         /// How busy all CPUs were, "87%".
         public var cpu: String
+        /// The clients of this run, and the rows stored per second of every client count tried for the
+        /// reference at its best (empty in runs from before issue 20, which tried one).
+        public var clients: Int
+        public var tried: [Int: Double]
 
-        public init(result: PgbenchResult, rowsStored: Int, cpu: String) {
+        public init(result: PgbenchResult, rowsStored: Int, cpu: String, clients: Int = 0, tried: [Int: Double] = [:]) {
             self.result = result
             self.rowsStored = rowsStored
             self.cpu = cpu
+            self.clients = clients
+            self.tried = tried
+        }
+
+        /// "4: 55,053; 16: 61,002; 64: 58,117" (rows/s per client count), or nil when one was tried.
+        var triedText: String? {
+            guard tried.count > 1 else { return nil }
+            return tried.keys.sorted().map { "\($0): \(Format.grouped(tried[$0]!))" }.joined(separator: "; ")
         }
     }
 
@@ -89,6 +101,9 @@ public struct IngestSummary: Sendable {
     public var single: HTTPCase
     /// (e) as (b), beside a report load; nil in runs from before issue 18.
     public var underReportLoad: UnderReportLoad?
+    /// The roles `upshift serve` ran with, as the summary states them; nil in runs from before issue 20,
+    /// when every case ran with both roles.
+    public var roles: String?
 
     public init(
         facts: RunFacts, durationSeconds: Int, cpus: Int, outputFolder: String, batchReference: PgbenchCase,
@@ -128,18 +143,22 @@ public struct IngestSummary: Sendable {
         out.line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion)")
         out.line(facts.durability.line("upshift serve and pgbench also set synchronous_commit=on per connection"))
         out.line("rate limiter: off on POST /v1/events (UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0: one loopback client)")
+        if let roles { out.line("roles of upshift serve: \(roles)") }
         out.line()
         let table = Self.table
         out.line(table.row(["case", "rows/s", "req,tx/s", "p50 ms", "p99 ms", "non-2xx", "CPU"]))
-        out.line(pgbenchRow("(a) pgbench, 100-row unnest INSERT/tx, 4 clients", batchReference))
+        out.line(pgbenchRow("(a) pgbench, 100-row unnest INSERT/tx, \(batchReference.clients == 0 ? 4 : batchReference.clients) clients", batchReference))
         out.line(httpRow("(b) POST /v1/events, 100 events/req, 16 conns", batch))
-        out.line(pgbenchRow("(c) pgbench, 1-row INSERT/tx, 16 clients", singleReference))
+        out.line(pgbenchRow("(c) pgbench, 1-row INSERT/tx, \(singleReference.clients == 0 ? 16 : singleReference.clients) clients", singleReference))
         out.line(httpRow("(d) POST /v1/events, 1 event/req, 64 conns", single))
         if let loaded = underReportLoad {
             out.line(httpRow("(e) as (b), beside \(loaded.reports.connections) conns asking a report", loaded.ingest))
         }
         out.line("rows/s: rows stored / duration (pgbench), events acknowledged / duration (HTTP); req,tx/s: 2xx")
         out.line("answers/s or pgbench tps; CPU: how busy all \(cpus) CPUs were during the case (load generator included)")
+        if let a = batchReference.triedText, let c = singleReference.triedText {
+            out.line("references at their best, rows/s by pgbench clients: (a) \(a); (c) \(c)")
+        }
         out.line()
         out.line("(b)/(a) rows/s = \(batchRatio)  (target \(Targets.ingestBatchAgainstUnnest.boundText))")
         out.line("(d)/(c) rows/s = \(singleRatio)  (target \(Targets.ingestSingleAgainstPgbench.boundText))")

@@ -98,6 +98,22 @@ import Testing
         #expect(summary.text.contains("(e) MISMATCH: events acknowledged 225700"))
     }
 
+    /// A reference measured at its best names its client count and prints every count tried; the roles of
+    /// the server are stated.
+    @Test func referencesAtTheirBestAndTheRolesAreStated() throws {
+        var summary = try Self.recorded()
+        summary.batchReference.clients = 16
+        summary.batchReference.tried = [4: 55_053, 16: 61_002.4, 64: 58_117]
+        summary.singleReference.clients = 64
+        summary.singleReference.tried = [4: 5_001, 16: 7_729.7, 64: 9_100]
+        summary.roles = "(b), (d) http"
+        let lines = summary.render().text.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("(a) pgbench, 100-row unnest INSERT/tx, 16 clients") })
+        #expect(lines.contains { $0.hasPrefix("(c) pgbench, 1-row INSERT/tx, 64 clients") })
+        #expect(lines.contains("references at their best, rows/s by pgbench clients: (a) 4: 55,053; 16: 61,002; 64: 58,117; (c) 4: 5,001; 16: 7,730; 64: 9,100"))
+        #expect(lines.contains("roles of upshift serve: (b), (d) http"))
+    }
+
     @Test func reproducesTheRecordedSummary() throws {
         let summary = try Self.recorded().render()
         var expected = try Recorded.lines("ingest/summary.txt")
