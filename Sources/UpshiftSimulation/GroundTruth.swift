@@ -133,6 +133,7 @@ struct GroundTruth {
         struct Marks {
             var shown: [String: Date] = [:]
             var later = Set<String>(), skip = Set<String>(), started = Set<String>(), blocked = Set<String>()
+            var firstStarted: [String: Date] = [:]
         }
         var funnels: [Key: Marks] = [:]
         // When each install was first seen on each version (what conversion reads).
@@ -148,7 +149,9 @@ struct GroundTruth {
             case "prompt_dismissed":
                 if fact.action == "later" { funnels[key, default: Marks()].later.insert(fact.install) }
                 if fact.action == "skip" { funnels[key, default: Marks()].skip.insert(fact.install) }
-            case "update_started": funnels[key, default: Marks()].started.insert(fact.install)
+            case "update_started":
+                funnels[key, default: Marks()].started.insert(fact.install)
+                funnels[key]!.firstStarted[fact.install] = min(funnels[key]!.firstStarted[fact.install] ?? fact.at, fact.at)
             case "blocked": funnels[key, default: Marks()].blocked.insert(fact.install)
             default: break
             }
@@ -157,20 +160,28 @@ struct GroundTruth {
         var answered: [Key: [Int]] = [:]
         for funnel in report["funnels"]?.arrayValue ?? [] {
             guard let target = funnel["targetVersion"]?.stringValue, let kind = funnel["promptKind"]?.stringValue else { continue }
-            answered[Key(target: target, kind: kind)] = ["shown", "dismissedLater", "dismissedSkip", "updateStarted", "blocked", "converted"]
+            answered[Key(target: target, kind: kind)] = [
+                "shown", "dismissedLater", "dismissedSkip", "updateStarted", "blocked", "converted", "updatedAfterStart",
+            ]
                 .map { funnel[$0]?.intValue ?? -1 }
         }
         var expected: [Key: [Int]] = [:]
         for (key, marks) in funnels {
             let target = Version(key.target)!
-            let converted = marks.shown.filter { install, shown in
-                (firstSeen[install] ?? [:]).contains { version, first in
-                    Version(version).map { $0 >= target } == true && first >= shown && first <= shown.addingTimeInterval(7 * 86_400)
-                }
-            }.count
-            expected[key] = [marks.shown.count, marks.later.count, marks.skip.count, marks.started.count, marks.blocked.count, converted]
+            // Seen on a version ≥ the target within 7 days of each install's start.
+            func reached(within starts: [String: Date]) -> Int {
+                starts.filter { install, start in
+                    (firstSeen[install] ?? [:]).contains { version, first in
+                        Version(version).map { $0 >= target } == true && first >= start && first <= start.addingTimeInterval(7 * 86_400)
+                    }
+                }.count
+            }
+            expected[key] = [
+                marks.shown.count, marks.later.count, marks.skip.count, marks.started.count, marks.blocked.count,
+                reached(within: marks.shown), reached(within: marks.firstStarted),
+            ]
         }
-        let fields = "shown, later, skip, started, blocked, converted"
+        let fields = "shown, later, skip, started, blocked, converted, updated after starting"
         return Set(expected.keys).union(answered.keys).sorted().compactMap { key in
             expected[key] == answered[key]
                 ? nil

@@ -128,6 +128,7 @@ import UpshiftTestSupport
         #expect(impact.unableToUpdate > 20 && impact.below > impact.unableToUpdate)
         let prompts = truth.prompts(platform: "ios", target: nil)
         #expect(prompts.funnels.count >= 6 && prompts.funnels.allSatisfy { $0.converted > 0 || $0.shown < 5 })
+        #expect(prompts.funnels.contains { $0.updatedAfterStart > 0 })
     }
 
     // MARK: Comparing reports
@@ -333,6 +334,7 @@ struct PromptsJSON: ReportJSON {
         var updateStarted: Int
         var blocked: Int
         var converted: Int
+        var updatedAfterStart: Int
     }
 
     var app: String
@@ -450,7 +452,7 @@ struct GroundTruth {
     }
 
     /// Distinct installs per step, per target and kind; converted = seen on a version ≥ target within
-    /// [first shown, first shown + 7 days].
+    /// [first shown, first shown + 7 days]; updated after starting = the same from the first `update_started`.
     func prompts(platform: String, target filter: FleetVersion?) -> PromptsJSON {
         struct Key: Hashable {
             var target: FleetVersion
@@ -459,6 +461,7 @@ struct GroundTruth {
         var firstShown: [Key: [Int: Int64]] = [:]
         var later: [Key: Set<Int>] = [:], skip: [Key: Set<Int>] = [:], started: [Key: Set<Int>] = [:]
         var blocked: [Key: Set<Int>] = [:]
+        var firstStarted: [Key: [Int: Int64]] = [:]
         for events in installs(on: platform) {
             for event in events {
                 guard let target = event.target else { continue }
@@ -470,7 +473,10 @@ struct GroundTruth {
                 case "prompt_dismissed":
                     if event.dismissAction == "later" { later[key, default: []].insert(event.install) }
                     if event.dismissAction == "skip" { skip[key, default: []].insert(event.install) }
-                case "update_started": started[key, default: []].insert(event.install)
+                case "update_started":
+                    started[key, default: []].insert(event.install)
+                    firstStarted[key, default: [:]][event.install] = min(
+                        firstStarted[key]?[event.install] ?? .max, event.occurredAt)
                 case "blocked": blocked[key, default: []].insert(event.install)
                 default: break
                 }
@@ -480,16 +486,19 @@ struct GroundTruth {
             .filter { key in filter.map { key.target == $0 } ?? true }
             .sorted { ($0.target, $0.kind) < ($1.target, $1.kind) }
         let funnels = keys.map { key in
-            let shown = firstShown[key] ?? [:]
-            let converted = shown.filter { install, first in
-                byInstall[install]!.contains {
-                    $0.version >= key.target && $0.occurredAt >= first && $0.occurredAt <= first + 7 * FleetTime.day
-                }
+            func reached(within starts: [Int: Int64]) -> Int {
+                starts.filter { install, first in
+                    byInstall[install]!.contains {
+                        $0.version >= key.target && $0.occurredAt >= first && $0.occurredAt <= first + 7 * FleetTime.day
+                    }
+                }.count
             }
+            let shown = firstShown[key] ?? [:]
             return PromptsJSON.Funnel(
                 targetVersion: key.target.normalized, promptKind: key.kind, shown: shown.count,
                 dismissedLater: later[key]?.count ?? 0, dismissedSkip: skip[key]?.count ?? 0,
-                updateStarted: started[key]?.count ?? 0, blocked: blocked[key]?.count ?? 0, converted: converted.count)
+                updateStarted: started[key]?.count ?? 0, blocked: blocked[key]?.count ?? 0, converted: reached(within: shown),
+                updatedAfterStart: reached(within: firstStarted[key] ?? [:]))
         }
         return PromptsJSON(app: Fleet.appId, platform: platform, funnels: funnels)
     }

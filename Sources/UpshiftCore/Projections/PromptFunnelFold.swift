@@ -17,6 +17,9 @@ public struct FunnelMarks: Sendable, Equatable {
     public var dismissedLater = false
     public var dismissedSkip = false
     public var updateStarted = false
+    /// The first `update_started`: the install counts as updated after starting when it is seen on a
+    /// version ≥ the target within 7 days of it.
+    public var firstStartedAt: Date?
     public var blocked = false
 }
 
@@ -75,7 +78,9 @@ public enum PromptFunnelFold {
                     case nil:
                         throw ProjectionError("dismissAction \(event.dismissAction.map { "'\($0)'" } ?? "is missing") is not later or skip")
                     }
-                case .updateStarted: marks.updateStarted = true
+                case .updateStarted:
+                    marks.updateStarted = true
+                    marks.firstStartedAt = min(marks.firstStartedAt ?? event.occurredAt, event.occurredAt)
                 default: marks.blocked = true
                 }
                 output.marks[key] = marks

@@ -209,10 +209,13 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
         public var updateStarted: Int
         public var blocked: Int
         public var converted: Int
+        /// Installs that started the update and were seen on a version ≥ the target within 7 days of their
+        /// first `update_started`.
+        public var updatedAfterStart: Int
 
         public init(
             targetVersion: String, promptKind: String, shown: Int, dismissedLater: Int, dismissedSkip: Int,
-            updateStarted: Int, blocked: Int, converted: Int
+            updateStarted: Int, blocked: Int, converted: Int, updatedAfterStart: Int
         ) {
             self.targetVersion = targetVersion
             self.promptKind = promptKind
@@ -222,6 +225,7 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
             self.updateStarted = updateStarted
             self.blocked = blocked
             self.converted = converted
+            self.updatedAfterStart = updatedAfterStart
         }
     }
 
@@ -243,12 +247,13 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     public var csv: String {
         var table = CSVTable(header: [
             "target_version", "prompt_kind", "shown", "dismissed_later", "dismissed_skip", "update_started", "blocked",
-            "converted",
+            "converted", "updated_after_start",
         ])
         for funnel in funnels {
             table.add([
                 funnel.targetVersion, funnel.promptKind, String(funnel.shown), String(funnel.dismissedLater),
                 String(funnel.dismissedSkip), String(funnel.updateStarted), String(funnel.blocked), String(funnel.converted),
+                String(funnel.updatedAfterStart),
             ])
         }
         return table.text

@@ -5,7 +5,8 @@ import UpshiftCore
 /// Prompt funnels (DESIGN.md section 6): per install, target version and prompt kind, the first time
 /// the prompt was shown and whether it was dismissed (later / skip), acted on, or blocked; when each
 /// install was first seen on each version (`prompt_versions`); and from those, after every batch, whether
-/// each prompted install converted and the funnel the report reads (`prompt_summary`, per target and kind).
+/// each prompted install converted (and updated after starting the update), and the funnel the report
+/// reads (`prompt_summary`, per target and kind).
 ///
 /// Each `prompt_installs` row records what it adds to its funnel (`counted`, one bit per step), so that
 /// a refresh moves exactly that when a step or the conversion of the row changes.
@@ -20,7 +21,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
     /// The steps of a funnel, as bits of `counted`, with the summary column each adds to.
     static let steps: [(bit: Int32, column: String)] = [
         (1, "shown"), (2, "dismissed_later"), (4, "dismissed_skip"), (8, "update_started"), (16, "blocked"),
-        (32, "converted"),
+        (32, "converted"), (64, "updated_after_start"),
     ]
 
     public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
@@ -37,6 +38,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 dismissed_later boolean     NOT NULL,
                 dismissed_skip  boolean     NOT NULL,
                 update_started  boolean     NOT NULL,
+                first_started_at timestamptz,
                 blocked         boolean     NOT NULL,
                 counted         integer     NOT NULL DEFAULT 0,  -- the steps this row adds to its funnel (bits)
                 PRIMARY KEY (app_id, platform, target_version, kind, install_id)
@@ -56,6 +58,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 update_started  bigint NOT NULL,
                 blocked         bigint NOT NULL,
                 converted       bigint NOT NULL,
+                updated_after_start bigint NOT NULL,
                 PRIMARY KEY (app_id, platform, target_version, kind)
             )
             """,
@@ -64,19 +67,25 @@ public struct PromptFunnelProjection: ProjectionDefinition {
     }
 
     /// The steps a row of `prompt_installs` (alias `p`) adds to its funnel now: its marks, and whether it
-    /// was seen on a version ≥ the target within 7 days of its first `prompt_shown` (`versions`).
+    /// was seen on a version ≥ the target within 7 days of its first `prompt_shown` (converted) and of its
+    /// first `update_started` (updated after starting), from `versions`.
     static func steps(versions: SQLIdentifier) -> SQL {
-        """
-        (CASE WHEN p.first_shown_at IS NOT NULL THEN 1 ELSE 0 END
-         | CASE WHEN p.dismissed_later THEN 2 ELSE 0 END | CASE WHEN p.dismissed_skip THEN 4 ELSE 0 END
-         | CASE WHEN p.update_started THEN 8 ELSE 0 END | CASE WHEN p.blocked THEN 16 ELSE 0 END
-         | CASE WHEN EXISTS (
-               SELECT 1 FROM \(versions) pv
-               WHERE pv.app_id = p.app_id AND pv.platform = p.platform AND pv.install_id = p.install_id
-                 AND pv.version_key >= p.target_key AND pv.first_at >= p.first_shown_at
-                 AND pv.first_at <= p.first_shown_at + make_interval(days => \(PromptFunnelReport.conversionDays)::int4))
-             THEN 32 ELSE 0 END)
-        """
+        func reached(within start: SQL) -> SQL {
+            """
+            EXISTS (
+                SELECT 1 FROM \(versions) pv
+                WHERE pv.app_id = p.app_id AND pv.platform = p.platform AND pv.install_id = p.install_id
+                  AND pv.version_key >= p.target_key AND pv.first_at >= \(start)
+                  AND pv.first_at <= \(start) + make_interval(days => \(PromptFunnelReport.conversionDays)::int4))
+            """
+        }
+        return """
+            (CASE WHEN p.first_shown_at IS NOT NULL THEN 1 ELSE 0 END
+             | CASE WHEN p.dismissed_later THEN 2 ELSE 0 END | CASE WHEN p.dismissed_skip THEN 4 ELSE 0 END
+             | CASE WHEN p.update_started THEN 8 ELSE 0 END | CASE WHEN p.blocked THEN 16 ELSE 0 END
+             | CASE WHEN \(reached(within: "p.first_shown_at")) THEN 32 ELSE 0 END
+             | CASE WHEN \(reached(within: "p.first_started_at")) THEN 64 ELSE 0 END)
+            """
     }
 
     public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection)
@@ -94,22 +103,25 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 """
                 INSERT INTO \(batch.table("prompt_installs")) AS p
                     (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                     dismissed_skip, update_started, blocked)
+                     dismissed_skip, update_started, first_started_at, blocked)
                 SELECT app_id, platform, target_version, target_key, kind, install_id,
-                       NULLIF(first_shown_at, 'epoch'::timestamptz), dismissed_later, dismissed_skip, update_started, blocked
+                       NULLIF(first_shown_at, 'epoch'::timestamptz), dismissed_later, dismissed_skip, update_started,
+                       NULLIF(first_started_at, 'epoch'::timestamptz), blocked
                 FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
                             \(keys.map(\.targetVersion))::text[], \(marks.map(\.targetSortKey))::text[],
                             \(keys.map(\.kind.rawValue))::text[], \(keys.map(\.installId))::uuid[],
                             \(marks.map { ($0.firstShownAt ?? never).forPostgres })::timestamptz[], \(marks.map(\.dismissedLater))::boolean[],
                             \(marks.map(\.dismissedSkip))::boolean[], \(marks.map(\.updateStarted))::boolean[],
+                            \(marks.map { ($0.firstStartedAt ?? never).forPostgres })::timestamptz[],
                             \(marks.map(\.blocked))::boolean[])
                      AS u(app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                          dismissed_skip, update_started, blocked)
+                          dismissed_skip, update_started, first_started_at, blocked)
                 ON CONFLICT (app_id, platform, target_version, kind, install_id) DO UPDATE SET
                     first_shown_at = LEAST(p.first_shown_at, excluded.first_shown_at),
                     dismissed_later = p.dismissed_later OR excluded.dismissed_later,
                     dismissed_skip = p.dismissed_skip OR excluded.dismissed_skip,
                     update_started = p.update_started OR excluded.update_started,
+                    first_started_at = LEAST(p.first_started_at, excluded.first_started_at),
                     blocked = p.blocked OR excluded.blocked
                 """, logger: batch.logger)
         }
@@ -149,7 +161,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             )
             INSERT INTO \(summary) AS s
                 (app_id, platform, target_version, target_key, kind, shown, dismissed_later, dismissed_skip,
-                 update_started, blocked, converted)
+                 update_started, blocked, converted, updated_after_start)
             SELECT app_id, platform, target_version, min(target_key), kind, \(deltas)
             FROM moved GROUP BY app_id, platform, target_version, kind
             ON CONFLICT (app_id, platform, target_version, kind) DO UPDATE SET \(merged)
@@ -169,7 +181,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             WHERE s.app_id = z.app_id AND s.platform = z.platform AND s.target_version = z.target_version
               AND s.kind = z.kind
               AND s.shown = 0 AND s.dismissed_later = 0 AND s.dismissed_skip = 0 AND s.update_started = 0
-              AND s.blocked = 0 AND s.converted = 0
+              AND s.blocked = 0 AND s.converted = 0 AND s.updated_after_start = 0
             """, logger: batch.logger)
     }
 
@@ -215,12 +227,14 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                        min(occurred_at) FILTER (WHERE type = \(shown)) AS first_shown_at,
                        bool_or(type = \(dismissed) AND action = \(DismissAction.later.rawValue)) AS dismissed_later,
                        bool_or(type = \(dismissed) AND action = \(DismissAction.skip.rawValue)) AS dismissed_skip,
-                       bool_or(type = \(started)) AS update_started, bool_or(type = \(blocked)) AS blocked
+                       bool_or(type = \(started)) AS update_started,
+                       min(occurred_at) FILTER (WHERE type = \(started)) AS first_started_at,
+                       bool_or(type = \(blocked)) AS blocked
                 FROM marks GROUP BY install_id, target, kind, app_id, platform
             )
             INSERT INTO \(backfill.table("prompt_installs"))
                 (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                 dismissed_skip, update_started, blocked, counted)
+                 dismissed_skip, update_started, first_started_at, blocked, counted)
             SELECT p.*, \(Self.steps(versions: backfill.table("prompt_versions"))) FROM p
             """ as SQL, logger: backfill.logger)
         let sums = SQL.joined(
@@ -229,7 +243,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             """
             INSERT INTO \(backfill.table("prompt_summary"))
                 (app_id, platform, target_version, target_key, kind, shown, dismissed_later, dismissed_skip,
-                 update_started, blocked, converted)
+                 update_started, blocked, converted, updated_after_start)
             SELECT app_id, platform, target_version, min(target_key), kind, \(sums)
             FROM \(backfill.table("prompt_installs")) GROUP BY app_id, platform, target_version, kind
             """ as SQL, logger: backfill.logger)

@@ -177,18 +177,19 @@ public struct ReportStore: Sendable {
         try await read(["prompt_funnel"]) { [logger] connection, tables in
             let rows = try await connection.query(
                 """
-                SELECT target_version, kind, shown, dismissed_later, dismissed_skip, update_started, blocked, converted
+                SELECT target_version, kind, shown, dismissed_later, dismissed_skip, update_started, blocked, converted,
+                       updated_after_start
                 FROM \(tables.name("prompt_summary", of: "prompt_funnel"))
                 WHERE app_id = \(app) AND platform = \(platform)
                   AND (\(target?.normalized)::text IS NULL OR target_version = \(target?.normalized))
                 ORDER BY target_key, kind
                 """, logger: logger)
             var funnels: [PromptFunnelReport.Funnel] = []
-            for try await row in rows.decode((String, String, Int, Int, Int, Int, Int, Int).self) {
+            for try await row in rows.decode((String, String, Int, Int, Int, Int, Int, Int, Int).self) {
                 funnels.append(
                     PromptFunnelReport.Funnel(
                         targetVersion: row.0, promptKind: row.1, shown: row.2, dismissedLater: row.3, dismissedSkip: row.4,
-                        updateStarted: row.5, blocked: row.6, converted: row.7))
+                        updateStarted: row.5, blocked: row.6, converted: row.7, updatedAfterStart: row.8))
             }
             return funnels
         }

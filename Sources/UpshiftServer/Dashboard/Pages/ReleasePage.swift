@@ -33,7 +33,8 @@ enum ReleasePage {
             """
             <tr><th scope="row">\(funnel.promptKind)</th><td class="n">\(Figures.count(funnel.shown))</td><td class="n">\(Figures.count(funnel.dismissedLater))</td>\
             <td class="n">\(Figures.count(funnel.dismissedSkip))</td><td class="n">\(Figures.count(funnel.updateStarted))</td>\
-            <td class="n">\(Figures.count(funnel.blocked))</td><td class="n">\(Figures.count(funnel.converted))</td></tr>
+            <td class="n">\(Figures.count(funnel.blocked))</td><td class="n">\(Figures.count(funnel.converted))</td>\
+            <td class="n">\(Figures.count(funnel.updatedAfterStart))</td></tr>
             """
         }
         let funnelTable: HTML =
@@ -42,7 +43,8 @@ enum ReleasePage {
             : """
                 <div class="scroll"><table><thead><tr><th scope="col">Prompt</th><th class="n" scope="col">Shown</th>\
                 <th class="n" scope="col">Later</th><th class="n" scope="col">Skipped</th><th class="n" scope="col">Started update</th>\
-                <th class="n" scope="col">Blocked</th><th class="n" scope="col">Converted in 7 days</th></tr></thead><tbody>\(funnelRows)</tbody></table></div>
+                <th class="n" scope="col">Blocked</th><th class="n" scope="col">Converted in 7 days</th>\
+                <th class="n" scope="col">Updated in 7 days of starting</th></tr></thead><tbody>\(funnelRows)</tbody></table></div>
                 """
         return """
             <p class="muted">Released \(report.releasedAt). Cohort: installs seen below \(report.version) before the release.</p>
