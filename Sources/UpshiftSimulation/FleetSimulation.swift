@@ -233,21 +233,22 @@ public struct FleetSimulation {
         return configuration
     }
 
-    /// The adoption projection closes a day once the feed holds an event recorded 32 days after it
-    /// (DESIGN.md section 6: events are accepted up to 30 days late). The horizon is the whole log's, so
-    /// a log that already holds events recorded up to now would close the first days of a longer period
-    /// before the simulation reaches them: refuse, saying so, rather than report differences.
+    /// The adoption projection closes a day of an app once the feed holds an event of the app recorded 32
+    /// days after it (DESIGN.md section 6: events are accepted up to 30 days late). An app whose events
+    /// already reach now (a second run on the same app) would have the first days of a longer period closed
+    /// before the simulation reaches them: refuse, saying so, rather than report differences. Other apps'
+    /// events close none of its days.
     private func checkTheLogLeavesThePeriodOpen() async throws {
-        let (settings, start) = (configuration.database, start)
+        let (settings, start, app) = (configuration.database, start, options.appId)
         let latest = try await Database.withClient(settings, logger: logger) { client, logger in
-            try await EventLog(client: client, logger: logger).latestRecordedAt()
+            try await EventLog(client: client, logger: logger).latestRecordedAt(app: app)
         }
         guard let latest, UTCDay(start) < UTCDay(latest).adding(days: -AdoptionFold.openDays) else { return }
         let days = max(0, Int(options.end.timeIntervalSince(latest.addingTimeInterval(-Double(AdoptionFold.openDays) * 86_400)) / 86_400) - 1)
         throw HTTP.Failure(
             description: """
-                this database's event log already holds events recorded up to \(Timestamp.format(latest)); the adoption \
-                projection has closed every day before \(UTCDay(latest).adding(days: -AdoptionFold.openDays)), so the first \
+                this database's event log already holds events of \(app) recorded up to \(Timestamp.format(latest)); the \
+                adoption projection has closed every day of it before \(UTCDay(latest).adding(days: -AdoptionFold.openDays)), so the first \
                 days of a \(options.days)-day period ending now would not be counted. Use a fresh database, or --days \(days) or fewer.
                 """)
     }

@@ -97,10 +97,12 @@ public struct EventLog: Sendable {
         return stored
     }
 
-    /// When the newest event of the log was recorded; nil for an empty log.
-    public func latestRecordedAt() async throws -> Date? {
+    /// When the newest event of `app` was recorded; nil when the log holds none.
+    public func latestRecordedAt(app: String) async throws -> Date? {
         var latest: Date?
-        for try await value in try await pool.query("SELECT max(recorded_at) FROM event_log", logger: logger).decode(Date?.self) {
+        for try await value in try await pool.query(
+            "SELECT max(recorded_at) FROM event_log WHERE app_id = \(app)", logger: logger
+        ).decode(Date?.self) {
             latest = value
         }
         return latest

@@ -41,7 +41,7 @@ import UpshiftCore
                 occurredAt: day.addingTimeInterval(hours * 3600), recordedAt: day.addingTimeInterval(hours * 3600),
                 appId: "a", type: "launched", installId: install, platform: "ios", appVersion: version)
         }
-        let first = AdoptionFold.fold([event(0, "1.0", position: 1)], stored: [:], maxRecordedAt: nil)
+        let first = AdoptionFold.fold([event(0, "1.0", position: 1)], stored: [:], maxRecordedAt: [:])
         #expect(first.cells.values.sorted() == [1])
         // Next batch: a later event on 1.1 moves the install; an earlier (late) one on 1.0.5 does not.
         let second = AdoptionFold.fold(
@@ -52,8 +52,17 @@ import UpshiftCore
         // An event on a day closed 31 days before the newest recorded time is not counted.
         var old = event(0, "1.0", position: 4)
         old.occurredAt = day.addingTimeInterval(-40 * 86_400)
-        let closed = AdoptionFold.fold([old], stored: [:], maxRecordedAt: day)
+        let closed = AdoptionFold.fold([old], stored: [:], maxRecordedAt: ["a": day])
         #expect(closed.cells.isEmpty && closed.closedDayEvents == 1)
+        // Each app's horizon is its own: an event recorded a day after its day is counted for an app whose
+        // newest event is that one, and not for app "a", whose newest event was recorded 39 days later.
+        var late = old
+        late.recordedAt = old.occurredAt.addingTimeInterval(86_400)
+        var other = late
+        other.appId = "b"
+        let open = AdoptionFold.fold([late, other], stored: [:], maxRecordedAt: ["a": day])
+        #expect(open.closedDayEvents == 1 && open.cells.keys.map(\.appId) == ["b"])
+        #expect(open.maxRecordedAt == ["a": day, "b": late.recordedAt])
     }
 
     @Test func nearestRanksOverTheWholeCohort() {

@@ -224,6 +224,39 @@ import UpshiftTestSupport
     }
 }
 
+extension ProjectionRunnerTests {
+    /// Each app's days close by its own events' recorded times: an app whose devices report weeks behind
+    /// another's keeps its days open (with one horizon for the whole log, the busy app's events of today
+    /// would have closed them before they were read).
+    @Test func eachAppClosesItsDaysByItsOwnEvents() async throws {
+        let harness = try await Harness.make()
+        let now = harness.clock.now()
+        let (then, later) = (now.addingTimeInterval(-40 * 86_400), now.addingTimeInterval(-39 * 86_400))
+        try await harness.sql { client in
+            _ = try await EventLog(client: client, logger: TestEnvironment.logger).ensurePartitions(now: then)
+            _ = try await CatalogStore(client: client, logger: TestEnvironment.logger).createApp(
+                AppInfo(id: "archive", name: "Archive"), actor: "tests", reason: nil, now: then)
+        }
+        try await harness.run { (server: Server) async throws in
+            #expect(try await server.postEvents([clientEvent(occurredAt: now, install: UUID())], key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            // After the busy app's event of today: the other app's event of 40 days ago, delivered a day late.
+            try await harness.sql { client in
+                try await client.withConnection { connection in
+                    try await insertEvent(
+                        on: connection, app: "archive", install: UUID(), at: then, recordedAt: later, version: "1.0.0")
+                }
+            }
+            try await harness.waitForProjections()
+            let report = try await server.send(
+                .GET, "/v1/apps/archive/reports/adoption?platform=ios&from=\(UTCDay(then))&to=\(UTCDay(then))",
+                key: harness.readKey)
+            #expect(try report.decode(AdoptionBody.self).days.first?.activeInstalls == 1, "\(report.utf8Text)")
+        }
+        try await harness.expectRebuildEqualsActiveTables(requireRows: false)
+    }
+}
+
 struct InjectedFailure: Error {}
 
 struct AdoptionBody: Decodable {

@@ -39,8 +39,9 @@ public struct AdoptionCell: Sendable, Hashable {
 /// Daily adoption (DESIGN.md section 6): for each day, the number of installs whose last event of that
 /// day carried each version. A late event moves its install from one version to another on its own
 /// day (−1/+1). The per-install-per-day state is kept for the open window only: days before
-/// `horizon(maxRecordedAt)` are closed and their state pruned. The horizon follows the largest
-/// `recorded_at` read so far, so it is the same at every event however the feed is batched.
+/// `horizon(maxRecordedAt)` are closed and their state pruned. Each app has its own horizon, which
+/// follows the largest `recorded_at` of the app's events read so far, so it is the same at every event
+/// however the feed is batched, and one busy app closes no day of another.
 public enum AdoptionFold {
     /// Events are accepted up to 30 days late (by the server's clock, `recorded_at`); one more day
     /// covers transactions that commit out of `recorded_at` order.
@@ -58,7 +59,8 @@ public enum AdoptionFold {
         public var cells: [AdoptionCell: Int] = [:]
         /// Sort keys of the versions in `cells`.
         public var versionSortKeys: [String: String] = [:]
-        public var maxRecordedAt: Date?
+        /// The largest `recorded_at` read of each app whose events the batch held.
+        public var maxRecordedAt: [String: Date] = [:]
         /// Events whose day had closed before they were read: not counted (possible only when a
         /// transaction commits over a day later than it recorded its events).
         public var closedDayEvents = 0
@@ -75,15 +77,18 @@ public enum AdoptionFold {
         return keys
     }
 
-    /// Folds events given in feed order, over the stored rows for `keys(for: events)`.
+    /// Folds events given in feed order, over the stored rows for `keys(for: events)` and the stored
+    /// largest `recorded_at` of each of their apps.
     public static func fold(
-        _ events: [ProjectionEvent], stored: [InstallDayKey: InstallDay], maxRecordedAt: Date?
+        _ events: [ProjectionEvent], stored: [InstallDayKey: InstallDay], maxRecordedAt: [String: Date]
     ) -> Output {
         var output = Output()
-        var maxRecorded = maxRecordedAt
+        var maxima = maxRecordedAt
         var versions = VersionCache()
         for event in events {
-            if maxRecorded.map({ event.recordedAt > $0 }) ?? true { maxRecorded = event.recordedAt }
+            if maxima[event.appId].map({ event.recordedAt > $0 }) ?? true { maxima[event.appId] = event.recordedAt }
+            output.maxRecordedAt[event.appId] = maxima[event.appId]
+            let maxRecorded = maxima[event.appId]
             let facts: (install: UUID, platform: String, version: ParsedVersion)
             do {
                 guard let found = try event.installFacts(&versions) else { continue }
@@ -117,7 +122,6 @@ public enum AdoptionFold {
             output.days[key] = new
         }
         output.cells = output.cells.filter { $0.value != 0 }
-        output.maxRecordedAt = maxRecorded
         return output
     }
 }

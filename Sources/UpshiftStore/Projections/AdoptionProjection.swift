@@ -3,11 +3,13 @@ import PostgresNIO
 import UpshiftCore
 
 /// Daily adoption (DESIGN.md section 6): `adoption_daily` counts, and `install_days`, the working state
-/// of the open window (each install's last event per day), pruned as days close.
+/// of the open window (each install's last event per day), pruned as days close; `adoption_horizons`
+/// holds each app's largest `recorded_at` read, which sets where its open window starts.
 public struct AdoptionProjection: ProjectionDefinition {
     public let name = "adoption"
-    public let version = 1
-    public let tables = ["install_days", "adoption_daily"]
+    /// 2: a horizon per app (it was the whole log's).
+    public let version = 2
+    public let tables = ["install_days", "adoption_daily", "adoption_horizons"]
 
     public init() {}
 
@@ -25,7 +27,7 @@ public struct AdoptionProjection: ProjectionDefinition {
                 PRIMARY KEY (app_id, platform, install_id, day)
             )
             """,
-            "CREATE INDEX \(t("install_days").appending("_day")) ON \(t("install_days")) (day)",
+            "CREATE INDEX \(t("install_days").appending("_day")) ON \(t("install_days")) (app_id, day)",
             """
             CREATE TABLE \(t("adoption_daily")) (
                 app_id      text    NOT NULL,
@@ -35,6 +37,12 @@ public struct AdoptionProjection: ProjectionDefinition {
                 version_key text COLLATE "C" NOT NULL,
                 installs    integer NOT NULL,  -- no CHECK: it would test the -1 delta row before ON CONFLICT
                 PRIMARY KEY (app_id, platform, day, version)
+            )
+            """,
+            """
+            CREATE TABLE \(t("adoption_horizons")) (
+                app_id          text        PRIMARY KEY,
+                max_recorded_at timestamptz NOT NULL  -- of the app's events read
             )
             """,
         ]
@@ -60,10 +68,15 @@ public struct AdoptionProjection: ProjectionDefinition {
                     InstallDay(version: row.4, versionSortKey: row.5, lastAt: row.6)
             }
         }
-        let before = AdoptionFold.horizon(maxRecordedAt: batch.maxRecordedAt)
-        let output = AdoptionFold.fold(events, stored: stored, maxRecordedAt: batch.maxRecordedAt)
+        let apps = Array(Set(events.map(\.appId)))
+        var maxima: [String: Date] = [:]
+        for try await (app, recorded) in try await connection.query(
+            """
+            SELECT app_id, max_recorded_at FROM \(batch.table("adoption_horizons")) WHERE app_id = ANY(\(apps)::text[])
+            """, logger: batch.logger
+        ).decode((String, Date).self) { maxima[app] = recorded }
+        let output = AdoptionFold.fold(events, stored: stored, maxRecordedAt: maxima)
         batch.deadLetters += output.deadLetters
-        batch.maxRecordedAt = output.maxRecordedAt
         if output.closedDayEvents > 0 {
             batch.logger.warning(
                 "events of closed days not counted", metadata: ["events": "\(output.closedDayEvents)"])
@@ -111,11 +124,28 @@ public struct AdoptionProjection: ProjectionDefinition {
                   AND a.version = u.version
                 """, logger: batch.logger)
         }
-        let after = AdoptionFold.horizon(maxRecordedAt: output.maxRecordedAt)
-        if let after, before.map({ after > $0 }) ?? true {
+        // Each app whose horizon moved: its new largest recorded_at, and its closed days' state pruned.
+        let moved = output.maxRecordedAt.filter { app, recorded in maxima[app].map { recorded > $0 } ?? true }
+        guard !moved.isEmpty else { return }
+        let movedApps = Array(moved.keys)
+        try await connection.query(
+            """
+            INSERT INTO \(batch.table("adoption_horizons")) AS h (app_id, max_recorded_at)
+            SELECT * FROM unnest(\(movedApps)::text[], \(movedApps.map { moved[$0]!.forPostgres })::timestamptz[])
+            ON CONFLICT (app_id) DO UPDATE SET max_recorded_at = excluded.max_recorded_at
+            """, logger: batch.logger)
+        let closing = movedApps.compactMap { app -> (String, String)? in
+            guard let after = AdoptionFold.horizon(maxRecordedAt: moved[app]) else { return nil }
+            if let before = AdoptionFold.horizon(maxRecordedAt: maxima[app]), after <= before { return nil }
+            return (app, after.description)
+        }
+        if !closing.isEmpty {
             try await connection.query(
-                "DELETE FROM \(batch.table("install_days")) WHERE day < \(after.description)::date",
-                logger: batch.logger)
+                """
+                DELETE FROM \(batch.table("install_days")) d
+                USING unnest(\(closing.map(\.0))::text[], \(closing.map(\.1))::text[]) AS h(app_id, day)
+                WHERE d.app_id = h.app_id AND d.day < h.day::date
+                """, logger: batch.logger)
         }
     }
 
@@ -123,28 +153,39 @@ public struct AdoptionProjection: ProjectionDefinition {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
         // The fold skips an event whose day had closed when it was read: its day is before the horizon
-        // of the largest recorded_at read so far, itself included. So the events of day d count up to
-        // the first event in the feed recorded on day d + 32 or later, and not from there on.
-        // (The first position of a day is the least [tx, position] pair: one pass, one group per day.)
+        // of the largest recorded_at of its app read so far, itself included. So an app's events of day d
+        // count up to the first of the app's events in the feed recorded on day d + 32 or later, and not
+        // from there on. (The first position of a day is the least [tx, position] pair: one pass, one
+        // group per app and day.)
         let firstRecorded = try await connection.query(
             """
-            SELECT (e.recorded_at AT TIME ZONE 'UTC')::date::text, min(ARRAY[e.tx_id::text::int8, e.position]),
-                   min(e.occurred_at)
-            FROM event_log e WHERE \(backfill.included) GROUP BY 1
+            SELECT e.app_id, (e.recorded_at AT TIME ZONE 'UTC')::date::text, min(ARRAY[e.tx_id::text::int8, e.position]),
+                   min(e.occurred_at), max(e.recorded_at)
+            FROM event_log e WHERE \(backfill.included) GROUP BY 1, 2
             """ as SQL, logger: backfill.logger)
-        var firsts: [(day: UTCDay, position: FeedPosition)] = []
-        var earliest: UTCDay?
-        for try await (day, first, occurred) in firstRecorded.decode((String, [Int64], Date).self) {
-            guard let day = UTCDay(day), first.count == 2 else { continue }
-            firsts.append((day, FeedPosition(transaction: UInt64(first[0]), position: first[1])))
-            earliest = min(earliest ?? UTCDay(occurred), UTCDay(occurred))
+        struct AppDays {
+            var firsts: [(day: UTCDay, position: FeedPosition)] = []
+            var earliest: UTCDay?
+            var maxRecordedAt = Date.distantPast
         }
-        var closing: (days: [String], transactions: [String], positions: [Int64]) = ([], [], [])
-        if let earliest, let latest = firsts.map(\.day).max() {
+        var apps: [String: AppDays] = [:]
+        for try await (app, day, first, occurred, recorded) in firstRecorded.decode((String, String, [Int64], Date, Date).self) {
+            guard let day = UTCDay(day), first.count == 2 else { continue }
+            apps[app, default: AppDays()].firsts.append((day, FeedPosition(transaction: UInt64(first[0]), position: first[1])))
+            apps[app]!.earliest = min(apps[app]!.earliest ?? UTCDay(occurred), UTCDay(occurred))
+            apps[app]!.maxRecordedAt = max(apps[app]!.maxRecordedAt, recorded)
+        }
+        var closing: (apps: [String], days: [String], transactions: [String], positions: [Int64]) = ([], [], [], [])
+        var horizons: (apps: [String], days: [String], maxima: [Date]) = ([], [], [])
+        for (app, recorded) in apps.sorted(by: { $0.key < $1.key }) {
+            horizons.apps.append(app)
+            horizons.days.append(AdoptionFold.horizon(maxRecordedAt: recorded.maxRecordedAt)!.description)
+            horizons.maxima.append(recorded.maxRecordedAt.forPostgres)
+            guard let earliest = recorded.earliest, let latest = recorded.firsts.map(\.day).max() else { continue }
             // From the latest recorded day down: the first position of any day at or after it.
             var from: [UTCDay: FeedPosition] = [:]
             var first: FeedPosition?
-            for (day, position) in firsts.sorted(by: { $0.day > $1.day }) {
+            for (day, position) in recorded.firsts.sorted(by: { $0.day > $1.day }) {
                 first = min(first ?? position, position)
                 from[day] = first
             }
@@ -153,6 +194,7 @@ public struct AdoptionProjection: ProjectionDefinition {
             while day >= earliest {
                 next = from[day.adding(days: AdoptionFold.openDays + 1)] ?? next
                 if let next {
+                    closing.apps.append(app)
                     closing.days.append(day.description)
                     closing.transactions.append(String(next.transaction))
                     closing.positions.append(next.position)
@@ -160,33 +202,42 @@ public struct AdoptionProjection: ProjectionDefinition {
                 day = day.adding(days: -1)
             }
         }
-        let horizon = AdoptionFold.horizon(maxRecordedAt: backfill.maxRecordedAt)!
-        // Each install's last counted event of each day; the days of the open window stay as working state.
+        // Each install's last counted event of each day; the days of each app's open window stay as
+        // working state.
         try await connection.query(
             """
             WITH \(versions.cte),
-            closing(day, tx, pos) AS (
-                SELECT d::date, t::xid8, p
-                FROM unnest(\(closing.days)::text[], \(closing.transactions)::text[], \(closing.positions)::int8[]) AS c(d, t, p)),
+            closing(app_id, day, tx, pos) AS (
+                SELECT a, d::date, t::xid8, p
+                FROM unnest(\(closing.apps)::text[], \(closing.days)::text[], \(closing.transactions)::text[],
+                            \(closing.positions)::int8[]) AS c(a, d, t, p)),
+            horizons(app_id, day) AS (
+                SELECT a, d::date FROM unnest(\(horizons.apps)::text[], \(horizons.days)::text[]) AS h(a, d)),
             last AS MATERIALIZED (
                 SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
                        e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
                        v.normalized, v.sort_key, e.occurred_at
                 FROM event_log e JOIN versions v ON v.raw = e.app_version
-                LEFT JOIN closing c ON c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
+                LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
                 WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
                   AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
                 ORDER BY e.install_id, day, e.app_id, e.platform, e.occurred_at DESC, e.tx_id DESC, e.position DESC
             ),
             open AS (
                 INSERT INTO \(backfill.table("install_days")) (app_id, platform, install_id, day, version, version_key, last_at)
-                SELECT app_id, platform, install_id, day, normalized, sort_key, occurred_at FROM last
-                WHERE day >= \(horizon.description)::date
+                SELECT l.app_id, l.platform, l.install_id, l.day, l.normalized, l.sort_key, l.occurred_at
+                FROM last l JOIN horizons h USING (app_id)
+                WHERE l.day >= h.day
             )
             INSERT INTO \(backfill.table("adoption_daily")) (app_id, platform, day, version, version_key, installs)
             SELECT app_id, platform, day, normalized, min(sort_key), count(*) FROM last
             GROUP BY day, normalized, app_id, platform
             """ as SQL, logger: backfill.logger)
+        try await connection.query(
+            """
+            INSERT INTO \(backfill.table("adoption_horizons")) (app_id, max_recorded_at)
+            SELECT * FROM unnest(\(horizons.apps)::text[], \(horizons.maxima)::timestamptz[])
+            """, logger: backfill.logger)
         try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
     }
 }
