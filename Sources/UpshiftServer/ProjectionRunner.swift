@@ -204,7 +204,10 @@ public final class ProjectionRunner: Service, Sendable {
             try await store.feedLength() >= threshold, !Task.isCancelled
         {
             let started = ContinuousClock.now
-            guard let result = try await leader.backfill(from: current, leaving: threshold, limit: settings.backfillTimeout)
+            guard
+                let result = try await leader.backfill(
+                    from: current, leaving: threshold, limit: settings.backfillTimeout,
+                    chunkEvents: settings.backfillChunkEvents, afterStep: settings.afterBackfillStep)
             else {
                 try await Task.sleep(for: settings.pollInterval)
                 guard let reloaded = try await leader.current() else { return .retired }

@@ -10,12 +10,20 @@ public struct ProjectionSettings: Sendable {
     /// A statement of a runner (a read, or a whole batch) taking longer has its connection closed, and
     /// the runner starts over from the stored checkpoint. (A closed connection fails it at once.)
     public var batchTimeout: Duration = .seconds(120)
-    /// A generation at the start of the log (a first start, a rebuild) catches up set-based in one
-    /// transaction (`Backfill`) when the feed holds at least this many events, once fewer than this
-    /// many lie beyond the snapshot horizon (it waits for open transactions); nil: always in batches.
+    /// A generation at the start of the log (a first start, a rebuild) catches up set-based in steps
+    /// (`Backfill`) when the feed holds at least this many events, once fewer than this many lie beyond
+    /// the snapshot horizon (it waits for open transactions); nil: always in batches.
     public var backfillThreshold: Int? = 50_000
-    /// How long that one transaction may take before its connection is closed and it starts over.
+    /// How long one attempt of such a catch-up may take before its connection is closed; the next attempt
+    /// continues after the last step it committed.
     public var backfillTimeout: Duration = .seconds(3_600)
+    /// Events of the log per install range of a catch-up's large statements: each range is a step, a
+    /// transaction of its own, and its writes (a few hundred thousand rows at 2,000,000 events) take a few
+    /// seconds, during which it holds back every feed (DESIGN.md 5.2).
+    public var backfillChunkEvents = 2_000_000
+    /// Tests only: runs after each committed step of a catch-up, with the projection, the step's name and
+    /// its number; what it throws stops the attempt there.
+    public var afterBackfillStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?
     /// Tests only: runs inside each batch's transaction after its writes, before the commit; what it
     /// throws rolls the batch back. Given the projection's name.
     public var beforeCommit: (@Sendable (String) async throws -> Void)?

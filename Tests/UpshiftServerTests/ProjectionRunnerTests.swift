@@ -76,6 +76,7 @@ import UpshiftTestSupport
         var configuration = harness.smallBatchRunner { _ in batches.withLock { $0 += 1 } }
         configuration.roles = [.http, .projections]
         configuration.projections.backfillThreshold = events.count / 2  // the log holds more than that
+        configuration.projections.backfillChunkEvents = events.count / 3
         let later = sampleFleet(now: harness.clock.now().addingTimeInterval(86_400), installs: 60)
         try await harness.run(configuration) { (server: Server) async throws in
             try await harness.waitForProjections(timeout: .seconds(60))
@@ -225,6 +226,37 @@ import UpshiftTestSupport
 }
 
 extension ProjectionRunnerTests {
+    /// A catch-up that stops after some of its steps (its time limit, a lost connection, a restart) goes
+    /// on from the last step it committed, not from the start, and ends with the tables of one that ran
+    /// through.
+    @Test func aStoppedCatchUpContinuesAfterItsLastCommittedStep() async throws {
+        let (harness, events) = try await loggedFleet()
+        let seen = Mutex<[String: [Int]]>([:])
+        let stopped = Mutex(Set<String>())
+        var configuration = harness.configuration()
+        configuration.roles = [.projections]
+        configuration.projections.backfillThreshold = 1
+        configuration.projections.backfillChunkEvents = events.count / 4
+        configuration.projections.afterBackfillStep = { projection, _, number in
+            seen.withLock { $0[projection, default: []].append(number) }
+            // Each projection's first attempt stops after its third step.
+            if number == 3, stopped.withLock({ $0.insert(projection).inserted }) { throw InjectedFailure() }
+        }
+        try await harness.run(configuration) { (_: Server) async throws in
+            try await harness.waitForProjections(timeout: .seconds(120))
+        }
+        let steps = seen.withLock { $0 }
+        #expect(steps.keys.sorted() == Projections.all.map(\.name).sorted())
+        for (projection, numbers) in steps {
+            // Every step committed once, in order: the second attempt began with the fourth.
+            #expect(numbers == Array(1...numbers.count), "\(projection): \(numbers)")
+            #expect(numbers.count > 3, "\(projection): \(numbers)")
+        }
+        #expect(try await harness.count("SELECT count(*) FROM projections WHERE backfill_tx IS NOT NULL") == 0)
+        try await harness.expectAdoptionMatchesTheLog()
+        try await harness.expectRebuildEqualsActiveTables(backfill: false)
+    }
+
     /// Each app's days close by its own events' recorded times: an app whose devices report weeks behind
     /// another's keeps its days open (with one horizon for the whole log, the busy app's events of today
     /// would have closed them before they were read).
@@ -405,6 +437,7 @@ extension Harness {
             let store = ProjectionStore(client: client, logger: TestEnvironment.logger)
             var settings = ProjectionSettings()
             settings.backfillThreshold = backfill ? 0 : nil
+            settings.backfillChunkEvents = 97  // many install ranges: their steps must add up to one pass
             let runner = ProjectionRunner(store: store, settings: settings, logger: TestEnvironment.logger)
             for definition in Projections.all {
                 let rebuilt = try await runner.rebuild(definition) { _ in }

@@ -93,6 +93,44 @@ public struct ProjectionsSummary: Sendable {
         }
     }
 
+    /// The longest hold of a transaction id seen during the catch-up, the live run and a rebuild under load.
+    public struct XidHolds: Sendable, Equatable {
+        public var catchUp: XidHold?
+        public var live: XidHold?
+        public var rebuild: XidHold?
+
+        public init(catchUp: XidHold?, live: XidHold?, rebuild: XidHold?) {
+            self.catchUp = catchUp
+            self.live = live
+            self.rebuild = rebuild
+        }
+
+        /// Issue 20: no transaction of a catch-up, rebuild or backfill holds an id for more than 5 s.
+        public static let limitSeconds = 5.0
+
+        var longest: XidHold? { [catchUp, live, rebuild].compactMap { $0 }.max { $0.seconds < $1.seconds } }
+    }
+
+    /// A projection rebuilt from zero by the CLI while the live load ran again.
+    public struct RebuildUnderLoad: Sendable, Equatable {
+        public var projection: String
+        public var seconds: Double
+        public var exitStatus: Int32
+        /// Of the active generations, from the rebuild's start to its end (or the load's).
+        public var lag: LagSummary
+        public var eventsPerSecond: Double
+        public var non2xx: Int
+
+        public init(projection: String, seconds: Double, exitStatus: Int32, lag: LagSummary, eventsPerSecond: Double, non2xx: Int) {
+            self.projection = projection
+            self.seconds = seconds
+            self.exitStatus = exitStatus
+            self.lag = lag
+            self.eventsPerSecond = eventsPerSecond
+            self.non2xx = non2xx
+        }
+    }
+
     public var facts: RunFacts
     public var sharedBuffers: String
     public var app: String
@@ -110,6 +148,9 @@ public struct ProjectionsSummary: Sendable {
     public var reports: [Report]
     /// Whether the reports were measured while the live load ran (else after the catch-up, before it).
     public var reportsDuringLive = false
+    /// Nil in runs from before issue 20.
+    public var xidHolds: XidHolds?
+    public var rebuildUnderLoad: RebuildUnderLoad?
     public var live: Live
     /// Events per request and requests per second of the live load.
     public var liveEventsPerRequest: Int
@@ -242,6 +283,23 @@ public struct ProjectionsSummary: Sendable {
                 ]))
             }
         }
+        if let rebuild = rebuildUnderLoad {
+            let lag = rebuild.lag
+            out.line(table.row([
+                "lag while \(rebuild.projection) rebuilds, p50 / p99 / max",
+                "\(seconds(lag.p50)) / \(seconds(lag.p99)) / \(seconds(lag.maximum)) s", Targets.lag.text,
+                Verdict.metOrMissed(lag.p99, Targets.lag),
+            ]))
+        }
+        if let holds = xidHolds {
+            func held(_ hold: XidHold?) -> String { hold.map { Format.fixed($0.seconds, 1) } ?? "0" }
+            let longest = holds.longest?.seconds ?? 0
+            out.line(table.row([
+                "transaction id held, catch-up / live\(rebuildUnderLoad == nil ? "" : " / rebuild")",
+                "\(held(holds.catchUp)) / \(held(holds.live))\(rebuildUnderLoad == nil ? "" : " / \(held(holds.rebuild))") s (longest)",
+                "<= \(Format.fixed(XidHolds.limitSeconds, 0)) s (issue 20)", longest <= XidHolds.limitSeconds ? "met" : "MISSED",
+            ]))
+        }
         let peak = max(rssPeakMiB ?? 0, server.peakRSSMiB)
         out.line(table.row([
             "RSS of upshift serve, peak (catch-up / live)",
@@ -282,6 +340,19 @@ public struct ProjectionsSummary: Sendable {
                 let seconds = Format.printed(rebuild.seconds, 1)
                 let rate = seconds > 0 ? Double(rebuild.events) / seconds : 0
                 out.line("rebuild (server stopped): upshift projections rebuild \(rebuild.projection): \(Format.grouped(rebuild.events)) events in \(Format.fixed(rebuild.seconds, 1)) s = \(Format.grouped(rate)) events/s, peak RSS \(mib(rebuild.peakRSSMiB)) MiB")
+            }
+        }
+        if let rebuild = rebuildUnderLoad {
+            out.line("rebuild under load: upshift projections rebuild \(rebuild.projection), started 5 s into a second live run of \(lagDurationSeconds) s")
+            out.line("    (\(Format.fixed(rebuild.eventsPerSecond, 1)) events/s accepted, non-2xx \(rebuild.non2xx)): \(Format.fixed(rebuild.seconds, 1)) s, exit status \(rebuild.exitStatus); the lag above is of the")
+            out.line("    active generations (the rebuilt projection's current one included) from its start to its end or the load's")
+            if rebuild.exitStatus != 0 || rebuild.non2xx != 0 { out.fail() }
+        }
+        if let holds = xidHolds {
+            out.line("transaction ids: sampled every 200 ms (pg_stat_activity.backend_xid); the longest hold of each phase:")
+            for (phase, hold) in [("catch-up", holds.catchUp), ("live", holds.live), ("rebuild", holds.rebuild)] {
+                guard let hold else { continue }
+                out.line("    \(phase): \(Format.fixed(hold.seconds, 1)) s, pid \(hold.pid), last seen in: \(hold.query)")
             }
         }
         out.line("upshift serve: \(server); exit status after SIGTERM: \(server.exitStatus); log lines at warning or above: \(serverLogLines)")

@@ -18,6 +18,7 @@ struct ProjectionsBenchmark {
     let lagDuration: Int
     let reportDuration: Int
     let rebuild: ProjectionName?
+    let rebuildLive: ProjectionName?
 
     static let app = "fleet"
     /// Releases 1.0.0 ... 1.9.0: days before the end of the history they came out, and the major of their
@@ -36,13 +37,17 @@ struct ProjectionsBenchmark {
     /// The end of the synthetic history (Unix seconds), shared by the catalog and the load.
     private let end = Int(Date().timeIntervalSince1970)
 
-    init(bench: Bench, events: Int, installs: Int, lagDuration: Int, reportDuration: Int, rebuild: ProjectionName?) {
+    init(
+        bench: Bench, events: Int, installs: Int, lagDuration: Int, reportDuration: Int, rebuild: ProjectionName?,
+        rebuildLive: ProjectionName?
+    ) {
         self.bench = bench
         self.events = events
         self.installs = installs
         self.lagDuration = lagDuration
         self.reportDuration = reportDuration
         self.rebuild = rebuild
+        self.rebuildLive = rebuildLive
     }
 
     func run() throws -> Summary {
@@ -55,11 +60,20 @@ struct ProjectionsBenchmark {
         let keys = try createCatalog()
         let load = try bulkLoad()
 
+        // How long any transaction holds a transaction id (and so every feed), from the catch-up on.
+        let xidSamples = bench.path("xids.txt")
+        let xidSampler = try Processes.start(
+            Command("psql", [
+                "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", bench.database.description,
+                "-f", bench.environment.script("projections-xids.sql"),
+            ]),
+            what: "transaction-id sampler", stdout: .file(xidSamples), stderr: .file(bench.path("xids.err")))
         let catchUp = try self.catchUp(total: load.eventsInLog)
         let server = catchUp.server
         let spotCheck = self.spotCheck()
         // The reports are measured while the live load runs: answers read from read models that move.
         let (live, reports) = try self.live(server, key: keys.ingest) { try self.reports(server, token: keys.read) }
+        let rebuiltLive = try rebuildLive.map { try self.rebuildUnderLoad($0, server: server, key: keys.ingest) }
         let deadLetters = try bench.sqlInteger("SELECT count(*) FROM projection_dead_letters")
         let counted = try progress(reaching: bench.countEvents())
         let finalEvents = try bench.countEvents()
@@ -67,6 +81,8 @@ struct ProjectionsBenchmark {
         catchUp.sampler.stop()
         let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("rss.txt"), encoding: .utf8)) ?? "")
         let rebuilt = try rebuild.map(self.rebuild)
+        _ = xidSampler.stop()
+        let holds = XidHold.parse((try? String(contentsOfFile: xidSamples, encoding: .utf8)) ?? "")
 
         var summary = ProjectionsSummary(
             facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
@@ -80,6 +96,11 @@ struct ProjectionsBenchmark {
             serverLogLines: bench.logLines(server), rebuild: rebuilt, spotCheck: spotCheck, deadLetters: deadLetters,
             counted: counted, finalEvents: finalEvents)
         summary.reportsDuringLive = true
+        summary.xidHolds = ProjectionsSummary.XidHolds(
+            catchUp: XidHold.longest(holds, from: catchUp.start, to: catchUp.end),
+            live: XidHold.longest(holds, from: live.start, to: live.end),
+            rebuild: rebuiltLive.flatMap { XidHold.longest(holds, from: $0.start, to: $0.end) })
+        summary.rebuildUnderLoad = rebuiltLive?.figures
         return summary.render()
     }
 
@@ -402,12 +423,7 @@ struct ProjectionsBenchmark {
         guard poolSize > 0 else { throw BenchFailure("no recent installs to post events for") }
         let before = try bench.countEvents()
         let cpuBefore = try bench.cpuTicks()
-        let sampler = try Processes.start(
-            Command("psql", [
-                "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", bench.database.description,
-                "-f", bench.environment.script("projections-lag.sql"),
-            ], environment: ["PGOPTIONS": "-c synchronous_commit=on"]),
-            what: "lag sampler", stdout: .file(samples), stderr: .file(bench.path("lag-sampler.err")))
+        let sampler = try startLagSampler(writingTo: samples, errors: bench.path("lag-sampler.err"))
         Thread.sleep(forTimeInterval: 1)
         guard sampler.isRunning else {
             printTail(of: bench.path("lag-sampler.err"), lines: 30)
@@ -415,13 +431,7 @@ struct ProjectionsBenchmark {
         }
         log("live: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(liveSeconds)s, lag sampled every 200 ms")
         let start = Date().timeIntervalSince1970
-        let load = try Processes.start(
-            Command("wrk", [
-                "-t", "2", "-c", "8", "-d", "\(liveSeconds)s", "--timeout", "10s", "--latency",
-                "-s", bench.environment.script("projections-events.lua"), server.url + "/v1/events", "--",
-                "\(Self.liveEventsPerRequest)", "\(Self.liveRequestsPerSecond)", "2", pool,
-            ], environment: ["UPSHIFT_BENCH_KEY": key]),
-            what: "live load", stdout: .file(out), stderr: .append(out))
+        let load = try startLiveLoad(server, key: key, seconds: liveSeconds, installs: pool, output: out)
         Thread.sleep(forTimeInterval: 5)
         let measured = try during()
         let status = load.wait()
@@ -451,6 +461,71 @@ struct ProjectionsBenchmark {
                 start: start, end: end),
             measured
         )
+    }
+
+    private struct RebuildUnderLoad {
+        var figures: ProjectionsSummary.RebuildUnderLoad
+        var start: Double
+        var end: Double
+    }
+
+    /// `upshift projections rebuild NAME` from zero over the whole log, started 5 s into a second live load
+    /// of ``lagDuration`` seconds, while the lag of the active generations (the rebuilt projection's
+    /// current one included) is sampled.
+    private func rebuildUnderLoad(_ projection: ProjectionName, server: Server, key: String) throws -> RebuildUnderLoad {
+        let pool = bench.path("live-installs.csv")
+        let out = bench.path("rebuild-live-wrk.txt")
+        let samples = bench.path("rebuild-lag-samples.txt")
+        let rebuildOut = bench.path("rebuild-live.txt")
+        let sampler = try startLagSampler(writingTo: samples, errors: bench.path("rebuild-lag-sampler.err"))
+        log("rebuild under load: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(lagDuration)s; upshift projections rebuild \(projection.rawValue) 5 s in")
+        let load = try startLiveLoad(server, key: key, seconds: lagDuration, installs: pool, output: out)
+        Thread.sleep(forTimeInterval: 5)
+        let start = Date().timeIntervalSince1970
+        let rebuild = try Processes.start(
+            Command(bench.environment.upshift, ["projections", "rebuild", projection.rawValue], environment: [
+                "DATABASE_URL": bench.database.description, "UPSHIFT_MIGRATIONS_DIR": bench.environment.migrations,
+            ]), what: "upshift projections rebuild", stdout: .file(rebuildOut), stderr: .append(rebuildOut))
+        let status = rebuild.wait()
+        let end = Date().timeIntervalSince1970
+        let loadStatus = load.wait()
+        _ = sampler.stop()
+        guard loadStatus == 0 else {
+            printTail(of: out, lines: 40)
+            throw BenchFailure("wrk failed during the rebuild under load (output: \(out))")
+        }
+        let run = try LiveRun(WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8)))
+        let lag = LagSummary(
+            LagSample.parse((try? String(contentsOfFile: samples, encoding: .utf8)) ?? ""), from: start,
+            to: min(end, start + Double(lagDuration) - 5))
+        let figures = ProjectionsSummary.RebuildUnderLoad(
+            projection: projection.rawValue, seconds: end - start, exitStatus: status, lag: lag,
+            eventsPerSecond: run.events.perSecond, non2xx: run.non2xx)
+        log("rebuild under load: \(projection.rawValue) in \(Format.fixed(end - start, 1)) s, exit \(status); lag p99 \(lag.p99.map { Format.fixed($0, 3) } ?? "-") s")
+        return RebuildUnderLoad(figures: figures, start: start, end: end)
+    }
+
+    /// The lag sampler (scripts/bench.d/projections-lag.sql), until stopped.
+    private func startLagSampler(writingTo samples: String, errors: String) throws -> RunningProcess {
+        try Processes.start(
+            Command("psql", [
+                "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", bench.database.description,
+                "-f", bench.environment.script("projections-lag.sql"),
+            ], environment: ["PGOPTIONS": "-c synchronous_commit=on"]),
+            what: "lag sampler", stdout: .file(samples), stderr: .file(errors))
+    }
+
+    /// The live load: 2,000 events/s through POST /v1/events for `seconds`, from the installs of `installs`.
+    private func startLiveLoad(_ server: Server, key: String, seconds: Int, installs: String, output: String) throws
+        -> RunningProcess
+    {
+        try Processes.start(
+            Command("wrk", [
+                "-t", "2", "-c", "8", "-d", "\(seconds)s", "--timeout", "10s", "--latency",
+                "-s", bench.environment.script("projections-events.lua"), server.url + "/v1/events", "--",
+                "\(Self.liveEventsPerRequest)", "\(Self.liveRequestsPerSecond)", "2", installs,
+            ], environment: ["UPSHIFT_BENCH_KEY": key]),
+            what: "live load", stdout: .file(output), stderr: .append(output))
     }
 
     /// Seconds until every active projection has applied every event in the log; nil after `limit` s.

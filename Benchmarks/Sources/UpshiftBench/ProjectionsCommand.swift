@@ -9,8 +9,9 @@ struct Projections: ParsableCommand {
         discussion: """
             Bulk-loads the events of one app over 90 days with SQL, then measures: the catch-up of all \
             projections by upshift serve (events/s, RSS), report latency (wrk, 1 connection), projection lag at \
-            a steady 2,000 events/s through POST /v1/events, and with --rebuild `upshift projections rebuild \
-            PROJECTION` alone (server stopped). The full run takes about 20-30 minutes and some GB of disk; \
+            a steady 2,000 events/s through POST /v1/events, with --rebuild-live the lag while a projection \
+            rebuilds from zero under that load, and with --rebuild `upshift projections rebuild PROJECTION` alone \
+            (server stopped). How long any transaction held a transaction id is sampled throughout. The full run takes about 20-30 minutes and some GB of disk; \
             smoke test with e.g. --events 300000 --installs 30000 --lag-duration 30.
             """)
 
@@ -29,6 +30,12 @@ struct Projections: ParsableCommand {
     @Option(help: "Also time `upshift projections rebuild` of this projection, the server stopped.")
     var rebuild: ProjectionName?
 
+    @Option(help: """
+        After the live run, rebuild this projection from zero with `upshift projections rebuild` while the \
+        live load runs again for --lag-duration seconds, and sample the lag of the projections that serve meanwhile.
+        """)
+    var rebuildLive: ProjectionName?
+
     func validate() throws {
         for (name, value) in [("events", events), ("installs", installs), ("lag-duration", lagDuration),
                               ("report-duration", reportDuration)] where value <= 0 {
@@ -44,7 +51,7 @@ struct Projections: ParsableCommand {
         try BenchmarkRun.run("projections") { bench in
             try ProjectionsBenchmark(
                 bench: bench, events: events, installs: installs, lagDuration: lagDuration,
-                reportDuration: reportDuration, rebuild: rebuild
+                reportDuration: reportDuration, rebuild: rebuild, rebuildLive: rebuildLive
             ).run()
         }
     }

@@ -78,6 +78,29 @@ import Testing
         #expect(!lines.contains { $0.contains("before the live run") })
     }
 
+    /// The lag while a projection rebuilds under load, and the longest transaction-id holds, against their
+    /// targets; a rebuild that failed fails the run.
+    @Test func aRebuildUnderLoadAndTheTransactionIdsAreJudged() throws {
+        var summary = try Self.recorded()
+        let lag = LagSummary(
+            [LagSample(epoch: 10, maximum: 0.4, lags: ["adoption": 0.4]), LagSample(epoch: 10.2, maximum: 1.6, lags: ["adoption": 1.6])],
+            from: 10, to: 11)
+        summary.rebuildUnderLoad = .init(projection: "release_cohorts", seconds: 171.2, exitStatus: 0, lag: lag, eventsPerSecond: 2000, non2xx: 0)
+        summary.xidHolds = .init(
+            catchUp: XidHold(pid: 1, xid: "9", first: 1, last: 4.4, query: "INSERT"), live: nil,
+            rebuild: XidHold(pid: 2, xid: "10", first: 1, last: 7, query: "INSERT INTO x"))
+        let text = summary.render()
+        let lines = text.text.split(separator: "\n").map(String.init)
+        let rebuildLine = try #require(lines.first { $0.hasPrefix("lag while release_cohorts rebuilds") })
+        #expect(rebuildLine.contains("0.400 / 1.600 / 1.600 s") && rebuildLine.hasSuffix("MISSED"))
+        let holdLine = try #require(lines.first { $0.hasPrefix("transaction id held, catch-up / live / rebuild") })
+        #expect(holdLine.contains("3.4 / 0 / 6.0 s") && holdLine.hasSuffix("MISSED"))
+        #expect(lines.contains("    rebuild: 6.0 s, pid 2, last seen in: INSERT INTO x"))
+        #expect(text.mustsHold)
+        summary.rebuildUnderLoad?.exitStatus = 1
+        #expect(!summary.render().mustsHold)
+    }
+
     @Test func catchUpIsTimedToTheLastProjection() throws {
         let catchUp = try Self.recorded().catchUp
         #expect(catchUp.seconds == 3.23)

@@ -149,7 +149,7 @@ public struct AdoptionProjection: ProjectionDefinition {
         }
     }
 
-    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
         // The fold skips an event whose day had closed when it was read: its day is before the horizon
@@ -203,41 +203,49 @@ public struct AdoptionProjection: ProjectionDefinition {
             }
         }
         // Each install's last counted event of each day; the days of each app's open window stay as
-        // working state.
-        try await connection.query(
-            """
-            WITH \(versions.cte),
-            closing(app_id, day, tx, pos) AS (
-                SELECT a, d::date, t::xid8, p
-                FROM unnest(\(closing.apps)::text[], \(closing.days)::text[], \(closing.transactions)::text[],
-                            \(closing.positions)::int8[]) AS c(a, d, t, p)),
-            horizons(app_id, day) AS (
-                SELECT a, d::date FROM unnest(\(horizons.apps)::text[], \(horizons.days)::text[]) AS h(a, d)),
-            last AS MATERIALIZED (
-                SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
-                       e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
-                       v.normalized, v.sort_key, e.occurred_at
-                FROM event_log e JOIN versions v ON v.raw = e.app_version
-                LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
-                WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
-                  AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
-                ORDER BY e.install_id, day, e.app_id, e.platform, e.occurred_at DESC, e.tx_id DESC, e.position DESC
-            ),
-            open AS (
-                INSERT INTO \(backfill.table("install_days")) (app_id, platform, install_id, day, version, version_key, last_at)
-                SELECT l.app_id, l.platform, l.install_id, l.day, l.normalized, l.sort_key, l.occurred_at
-                FROM last l JOIN horizons h USING (app_id)
-                WHERE l.day >= h.day
-            )
-            INSERT INTO \(backfill.table("adoption_daily")) (app_id, platform, day, version, version_key, installs)
-            SELECT app_id, platform, day, normalized, min(sort_key), count(*) FROM last
-            GROUP BY day, normalized, app_id, platform
-            """ as SQL, logger: backfill.logger)
-        try await connection.query(
-            """
-            INSERT INTO \(backfill.table("adoption_horizons")) (app_id, max_recorded_at)
-            SELECT * FROM unnest(\(horizons.apps)::text[], \(horizons.maxima)::timestamptz[])
-            """, logger: backfill.logger)
+        // working state. An install range per step: the day counts of the ranges add up.
+        let (days, daily) = (backfill.table("install_days"), backfill.table("adoption_daily"))
+        try await backfill.chunked("install_days", on: connection) { connection, chunk in
+            try await connection.query(
+                """
+                WITH \(versions.cte),
+                closing(app_id, day, tx, pos) AS (
+                    SELECT a, d::date, t::xid8, p
+                    FROM unnest(\(closing.apps)::text[], \(closing.days)::text[], \(closing.transactions)::text[],
+                                \(closing.positions)::int8[]) AS c(a, d, t, p)),
+                horizons(app_id, day) AS (
+                    SELECT a, d::date FROM unnest(\(horizons.apps)::text[], \(horizons.days)::text[]) AS h(a, d)),
+                last AS MATERIALIZED (
+                    SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
+                           e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
+                           v.normalized, v.sort_key, e.occurred_at
+                    FROM event_log e JOIN versions v ON v.raw = e.app_version
+                    LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
+                    WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
+                      AND \(backfill.installs("e.install_id", in: chunk))
+                      AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
+                    ORDER BY e.install_id, day, e.app_id, e.platform, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                ),
+                open AS (
+                    INSERT INTO \(days) (app_id, platform, install_id, day, version, version_key, last_at)
+                    SELECT l.app_id, l.platform, l.install_id, l.day, l.normalized, l.sort_key, l.occurred_at
+                    FROM last l JOIN horizons h USING (app_id)
+                    WHERE l.day >= h.day
+                    ORDER BY l.app_id, l.platform, l.install_id, l.day
+                )
+                INSERT INTO \(daily) AS a (app_id, platform, day, version, version_key, installs)
+                SELECT app_id, platform, day, normalized, min(sort_key), count(*) FROM last
+                GROUP BY day, normalized, app_id, platform
+                ON CONFLICT (app_id, platform, day, version) DO UPDATE SET installs = a.installs + excluded.installs
+                """ as SQL, logger: backfill.logger)
+        }
+        try await backfill.step("adoption_horizons", on: connection) { connection in
+            try await connection.query(
+                """
+                INSERT INTO \(backfill.table("adoption_horizons")) (app_id, max_recorded_at)
+                SELECT * FROM unnest(\(horizons.apps)::text[], \(horizons.maxima)::timestamptz[])
+                """, logger: backfill.logger)
+        }
         try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
     }
 }

@@ -3,8 +3,8 @@ import Logging
 import PostgresNIO
 import UpshiftCore
 
-/// A projection's catch-up in one set-based pass: every event of the feed up to `through`, applied at
-/// once to a generation whose tables are empty and whose checkpoint is at the start of the log.
+/// A projection's catch-up set-based: every event of the feed up to `through`, applied to a generation
+/// whose tables were empty and whose checkpoint is at the start of the log.
 ///
 /// Batches cost each projection an upsert or two per event, which tops out near 10,000 events/s;
 /// a backfill lets PostgreSQL sort and group the whole log instead. Each definition states its
@@ -12,16 +12,66 @@ import UpshiftCore
 /// same dead letters (`ProjectionRunnerTests`, `ReportGroundTruthTests` and
 /// `RebuildEquivalenceTests` rebuild with both and compare). Versions are still parsed by `Version`,
 /// once per distinct spelling (`VersionSpellings`).
+///
+/// The writes go in steps (``step(_:on:_:)``), each a transaction of its own that commits with the
+/// count of steps done: a transaction has a transaction id from its first write to its commit, and
+/// while it has one it holds back the feed of every projection and reader (DESIGN.md 5.2). A step's
+/// sorts and groups come first and take no id; its writes are bounded by splitting the statements that
+/// write a row per install (or more) into install ranges (``chunks``, ``installs(_:in:)``). A restart
+/// skips the steps that committed and continues with the same bound.
 public struct Backfill: Sendable {
     public let projection: String
     public let generation: Int
     /// The last event applied: everything at or before it in the feed, all of it committed.
     public let through: FeedPosition
-    /// The largest `recorded_at` of those events (the adoption horizon).
+    /// The largest `recorded_at` of those events.
     public let maxRecordedAt: Date
-    /// Dead letters written so far.
-    public var deadLetters = 0
+    /// How many install ranges the statements that write a row per install (or more) are split into.
+    public let chunks: Int
+    let progress: Progress
     let logger: Logger
+
+    init(
+        projection: String, generation: Int, through: FeedPosition, maxRecordedAt: Date, chunks: Int,
+        committedSteps: Int, afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?, logger: Logger
+    ) {
+        self.projection = projection
+        self.generation = generation
+        self.through = through
+        self.maxRecordedAt = maxRecordedAt
+        self.chunks = max(1, chunks)
+        self.progress = Progress(committed: committedSteps, afterStep: afterStep)
+        self.logger = logger
+    }
+
+    /// What the steps of one attempt did: the steps reached (done, or skipped as committed before) and
+    /// the dead letters written.
+    final class Progress: @unchecked Sendable {
+        let committed: Int
+        let afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?
+        private let lock = NSLock()
+        private var reached = 0
+        private var letters = 0
+
+        init(committed: Int, afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?) {
+            self.committed = committed
+            self.afterStep = afterStep
+        }
+
+        /// The number of the next step.
+        func next() -> Int {
+            lock.withLock {
+                reached += 1
+                return reached
+            }
+        }
+
+        func add(deadLetters count: Int) { lock.withLock { letters += count } }
+        var deadLetters: Int { lock.withLock { letters } }
+    }
+
+    /// Dead letters written by this attempt's steps.
+    public var deadLetters: Int { progress.deadLetters }
 
     /// The generation's name for a table.
     public func table(_ base: String) -> SQLIdentifier { ProjectionTables.name(base, generation: generation) }
@@ -31,30 +81,78 @@ public struct Backfill: Sendable {
         "(e.tx_id, e.position) <= (\(String(through.transaction))::text::xid8, \(through.position))"
     }
 
-    /// Stores as dead letters the events `e` of `from` (FROM and JOINs, with `versions` available as
-    /// a CTE) that match `condition` and for which `error` (an SQL expression) is not null. The error
-    /// is tested before `condition`, which may be costlier.
-    mutating func deadLetter(
+    /// Runs `body` as the next step, in a transaction of its own that also counts the step as done;
+    /// skips it when an earlier attempt of this backfill committed it.
+    func step(_ name: String, on connection: PostgresConnection, _ body: (PostgresConnection) async throws -> Void) async throws {
+        let index = progress.next()
+        guard index > progress.committed else { return }
+        let started = ContinuousClock.now
+        let (projection, generation, logger) = (projection, generation, logger)
+        try await connection.transaction(logger: logger) { connection in
+            try await body(connection)
+            try await connection.query(
+                """
+                UPDATE projections SET backfill_steps = \(index)
+                WHERE name = \(projection) AND generation = \(generation) AND backfill_steps = \(index - 1)
+                """, logger: logger)
+        }
+        logger.debug(
+            "projection backfill step committed",
+            metadata: ["projection": "\(projection)", "step": "\(index) \(name)", "duration": "\(ContinuousClock.now - started)"])
+        try await progress.afterStep?(projection, name, index)
+    }
+
+    /// Runs `body` once per install range, each range a step (`name` and the range's number).
+    func chunked(_ name: String, on connection: PostgresConnection, _ body: (PostgresConnection, Int) async throws -> Void)
+        async throws
+    {
+        for chunk in 0..<chunks {
+            try await step("\(name) \(chunk + 1)/\(chunks)", on: connection) { connection in try await body(connection, chunk) }
+        }
+    }
+
+    /// Condition: the install id `column` lies in range `chunk` of ``chunks`` (equal ranges of the UUIDs'
+    /// first 32 bits; true for every install when there is one range).
+    func installs(_ column: SQL, in chunk: Int) -> SQL {
+        guard chunks > 1 else { return "true" }
+        func bound(_ index: Int) -> UUID {
+            let prefix = String(UInt32((UInt64(index) << 32) / UInt64(chunks)), radix: 16)
+            return UUID(uuidString: String(repeating: "0", count: 8 - prefix.count) + prefix + "-0000-0000-0000-000000000000")!
+        }
+        switch chunk {
+        case 0: return "\(column) < \(bound(1))"
+        case chunks - 1: return "\(column) >= \(bound(chunk))"
+        default: return "\(column) >= \(bound(chunk)) AND \(column) < \(bound(chunk + 1))"
+        }
+    }
+
+    /// Stores as dead letters, in a step, the events `e` of `from` (FROM and JOINs, with `versions`
+    /// available as a CTE) that match `condition` and for which `error` (an SQL expression) is not null.
+    /// The error is tested before `condition`, which may be costlier.
+    func deadLetter(
         error: SQL, from: SQL, where condition: SQL = "true", versions: VersionSpellings, on connection: PostgresConnection
     ) async throws {
-        let rows = try await connection.query(
-            """
-            WITH \(versions.cte),
-            stored AS (
-                INSERT INTO projection_dead_letters (name, generation, tx_id, position, event_id, occurred_at, type, error)
-                SELECT \(projection), \(generation), e.tx_id, e.position, e.event_id, e.occurred_at, e.type, \(error)
-                \(from)
-                WHERE \(included) AND (\(error)) IS NOT NULL AND \(condition)
-                ON CONFLICT DO NOTHING
-                RETURNING 1
-            )
-            SELECT count(*)::int8 FROM stored
-            """ as SQL, logger: logger)
-        for try await count in rows.decode(Int.self) { deadLetters += count }
+        let (projection, generation, logger, included, progress) = (projection, generation, logger, included, progress)
+        try await step("dead letters", on: connection) { connection in
+            let rows = try await connection.query(
+                """
+                WITH \(versions.cte),
+                stored AS (
+                    INSERT INTO projection_dead_letters (name, generation, tx_id, position, event_id, occurred_at, type, error)
+                    SELECT \(projection), \(generation), e.tx_id, e.position, e.event_id, e.occurred_at, e.type, \(error)
+                    \(from)
+                    WHERE \(included) AND (\(error)) IS NOT NULL AND \(condition)
+                    ON CONFLICT DO NOTHING
+                    RETURNING 1
+                )
+                SELECT count(*)::int8 FROM stored
+                """ as SQL, logger: logger)
+            for try await count in rows.decode(Int.self) { progress.add(deadLetters: count) }
+        }
     }
 
     /// The dead letters of `ProjectionEvent.installFacts` among the events `e` that match `condition`.
-    mutating func deadLetterInstallFacts(
+    func deadLetterInstallFacts(
         where condition: SQL = "true", versions: VersionSpellings, on connection: PostgresConnection
     ) async throws {
         try await deadLetter(

@@ -53,18 +53,24 @@ enum FirstSeenVersionsTable {
             """
     }
 
-    /// Fills the table from every install event of the backfill with a valid version (`versions`).
+    /// Fills the table from every install event of the backfill with a valid version (`versions`), an
+    /// install range per step, in the order of the table's key (an index filled in order is written
+    /// several times faster than one filled at random).
     static func backfill(into table: SQLIdentifier, _ backfill: Backfill, versions: VersionSpellings, on connection: PostgresConnection)
         async throws
     {
-        try await connection.query(
-            """
-            WITH \(versions.cte)
-            INSERT INTO \(table) (app_id, platform, install_id, version, version_key, first_at)
-            SELECT e.app_id, e.platform, e.install_id, v.normalized, min(v.sort_key), min(e.occurred_at)
-            FROM event_log e JOIN versions v ON v.raw = e.app_version
-            WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
-            GROUP BY e.install_id, e.app_id, e.platform, v.normalized
-            """ as SQL, logger: backfill.logger)
+        try await backfill.chunked(table.name, on: connection) { connection, chunk in
+            try await connection.query(
+                """
+                WITH \(versions.cte)
+                INSERT INTO \(table) (app_id, platform, install_id, version, version_key, first_at)
+                SELECT e.app_id, e.platform, e.install_id, v.normalized, min(v.sort_key), min(e.occurred_at)
+                FROM event_log e JOIN versions v ON v.raw = e.app_version
+                WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
+                  AND \(backfill.installs("e.install_id", in: chunk))
+                GROUP BY e.app_id, e.platform, e.install_id, v.normalized
+                ORDER BY e.app_id, e.platform, e.install_id, v.normalized
+                """ as SQL, logger: backfill.logger)
+        }
     }
 }

@@ -140,44 +140,49 @@ public struct InstallStateProjection: ProjectionDefinition {
         }
     }
 
-    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
-        let counted: SQL = """
-            FROM event_log e JOIN versions v ON v.raw = e.app_version
-            WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
-            """
+        let (state, hourly, daily) = (
+            backfill.table("install_state"), backfill.table("install_activity"), backfill.table("install_activity_daily")
+        )
         // The latest event of each install (ties: the later in the feed), and the earliest time. Sorts and
         // groups lead with the install: a leading key that rarely differs (the app) makes every
         // comparison fall through to the next key, three times slower.
-        try await connection.query(
-            """
-            WITH \(versions.cte)
-            INSERT INTO \(backfill.table("install_state"))
-                (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
-            SELECT DISTINCT ON (e.install_id, e.app_id)
-                   e.app_id, e.install_id, e.platform, min(e.occurred_at) OVER install, e.occurred_at, v.normalized,
-                   v.sort_key, NULLIF(e.data->>'osVersion', ''), NULLIF(e.data->>'locale', '')
-            \(counted)
-            WINDOW install AS (
-                PARTITION BY e.install_id, e.app_id ORDER BY e.occurred_at DESC, e.tx_id DESC, e.position DESC
-                ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-            ORDER BY e.install_id, e.app_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
-            """ as SQL, logger: backfill.logger)
-        try await connection.query(
-            """
-            INSERT INTO \(backfill.table("install_activity")) (app_id, platform, hour, version, os_version, installs)
-            SELECT app_id, platform, \(Self.hour("last_seen")), version, coalesce(os_version, ''), count(*)
-            FROM \(backfill.table("install_state"))
-            GROUP BY 1, 2, 3, 4, 5
-            """ as SQL, logger: backfill.logger)
-        try await connection.query(
-            """
-            INSERT INTO \(backfill.table("install_activity_daily")) (app_id, platform, day, version, os_version, installs)
-            SELECT app_id, platform, hour / 24, version, os_version, sum(installs)::int4
-            FROM \(backfill.table("install_activity"))
-            GROUP BY 1, 2, 3, 4, 5
-            """ as SQL, logger: backfill.logger)
+        try await backfill.chunked("install_state", on: connection) { connection, chunk in
+            try await connection.query(
+                """
+                WITH \(versions.cte)
+                INSERT INTO \(state)
+                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+                SELECT DISTINCT ON (e.install_id, e.app_id)
+                       e.app_id, e.install_id, e.platform, min(e.occurred_at) OVER install, e.occurred_at, v.normalized,
+                       v.sort_key, NULLIF(e.data->>'osVersion', ''), NULLIF(e.data->>'locale', '')
+                FROM event_log e JOIN versions v ON v.raw = e.app_version
+                WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
+                  AND \(backfill.installs("e.install_id", in: chunk))
+                WINDOW install AS (
+                    PARTITION BY e.install_id, e.app_id ORDER BY e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+                ORDER BY e.install_id, e.app_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                """ as SQL, logger: backfill.logger)
+        }
+        try await backfill.step("install_activity", on: connection) { connection in
+            try await connection.query(
+                """
+                INSERT INTO \(hourly) (app_id, platform, hour, version, os_version, installs)
+                SELECT app_id, platform, \(Self.hour("last_seen")), version, coalesce(os_version, ''), count(*)
+                FROM \(state)
+                GROUP BY 1, 2, 3, 4, 5
+                """ as SQL, logger: backfill.logger)
+            try await connection.query(
+                """
+                INSERT INTO \(daily) (app_id, platform, day, version, os_version, installs)
+                SELECT app_id, platform, hour / 24, version, os_version, sum(installs)::int4
+                FROM \(hourly)
+                GROUP BY 1, 2, 3, 4, 5
+                """ as SQL, logger: backfill.logger)
+        }
         try await backfill.deadLetterInstallFacts(versions: versions, on: connection)
     }
 }

@@ -19,10 +19,11 @@ public protocol ProjectionDefinition: Sendable {
     func batchLength(_ events: [ProjectionEvent]) -> Int
     /// Applies `events` in the open transaction of `connection`.
     func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection) async throws
-    /// Applies every event up to `backfill.through` at once, set-based, in the open transaction of
-    /// `connection`, to the generation's empty tables: the same rows and dead letters as `apply` over
-    /// the same events in any batches.
-    func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws
+    /// Applies every event up to `backfill.through` set-based to the generation's empty tables, in steps
+    /// (``Backfill/step(_:on:_:)``: each writes in a transaction of its own, and a restart skips those
+    /// committed): the same rows and dead letters as `apply` over the same events in any batches. The
+    /// steps must be the same, in the same order, on every attempt.
+    func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws
 }
 
 extension ProjectionDefinition {

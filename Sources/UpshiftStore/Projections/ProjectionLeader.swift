@@ -147,19 +147,34 @@ public struct ProjectionLeader: Sendable {
         if moved { throw CheckpointMoved() }
     }
 
-    /// Catches a generation whose checkpoint is at the start of the log up with the whole feed in one
-    /// transaction, set-based (``Backfill``), within `limit`. Nil, with nothing done, when the feed is
-    /// empty or when `leaving` events or more lie beyond the snapshot horizon (a transaction that is
-    /// still open holds them back: better to wait for it than to leave them to batches).
+    /// Catches a generation whose checkpoint is at the start of the log up with the feed, set-based
+    /// (``Backfill``), in steps that commit one by one, within `limit`. Nil, with nothing done, when the
+    /// feed is empty or when `leaving` events or more lie beyond the snapshot horizon (a transaction that
+    /// is still open holds them back: better to wait for it than to leave them to batches).
     ///
-    /// The transaction writes only once the projection's sorts are done, and holds back the other
-    /// feeds (DESIGN.md 5.2) only from then until its commit.
-    public func backfill(from: ProjectionGeneration, leaving: Int, limit: Duration) async throws -> Applied? {
+    /// The bound (the last event covered) is stored when a backfill starts, and each step commits with
+    /// the count of steps done: a backfill that stopped (its time limit, a lost connection, a restart)
+    /// continues where it stopped, with the same bound. The statements that write a row per install (or
+    /// more) run in `chunkEvents`-sized install ranges, so that no step's transaction holds a transaction
+    /// id (and the feed's horizon, DESIGN.md 5.2) for more than a few seconds.
+    public func backfill(
+        from: ProjectionGeneration, leaving: Int, limit: Duration, chunkEvents: Int,
+        afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)? = nil
+    ) async throws -> Applied? {
         precondition(from.checkpoint == .start, "a backfill starts from the start of the log")
         let (definition, generation, logger) = (definition, generation, logger)
         return try await bounded(limit: limit) { connection in
-            try await connection.transaction(logger: logger) { connection in
-                try await connection.query("SET LOCAL work_mem = '128MB'", logger: logger)
+            // A backfill under way: its bound and the steps it committed.
+            var stored: (through: FeedPosition, steps: Int)?
+            for try await (tx, position, steps) in try await connection.query(
+                """
+                SELECT backfill_tx::text, backfill_pos, backfill_steps FROM projections
+                WHERE name = \(definition.name) AND generation = \(generation) AND backfill_tx IS NOT NULL
+                """, logger: logger
+            ).decode((String, Int64, Int).self) {
+                stored = (FeedPosition(transaction: UInt64(tx) ?? 0, position: position), steps)
+            }
+            if stored == nil {
                 // The bound: the last event below the snapshot horizon. (The ORDER BY names the table's
                 // columns: the output column `tx_id::text` would sort as text.)
                 var through: FeedPosition?
@@ -180,32 +195,54 @@ public struct ProjectionLeader: Sendable {
                         LIMIT \(leaving)) x
                     """, logger: logger)
                 for try await count in beyond.decode(Int.self) where count >= leaving { return nil }
-                var count = 0
-                var maxRecordedAt = Date.distantPast
-                for try await (events, recorded) in try await connection.query(
+                let started = try await connection.query(
                     """
-                    SELECT count(*)::int8, max(recorded_at) FROM event_log
-                    WHERE (tx_id, position) <= (\(String(through.transaction))::text::xid8, \(through.position))
-                    """, logger: logger
-                ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
-                var backfill = Backfill(
-                    projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
-                    logger: logger)
-                try await definition.backfill(&backfill, on: connection)
-                // Statistics now: the first reports must not be planned as if the tables were empty.
-                for table in definition.tables {
-                    try await connection.query(
-                        "ANALYZE \(ProjectionTables.name(table, generation: generation))", logger: logger)
-                }
+                    UPDATE projections SET backfill_tx = \(String(through.transaction))::text::xid8,
+                        backfill_pos = \(through.position), backfill_steps = 0
+                    WHERE name = \(definition.name) AND generation = \(generation) AND state <> 'retired'
+                      AND backfill_tx IS NULL AND last_tx = '0' AND last_pos = 0
+                    RETURNING 1
+                    """, logger: logger)
+                var began = false
+                for try await _ in started.decode(Int.self) { began = true }
+                guard began else { throw CheckpointMoved() }
+                stored = (through, 0)
+            }
+            let (through, committed) = stored!
+            var count = 0
+            var maxRecordedAt = Date.distantPast
+            for try await (events, recorded) in try await connection.query(
+                """
+                SELECT count(*)::int8, max(recorded_at) FROM event_log
+                WHERE (tx_id, position) <= (\(String(through.transaction))::text::xid8, \(through.position))
+                """, logger: logger
+            ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
+            try await connection.query("SET work_mem = '128MB'", logger: logger)
+            let backfill = Backfill(
+                projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
+                chunks: (count + max(1, chunkEvents) - 1) / max(1, chunkEvents), committedSteps: committed,
+                afterStep: afterStep, logger: logger)
+            try await definition.backfill(backfill, on: connection)
+            try await connection.query("RESET work_mem", logger: logger)
+            // Statistics now: the first reports must not be planned as if the tables were empty.
+            for table in definition.tables {
+                try await connection.query("ANALYZE \(ProjectionTables.name(table, generation: generation))", logger: logger)
+            }
+            try await connection.transaction(logger: logger) { connection in
                 try await Self.advance(
                     definition.name, generation: generation, from: from, to: through, maxRecordedAt: maxRecordedAt,
                     events: count, on: connection, logger: logger)
-                var checkpoint = from
-                checkpoint.checkpoint = through
-                checkpoint.maxRecordedAt = maxRecordedAt
-                checkpoint.events += Int64(count)
-                return Applied(checkpoint: checkpoint, deadLetters: backfill.deadLetters)
+                try await connection.query(
+                    """
+                    UPDATE projections SET backfill_tx = NULL, backfill_pos = NULL, backfill_steps = 0
+                    WHERE name = \(definition.name) AND generation = \(generation)
+                    """, logger: logger)
             }
+            var checkpoint = from
+            checkpoint.checkpoint = through
+            checkpoint.maxRecordedAt = maxRecordedAt
+            checkpoint.events += Int64(count)
+            return Applied(checkpoint: checkpoint, deadLetters: backfill.deadLetters)
         }
     }
 }

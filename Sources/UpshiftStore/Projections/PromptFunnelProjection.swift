@@ -185,7 +185,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             """, logger: batch.logger)
     }
 
-    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
         let (shown, dismissed, started, blocked) = (
             EventType.promptShown.rawValue, EventType.promptDismissed.rawValue, EventType.updateStarted.rawValue,
             EventType.blocked.rawValue
@@ -212,6 +212,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             FROM event_log e LEFT JOIN versions v ON v.raw = e.app_version
             LEFT JOIN versions t ON t.raw = e.data->>'targetVersion'
             """
+        try await backfill.chunked("prompt_installs", on: connection) { connection, chunk in
         try await connection.query(
             """
             WITH \(versions.cte),
@@ -220,7 +221,8 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                        CASE WHEN e.type = \(blocked) THEN \(PromptKind.force.rawValue) ELSE e.data->>'promptKind' END AS kind,
                        e.install_id, e.occurred_at, e.type, e.data->>'dismissAction' AS action
                 \(source)
-                WHERE \(backfill.included) AND \(types) AND (\(error)) IS NULL
+                WHERE \(backfill.included) AND \(types) AND \(backfill.installs("e.install_id", in: chunk))
+                  AND (\(error)) IS NULL
             ),
             p AS (
                 SELECT app_id, platform, target AS target_version, min(target_key) AS target_key, kind, install_id,
@@ -236,9 +238,12 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
                  dismissed_skip, update_started, first_started_at, blocked, counted)
             SELECT p.*, \(Self.steps(versions: backfill.table("prompt_versions"))) FROM p
+            ORDER BY p.app_id, p.platform, p.target_version, p.kind, p.install_id
             """ as SQL, logger: backfill.logger)
+        }
         let sums = SQL.joined(
             Self.steps.map { "count(*) FILTER (WHERE (counted & \($0.bit)) <> 0)" }, separator: ", ")
+        try await backfill.step("prompt_summary", on: connection) { connection in
         try await connection.query(
             """
             INSERT INTO \(backfill.table("prompt_summary"))
@@ -247,6 +252,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             SELECT app_id, platform, target_version, min(target_key), kind, \(sums)
             FROM \(backfill.table("prompt_installs")) GROUP BY app_id, platform, target_version, kind
             """ as SQL, logger: backfill.logger)
+        }
         try await backfill.deadLetter(error: error, from: source, where: types, versions: versions, on: connection)
     }
 }

@@ -224,7 +224,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
             """, logger: batch.logger)
     }
 
-    public func backfill(_ backfill: inout Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
         // The releases as the fold reads them from the catalog events, and the first release of each
         // app: the fold reads an app's events (and dead-letters those it cannot read) only after it.
         let releaseKinds = [CatalogEvent.Kind.releaseAdded.rawValue, CatalogEvent.Kind.releaseUpdated.rawValue]
@@ -249,27 +249,35 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                 unreadable.append(DeadLetter(event: event, error: error.description))
             }
         }
-        try await ProjectionStore.storeDeadLetters(
-            unreadable, projection: name, generation: backfill.generation, on: connection, logger: backfill.logger)
-        backfill.deadLetters += unreadable.count
+        try await backfill.step("unreadable catalog events", on: connection) { [name] connection in
+            try await ProjectionStore.storeDeadLetters(
+                unreadable, projection: name, generation: backfill.generation, on: connection, logger: backfill.logger)
+            backfill.progress.add(deadLetters: unreadable.count)
+        }
         // Versions of every app's installs: a release added later finds them.
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
         try await FirstSeenVersionsTable.backfill(into: backfill.table("cohort_versions"), backfill, versions: versions, on: connection)
         guard !releases.isEmpty else { return }
-        let tracked = Array(releases.values)
-        try await connection.query(
-            """
-            INSERT INTO \(backfill.table("release_cohorts")) (app_id, platform, version, version_key, released_at)
-            SELECT * FROM unnest(\(tracked.map(\.key.appId))::text[], \(tracked.map(\.key.platform))::text[],
-                                 \(tracked.map(\.key.version))::text[], \(tracked.map(\.version.sortKey))::text[],
-                                 \(tracked.map(\.releasedAt.forPostgres))::timestamptz[])
-            """, logger: backfill.logger)
+        // In one order on every attempt: a restart skips the steps by their number.
+        let tracked = releases.values.sorted {
+            ($0.key.appId, $0.key.platform, $0.version.sortKey) < ($1.key.appId, $1.key.platform, $1.version.sortKey)
+        }
+        try await backfill.step("release_cohorts", on: connection) { connection in
+            try await connection.query(
+                """
+                INSERT INTO \(backfill.table("release_cohorts")) (app_id, platform, version, version_key, released_at)
+                SELECT * FROM unnest(\(tracked.map(\.key.appId))::text[], \(tracked.map(\.key.platform))::text[],
+                                     \(tracked.map(\.key.version))::text[], \(tracked.map(\.version.sortKey))::text[],
+                                     \(tracked.map(\.releasedAt.forPostgres))::timestamptz[])
+                """, logger: backfill.logger)
+        }
         // Each install's last event in the week before each release (ties: the later in the feed), with
         // its T from cohort_versions (a hashed join). One statement per release reads only the partitions
         // of its week.
         for release in tracked {
             let (key, releasedAt) = (release.key, release.releasedAt.forPostgres)
+            try await backfill.chunked("release_installs \(key.platform) \(key.version)", on: connection) { connection, chunk in
             try await connection.query(
                 """
                 WITH \(versions.cte),
@@ -278,14 +286,14 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                            v.sort_key < \(release.version.sortKey) AS below
                     FROM event_log e JOIN versions v ON v.raw = e.app_version
                     WHERE \(backfill.included) AND e.app_id = \(key.appId) AND e.platform = \(key.platform)
-                      AND e.install_id IS NOT NULL
+                      AND e.install_id IS NOT NULL AND \(backfill.installs("e.install_id", in: chunk))
                       AND e.occurred_at >= \(release.windowStart.forPostgres) AND e.occurred_at < \(releasedAt)
                     ORDER BY e.install_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
                 ),
                 reached AS (
                     SELECT install_id, min(first_at) AS reached FROM \(backfill.table("cohort_versions"))
                     WHERE app_id = \(key.appId) AND platform = \(key.platform) AND version_key >= \(release.version.sortKey)
-                      AND first_at >= \(releasedAt)
+                      AND first_at >= \(releasedAt) AND \(backfill.installs("install_id", in: chunk))
                     GROUP BY install_id
                 )
                 INSERT INTO \(backfill.table("release_installs"))
@@ -293,21 +301,25 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                 SELECT c.app_id, c.platform, \(key.version), c.install_id, c.occurred_at, c.below, r.reached, c.below,
                        CASE WHEN c.below AND r.reached IS NOT NULL THEN \(Self.hour(reached: "r.reached", releasedAt: "\(releasedAt)")) END
                 FROM candidates c LEFT JOIN reached r USING (install_id)
+                ORDER BY c.install_id
+                """ as SQL, logger: backfill.logger)
+            }
+        }
+        try await backfill.step("release figures", on: connection) { connection in
+            try await connection.query(
+                """
+                UPDATE \(backfill.table("release_cohorts")) rc SET cohort = c.cohort
+                FROM (SELECT app_id, platform, version, count(*) AS cohort FROM \(backfill.table("release_installs"))
+                      WHERE counted_cohort GROUP BY 1, 2, 3) c
+                WHERE rc.app_id = c.app_id AND rc.platform = c.platform AND rc.version = c.version
+                """ as SQL, logger: backfill.logger)
+            try await connection.query(
+                """
+                INSERT INTO \(backfill.table("release_updates")) (app_id, platform, version, hour, installs)
+                SELECT app_id, platform, version, counted_hour, count(*) FROM \(backfill.table("release_installs"))
+                WHERE counted_hour IS NOT NULL GROUP BY 1, 2, 3, 4
                 """ as SQL, logger: backfill.logger)
         }
-        try await connection.query(
-            """
-            UPDATE \(backfill.table("release_cohorts")) rc SET cohort = c.cohort
-            FROM (SELECT app_id, platform, version, count(*) AS cohort FROM \(backfill.table("release_installs"))
-                  WHERE counted_cohort GROUP BY 1, 2, 3) c
-            WHERE rc.app_id = c.app_id AND rc.platform = c.platform AND rc.version = c.version
-            """ as SQL, logger: backfill.logger)
-        try await connection.query(
-            """
-            INSERT INTO \(backfill.table("release_updates")) (app_id, platform, version, hour, installs)
-            SELECT app_id, platform, version, counted_hour, count(*) FROM \(backfill.table("release_installs"))
-            WHERE counted_hour IS NOT NULL GROUP BY 1, 2, 3, 4
-            """ as SQL, logger: backfill.logger)
         let apps = trackedFrom.keys.sorted()
         let firstRelease: SQL = """
             (e.tx_id, e.position) > (
