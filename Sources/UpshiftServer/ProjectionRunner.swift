@@ -207,7 +207,8 @@ public final class ProjectionRunner: Service, Sendable {
             guard
                 let result = try await leader.backfill(
                     from: current, leaving: threshold, limit: settings.backfillTimeout,
-                    chunkEvents: settings.backfillChunkEvents, afterStep: settings.afterBackfillStep)
+                    chunkEvents: settings.backfillChunkEvents,
+                    yielding: settings.rebuildYields && current.state == .building, afterStep: settings.afterBackfillStep)
             else {
                 try await Task.sleep(for: settings.pollInterval)
                 guard let reloaded = try await leader.current() else { return .retired }

@@ -21,6 +21,10 @@ public struct ProjectionSettings: Sendable {
     /// transaction of its own, and its writes (a few hundred thousand rows at 2,000,000 events) take a few
     /// seconds, during which it holds back every feed (DESIGN.md 5.2).
     public var backfillChunkEvents = 2_000_000
+    /// A rebuild's catch-up (a generation built beside the active one, which serves meanwhile) runs its
+    /// statements without parallel workers and pauses after each step as long as the step took, leaving
+    /// the machine to the projections that serve; a first start's catch-up runs at full speed.
+    public var rebuildYields = true
     /// Tests only: runs after each committed step of a catch-up, with the projection, the step's name and
     /// its number; what it throws stops the attempt there.
     public var afterBackfillStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?

@@ -44,30 +44,12 @@ public struct EventLog: Sendable {
             versions.append(event.appVersion)
             data.append(event.data)
         }
-        let query: PostgresQuery = """
-            WITH input AS (
-                SELECT * FROM unnest(\(ids)::uuid[], \(occurred)::timestamptz[], \(apps)::text[], \(types)::text[],
-                                     \(installs)::uuid[], \(platforms)::text[], \(versions)::text[], \(data)::text[])
-                     AS e(id, occurred_at, app_id, type, install_id, platform, app_version, data)
-            ), claimed AS (
-                INSERT INTO event_ids (app_id, event_id, occurred_at)
-                SELECT app_id, id, occurred_at FROM input WHERE type <> 'checked'
-                ORDER BY app_id, id
-                ON CONFLICT DO NOTHING
-                RETURNING app_id, event_id
-            )
-            INSERT INTO event_log
-                (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
-            SELECT e.id, e.occurred_at, \(recordedAt.forPostgres), e.app_id, e.type, e.install_id, e.platform,
-                   e.app_version, e.data::jsonb
-            FROM input e
-            WHERE e.type = 'checked' OR EXISTS (SELECT 1 FROM claimed c WHERE c.app_id = e.app_id AND c.event_id = e.id)
-            ON CONFLICT DO NOTHING
-            RETURNING app_id, event_id
-            """
+        let statement = AppendEvents(
+            ids: ids, occurred: occurred, apps: apps, types: types, installs: installs, platforms: platforms,
+            versions: versions, data: data, recordedAt: recordedAt.forPostgres)
         return try await pool.transaction(logger: logger) { [logger] connection in
             var inserted = Set<EventKey>(minimumCapacity: events.count)
-            for try await (app, id) in try await connection.query(query, logger: logger).decode((String, UUID).self) {
+            for try await (app, id) in try await connection.execute(statement, logger: logger) {
                 inserted.insert(EventKey(appId: app, id: id))
             }
             return inserted
@@ -136,4 +118,60 @@ extension Calendar {
         calendar.timeZone = TimeZone(identifier: "UTC")!
         return calendar
     }()
+}
+
+/// The group insert of ``EventLog/append(_:recordedAt:)``, prepared once per connection (PostgresNIO keeps
+/// it by name): PostgreSQL parses and plans it once instead of on every flush.
+struct AppendEvents: PostgresPreparedStatement {
+    typealias Row = (String, UUID)
+
+    static let sql = """
+        WITH input AS (
+            SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::uuid[], $6::text[], $7::text[],
+                                 $8::text[])
+                 AS e(id, occurred_at, app_id, type, install_id, platform, app_version, data)
+        ), claimed AS (
+            INSERT INTO event_ids (app_id, event_id, occurred_at)
+            SELECT app_id, id, occurred_at FROM input WHERE type <> 'checked'
+            ORDER BY app_id, id
+            ON CONFLICT DO NOTHING
+            RETURNING app_id, event_id
+        )
+        INSERT INTO event_log
+            (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
+        SELECT e.id, e.occurred_at, $9::timestamptz, e.app_id, e.type, e.install_id, e.platform, e.app_version,
+               e.data::jsonb
+        FROM input e
+        WHERE e.type = 'checked' OR EXISTS (SELECT 1 FROM claimed c WHERE c.app_id = e.app_id AND c.event_id = e.id)
+        ON CONFLICT DO NOTHING
+        RETURNING app_id, event_id
+        """
+
+    var ids: [UUID]
+    var occurred: [Date]
+    var apps: [String]
+    var types: [String]
+    var installs: [UUID]
+    var platforms: [String]
+    var versions: [String]
+    var data: [String]
+    var recordedAt: Date
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 9)
+        bindings.append(ids)
+        bindings.append(occurred)
+        bindings.append(apps)
+        bindings.append(types)
+        bindings.append(installs)
+        bindings.append(platforms)
+        bindings.append(versions)
+        bindings.append(data)
+        bindings.append(recordedAt)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode((String, UUID).self)
+    }
 }

@@ -89,7 +89,7 @@ public struct StoreSyncSchedule: Sendable {
     public func save(_ entry: Entry) async throws {
         let logger = self.logger
         try await bounded { connection in
-            try await connection.query(
+            _ = try await connection.query(
                 """
                 INSERT INTO store_sync (app_id, platform, attempted_at, next_at, failures, outcome, detail)
                 VALUES (\(entry.appId), \(entry.platform), \(entry.attemptedAt), \(entry.nextAt), \(entry.failures),

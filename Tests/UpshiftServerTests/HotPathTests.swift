@@ -30,7 +30,7 @@ import UpshiftTestSupport
                     try await connection.query("ROLLBACK", logger: TestEnvironment.logger)
                     return result
                 } catch {
-                    try? await connection.query("ROLLBACK", logger: TestEnvironment.logger)
+                    _ = try? await connection.query("ROLLBACK", logger: TestEnvironment.logger)
                     throw error
                 }
             }

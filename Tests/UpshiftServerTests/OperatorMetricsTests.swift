@@ -105,17 +105,27 @@ import UpshiftTestSupport
             // with installs, each from a client of its own behind the trusted proxy (their limit is per
             // client), are answered at once and hand the writer one observation each: the first ones
             // take whatever flusher is idle, and wait on the database with it; the next ones queue.
-            let queueDeadline = ContinuousClock.now.advanced(by: .seconds(15))
             var client = 0
-            while !(try await scrape()).contains("upshift_ingest_queue_events"), ContinuousClock.now < queueDeadline {
+            func checkFromANewClient() async throws {
                 client += 1
                 let stalled = "/v1/apps/expenses/check?platform=ios&version=1.0&install=\(UUID().uuidString)"
                 let reply = try await server.request(.GET, stalled, headers: [("X-Forwarded-For", "10.1.\(client / 250).\(client % 250)")])
                 #expect(reply.status == 200)
+            }
+            let queueDeadline = ContinuousClock.now.advanced(by: .seconds(15))
+            while !(try await scrape()).contains("upshift_ingest_queue_events"), ContinuousClock.now < queueDeadline {
+                try await checkFromANewClient()
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(try await server.send(.GET, HotPathTests.adoption, key: harness.readKey).status == 503)
             for post in posts { #expect(try await post.value == 503) }
+            // Observations that queued may still be written once the database answers again; while it
+            // stalls, the next ones fail with a flush or are refused during the writer's fail-fast.
+            let dropDeadline = ContinuousClock.now.advanced(by: .seconds(20))
+            while !(try await scrape()).contains("upshift_check_observations_dropped_total"), ContinuousClock.now < dropDeadline {
+                try await checkFromANewClient()
+                try await Task.sleep(for: .milliseconds(200))
+            }
             proxy.restore()
 
             // Checks from one address past its burst of 4 (one was answered above).

@@ -28,11 +28,14 @@ public struct Backfill: Sendable {
     public let maxRecordedAt: Date
     /// How many install ranges the statements that write a row per install (or more) are split into.
     public let chunks: Int
+    /// After each step, a pause this many times as long as the step (0: none), leaving the machine to
+    /// the projections that serve meanwhile.
+    let rest: Double
     let progress: Progress
     let logger: Logger
 
     init(
-        projection: String, generation: Int, through: FeedPosition, maxRecordedAt: Date, chunks: Int,
+        projection: String, generation: Int, through: FeedPosition, maxRecordedAt: Date, chunks: Int, rest: Double = 0,
         committedSteps: Int, afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?, logger: Logger
     ) {
         self.projection = projection
@@ -40,6 +43,7 @@ public struct Backfill: Sendable {
         self.through = through
         self.maxRecordedAt = maxRecordedAt
         self.chunks = max(1, chunks)
+        self.rest = max(0, rest)
         self.progress = Progress(committed: committedSteps, afterStep: afterStep)
         self.logger = logger
     }
@@ -96,10 +100,12 @@ public struct Backfill: Sendable {
                 WHERE name = \(projection) AND generation = \(generation) AND backfill_steps = \(index - 1)
                 """, logger: logger)
         }
+        let took = ContinuousClock.now - started
         logger.debug(
             "projection backfill step committed",
-            metadata: ["projection": "\(projection)", "step": "\(index) \(name)", "duration": "\(ContinuousClock.now - started)"])
+            metadata: ["projection": "\(projection)", "step": "\(index) \(name)", "duration": "\(took)"])
         try await progress.afterStep?(projection, name, index)
+        if rest > 0 { try await Task.sleep(for: took * rest) }
     }
 
     /// Runs `body` once per install range, each range a step (`name` and the range's number).

@@ -157,8 +157,12 @@ public struct ProjectionLeader: Sendable {
     /// continues where it stopped, with the same bound. The statements that write a row per install (or
     /// more) run in `chunkEvents`-sized install ranges, so that no step's transaction holds a transaction
     /// id (and the feed's horizon, DESIGN.md 5.2) for more than a few seconds.
+    ///
+    /// With `yielding` (a rebuild, beside an active generation that serves meanwhile) its statements run
+    /// without parallel workers and each step is followed by a pause as long as the step: the rebuild
+    /// takes about twice as long and leaves the machine to the projections that serve.
     public func backfill(
-        from: ProjectionGeneration, leaving: Int, limit: Duration, chunkEvents: Int,
+        from: ProjectionGeneration, leaving: Int, limit: Duration, chunkEvents: Int, yielding: Bool = false,
         afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)? = nil
     ) async throws -> Applied? {
         precondition(from.checkpoint == .start, "a backfill starts from the start of the log")
@@ -218,12 +222,14 @@ public struct ProjectionLeader: Sendable {
                 """, logger: logger
             ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
             try await connection.query("SET work_mem = '128MB'", logger: logger)
+            if yielding { try await connection.query("SET max_parallel_workers_per_gather = 0", logger: logger) }
             let backfill = Backfill(
                 projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
-                chunks: (count + max(1, chunkEvents) - 1) / max(1, chunkEvents), committedSteps: committed,
-                afterStep: afterStep, logger: logger)
+                chunks: (count + max(1, chunkEvents) - 1) / max(1, chunkEvents), rest: yielding ? 1 : 0,
+                committedSteps: committed, afterStep: afterStep, logger: logger)
             try await definition.backfill(backfill, on: connection)
             try await connection.query("RESET work_mem", logger: logger)
+            if yielding { try await connection.query("RESET max_parallel_workers_per_gather", logger: logger) }
             // Statistics now: the first reports must not be planned as if the tables were empty.
             for table in definition.tables {
                 try await connection.query("ANALYZE \(ProjectionTables.name(table, generation: generation))", logger: logger)
