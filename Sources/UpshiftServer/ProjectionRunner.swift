@@ -208,7 +208,7 @@ public final class ProjectionRunner: Service, Sendable {
                 let result = try await leader.backfill(
                     from: current, leaving: threshold, limit: settings.backfillTimeout,
                     chunkEvents: settings.backfillChunkEvents,
-                    yielding: settings.rebuildYields && current.state == .building, afterStep: settings.afterBackfillStep)
+                    rest: current.state == .building ? settings.rebuildRest : 0, afterStep: settings.afterBackfillStep)
             else {
                 try await Task.sleep(for: settings.pollInterval)
                 guard let reloaded = try await leader.current() else { return .retired }

@@ -22,9 +22,10 @@ public struct ProjectionSettings: Sendable {
     /// seconds, during which it holds back every feed (DESIGN.md 5.2).
     public var backfillChunkEvents = 2_000_000
     /// A rebuild's catch-up (a generation built beside the active one, which serves meanwhile) runs its
-    /// statements without parallel workers and pauses after each step as long as the step took, leaving
-    /// the machine to the projections that serve; a first start's catch-up runs at full speed.
-    public var rebuildYields = true
+    /// statements without parallel workers and pauses after each step this many times as long as the
+    /// step took, leaving the machine to the projections that serve; 0: at full speed, as a first start's
+    /// catch-up always runs.
+    public var rebuildRest: Double = 1
     /// Tests only: runs after each committed step of a catch-up, with the projection, the step's name and
     /// its number; what it throws stops the attempt there.
     public var afterBackfillStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?

@@ -48,25 +48,33 @@ struct ProjectionsCommand: AsyncParsableCommand {
         @Flag(
             help: """
                 Apply the log in batches from the start. By default a log of 50,000 events or more is first \
-                applied set-based, in one transaction, which shows no progress until it ends.
+                applied set-based, in steps that commit one by one, which shows no progress until it ends.
                 """)
         var inBatches = false
+        @Option(
+            help: """
+                After each step of a set-based catch-up, pause this many times as long as the step took \
+                (0: none, and parallel workers allowed), leaving the machine to the projections that serve.
+                """)
+        var rest: Double = ProjectionSettings().rebuildRest
 
         func run() async throws {
             guard let definition = Projections.named(name) else {
                 throw ValidationError("no projection \(name) (known: \(Projections.all.map(\.name).joined(separator: ", ")))")
             }
             let migrations = try loadMigrations()
-            let (batchSize, inBatches) = (batchSize, inBatches)
+            guard rest.isFinite, (0...100).contains(rest) else { throw ValidationError("--rest must be a number from 0 to 100") }
+            let (batchSize, inBatches, rest) = (batchSize, inBatches, rest)
             let result = try await withDatabase { client, logger in
                 try await Migrator(client: client, logger: logger).migrate(migrations)
                 let store = ProjectionStore(client: client, logger: logger)
                 let total = try await store.feedLength()
                 var settings = ProjectionSettings()
                 settings.batchSize = batchSize
+                settings.rebuildRest = rest
                 if inBatches { settings.backfillThreshold = nil }
                 if let threshold = settings.backfillThreshold, total >= threshold {
-                    FileHandle.standardError.write(Data("applying the log set-based in one transaction (--in-batches to follow progress)\n".utf8))
+                    FileHandle.standardError.write(Data("applying the log set-based, in steps that commit one by one (--in-batches to follow progress)\n".utf8))
                 }
                 let bar = ProgressBar(total: total)
                 let generation = try await ProjectionRunner(store: store, settings: settings, logger: logger)

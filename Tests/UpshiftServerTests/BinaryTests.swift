@@ -54,6 +54,28 @@ import UpshiftTestSupport
         return (process.terminationStatus, String(decoding: printed.withLock { $0 }, as: UTF8.self), text, ContinuousClock.now - started)
     }
 
+    /// `upshift projections rebuild`: a new generation built and switched in; a pause factor that is not
+    /// a number from 0 to 100 is refused, naming the option.
+    @Test func theRebuildCommandSwitchesInANewGenerationAndRefusesABadRest() async throws {
+        let harness = try await Harness.make()
+        let database = harness.database
+        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let now = harness.clock.now()
+        try await harness.run { server in
+            #expect(try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+        }
+        for rest in ["-1", "101", "nan", "soon"] {
+            let refused = try Self.command(["projections", "rebuild", "install_state", "--rest=\(rest)"], databaseURL: url)
+            #expect(refused.status != 0, "--rest \(rest)")
+            #expect(refused.error.contains("--rest"), "--rest \(rest): \(refused.error)")
+        }
+        let rebuilt = try Self.command(["projections", "rebuild", "install_state", "--rest", "0.5"], databaseURL: url)
+        #expect(rebuilt.status == 0, "\(rebuilt.error)")
+        #expect(rebuilt.output.contains("install_state: generation 2 "), "\(rebuilt.output)")
+        #expect(rebuilt.output.contains(" is active, "), "\(rebuilt.output)")
+    }
+
     /// A database that cannot be reached is named, with why, within seconds (not after a minute of
     /// silence and a pool error).
     @Test func theCLINamesAnUnreachableDatabaseAndWhy() async throws {

@@ -158,11 +158,11 @@ public struct ProjectionLeader: Sendable {
     /// more) run in `chunkEvents`-sized install ranges, so that no step's transaction holds a transaction
     /// id (and the feed's horizon, DESIGN.md 5.2) for more than a few seconds.
     ///
-    /// With `yielding` (a rebuild, beside an active generation that serves meanwhile) its statements run
-    /// without parallel workers and each step is followed by a pause as long as the step: the rebuild
-    /// takes about twice as long and leaves the machine to the projections that serve.
+    /// With a `rest` above 0 (a rebuild, beside an active generation that serves meanwhile) its statements
+    /// run without parallel workers and each step is followed by a pause `rest` times as long as the
+    /// step: the rebuild takes longer and leaves the machine to the projections that serve.
     public func backfill(
-        from: ProjectionGeneration, leaving: Int, limit: Duration, chunkEvents: Int, yielding: Bool = false,
+        from: ProjectionGeneration, leaving: Int, limit: Duration, chunkEvents: Int, rest: Double = 0,
         afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)? = nil
     ) async throws -> Applied? {
         precondition(from.checkpoint == .start, "a backfill starts from the start of the log")
@@ -222,10 +222,11 @@ public struct ProjectionLeader: Sendable {
                 """, logger: logger
             ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
             try await connection.query("SET work_mem = '128MB'", logger: logger)
+            let yielding = rest > 0
             if yielding { try await connection.query("SET max_parallel_workers_per_gather = 0", logger: logger) }
             let backfill = Backfill(
                 projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
-                chunks: (count + max(1, chunkEvents) - 1) / max(1, chunkEvents), rest: yielding ? 1 : 0,
+                chunks: (count + max(1, chunkEvents) - 1) / max(1, chunkEvents), rest: rest,
                 committedSteps: committed, afterStep: afterStep, logger: logger)
             try await definition.backfill(backfill, on: connection)
             try await connection.query("RESET work_mem", logger: logger)
