@@ -221,16 +221,25 @@ public struct ProjectionLeader: Sendable {
                 WHERE (tx_id, position) <= (\(String(through.transaction))::text::xid8, \(through.position))
                 """, logger: logger
             ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
+            // Settings of the session, for the steps' transactions and the reads between them; reset also
+            // when a step fails, since the connection goes on to lead batches.
             try await connection.query("SET work_mem = '128MB'", logger: logger)
-            let yielding = rest > 0
-            if yielding { try await connection.query("SET max_parallel_workers_per_gather = 0", logger: logger) }
+            if rest > 0 { try await connection.query("SET max_parallel_workers_per_gather = 0", logger: logger) }
             let backfill = Backfill(
                 projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
                 chunks: (count + max(1, chunkEvents) - 1) / max(1, chunkEvents), rest: rest,
                 committedSteps: committed, afterStep: afterStep, logger: logger)
-            try await definition.backfill(backfill, on: connection)
-            try await connection.query("RESET work_mem", logger: logger)
-            if yielding { try await connection.query("RESET max_parallel_workers_per_gather", logger: logger) }
+            @Sendable func reset() async throws {
+                try await connection.query("RESET work_mem", logger: logger)
+                try await connection.query("RESET max_parallel_workers_per_gather", logger: logger)
+            }
+            do {
+                try await definition.backfill(backfill, on: connection)
+            } catch {
+                try? await reset()
+                throw error
+            }
+            try await reset()
             // Statistics now: the first reports must not be planned as if the tables were empty.
             for table in definition.tables {
                 try await connection.query("ANALYZE \(ProjectionTables.name(table, generation: generation))", logger: logger)
