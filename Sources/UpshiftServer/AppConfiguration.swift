@@ -133,6 +133,9 @@ public struct AppConfiguration: Sendable {
             "UPSHIFT_PROJECTION_POOL_CONNECTIONS", in: DatabasePoolSettings.minimumProjectionConnections...1_000) {
             configuration.pools.projectionConnections = count
         }
+        if let events = try read.integer("UPSHIFT_BACKFILL_CHUNK_EVENTS", in: 1_000...1_000_000_000) {
+            configuration.projections.backfillChunkEvents = events
+        }
         if let timeout = try read.seconds("UPSHIFT_POOL_WAIT_TIMEOUT") { configuration.pools.waitTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_DATABASE_TIMEOUT") { configuration.pools.answerTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_REPORT_STATEMENT_TIMEOUT") {

@@ -29,6 +29,7 @@ import UpshiftTestSupport
         ("UPSHIFT_STORE_SYNC_INTERVAL", "0"), ("UPSHIFT_STORE_SYNC_INTERVAL", "hourly"),
         ("UPSHIFT_STORE_SYNC_INTERVAL", "2592001"), ("UPSHIFT_STORE_LOOKUP_URL", "itunes.apple.com/lookup"),
         ("UPSHIFT_STORE_LOOKUP_URL", "ftp://itunes.apple.com/lookup"),
+        ("UPSHIFT_BACKFILL_CHUNK_EVENTS", "999"), ("UPSHIFT_BACKFILL_CHUNK_EVENTS", "2e6"),
     ]
 
     @Test(arguments: invalid)
@@ -71,6 +72,9 @@ import UpshiftTestSupport
         #expect(configuration.pools.projectionConnections == 10)
         environment["UPSHIFT_PROJECTION_POOL_CONNECTIONS"] = "12"
         #expect(try AppConfiguration.fromEnvironment(environment).pools.projectionConnections == 12)
+        #expect(configuration.projections.backfillChunkEvents == 2_000_000)
+        environment["UPSHIFT_BACKFILL_CHUNK_EVENTS"] = "500000"
+        #expect(try AppConfiguration.fromEnvironment(environment).projections.backfillChunkEvents == 500_000)
         for host in ["0.0.0.0", "::", "::1", "localhost", "upshift-1.internal.example"] {
             environment["UPSHIFT_HOST"] = host
             #expect(try AppConfiguration.fromEnvironment(environment).host == host)

@@ -239,7 +239,9 @@ struct ProjectionsBenchmark {
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             }
             if rows.count >= expected && rows.allSatisfy({ $0.caughtUpAt != nil }) { break }
-            let sum = rows.map(\.events).reduce(0, +)
+            // Progress: events applied, or a catch-up's steps committed.
+            let steps = try bench.sqlInteger("SELECT coalesce(sum(backfill_steps), 0) FROM projections")
+            let sum = rows.map(\.events).reduce(0, +) + steps
             if sum != lastSum {
                 lastSum = sum
                 lastChange = now
