@@ -39,7 +39,14 @@ import UpshiftTestSupport
         let cuts = Mutex(0)
         let configuration = harness.smallBatchRunner { name in
             let call = calls.withLock { $0 += 1; return $0 }
-            guard call % 3 == 0, cuts.withLock({ $0 }) < 3 else { return }
+            // A cut is reserved before it is made (the projections' hooks run concurrently, and two
+            // must not both take the last one), and given back when it is not made.
+            let reserved = call % 3 == 0 && cuts.withLock { cuts in
+                guard cuts < 3 else { return false }
+                cuts += 1
+                return true
+            }
+            guard reserved else { return }
             // The server ends the runner's session (as a restart or a failover would) after the
             // batch's writes, before its commit. On a loaded machine the look-up of the leader can
             // miss (its own connection slow to open): the next third call tries again.
@@ -48,11 +55,12 @@ import UpshiftTestSupport
                 // hook included, and the answer must still be counted.
                 guard try await Task(operation: { try await harness.terminateLeader(of: name) }).value else {
                     print("ProjectionRunnerTests: no leader of \(name) found at call \(call)")
+                    cuts.withLock { $0 -= 1 }
                     return
                 }
-                cuts.withLock { $0 += 1 }
             } catch {
                 print("ProjectionRunnerTests: no cut at call \(call) of \(name): \(String(reflecting: error))")
+                cuts.withLock { $0 -= 1 }
             }
         }
         let later = sampleFleet(now: harness.clock.now().addingTimeInterval(86_400), installs: 60)
