@@ -19,7 +19,7 @@ public struct ProjectionSettings: Sendable {
     public var backfillTimeout: Duration = .seconds(3_600)
     /// Events of the log per install range of a catch-up's large statements: each range is a step, a
     /// transaction of its own, and its writes (a few hundred thousand rows at 2,000,000 events) take a few
-    /// seconds, during which it holds back every feed (DESIGN.md 5.2).
+    /// seconds, during which it holds back every feed (DESIGN.md 5.2). `UPSHIFT_BACKFILL_CHUNK_EVENTS`.
     public var backfillChunkEvents = 2_000_000
     /// A rebuild's catch-up (a generation built beside the active one, which serves meanwhile) runs its
     /// statements without parallel workers and pauses after each step this many times as long as the
