@@ -71,6 +71,8 @@ public struct Release: Sendable, Equatable, Codable {
     /// Each rise of the share of installs the rollout admits, oldest first (kept by the catalog store,
     /// never written by clients); nil for releases written before it was kept.
     public var rolloutHistory: [RolloutStep]?
+    /// A staged rollout that advances by itself (nil: none, or it ended).
+    public var rolloutSchedule: RolloutSchedule?
     /// 0–5, as Play's in-app update priority: how urgent the update is (the check's `priority`).
     public var priority: Int?
     /// 0 = never written; each change adds one (`ETag: "n"`).
@@ -81,7 +83,8 @@ public struct Release: Sendable, Equatable, Codable {
         minimumOSVersion: Version? = nil, maximumOSVersion: Version? = nil, notes: [String: [String]] = [:],
         updateURL: String? = nil, downloadURL: String? = nil, downloadLength: Int? = nil, edSignature: String? = nil,
         status: ReleaseStatus = .live, rolloutPercent: Double = 100, rolloutPaused: Bool = false,
-        rolloutHistory: [RolloutStep]? = nil, priority: Int? = nil, revision: Int = 0
+        rolloutHistory: [RolloutStep]? = nil, rolloutSchedule: RolloutSchedule? = nil, priority: Int? = nil,
+        revision: Int = 0
     ) {
         self.platform = platform
         self.version = version
@@ -99,6 +102,7 @@ public struct Release: Sendable, Equatable, Codable {
         self.rolloutPercent = rolloutPercent
         self.rolloutPaused = rolloutPaused
         self.rolloutHistory = rolloutHistory
+        self.rolloutSchedule = rolloutSchedule
         self.priority = priority
         self.revision = revision
     }

@@ -26,13 +26,16 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
     public var platform: String?
     public var policy: Policy?
     public var changes: [String: FieldChange]
+    /// The rollout worker's step, on its writes.
+    public var schedule: ScheduleNote?
 
     enum CodingKeys: String, CodingKey {
-        case actor, reason, app, release, platform, policy, changes
+        case actor, reason, app, release, platform, policy, changes, schedule
     }
 
     public init(kind: Kind, actor: String, reason: String?, app: AppInfo? = nil, release: Release? = nil,
-                platform: String? = nil, policy: Policy? = nil, changes: [String: FieldChange] = [:]) {
+                platform: String? = nil, policy: Policy? = nil, changes: [String: FieldChange] = [:],
+                schedule: ScheduleNote? = nil) {
         self.kind = kind
         self.actor = actor
         self.reason = reason
@@ -41,6 +44,7 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
         self.platform = platform
         self.policy = policy
         self.changes = changes
+        self.schedule = schedule
     }
 
     /// Decodes the `data` of an event of type `kind`.
@@ -60,6 +64,7 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
         platform = try container.decodeIfPresent(String.self, forKey: .platform)
         policy = try container.decodeIfPresent(Policy.self, forKey: .policy)
         changes = try container.decodeIfPresent([String: FieldChange].self, forKey: .changes) ?? [:]
+        schedule = try container.decodeIfPresent(ScheduleNote.self, forKey: .schedule)
     }
 
     /// Field-by-field differences between two values' JSON (top-level keys).

@@ -35,9 +35,10 @@ public enum CatalogInput {
         return AppInfo(id: id, name: name, defaultLocale: locale, updateURL: urls, storeId: stores, bundleId: bundles)
     }
 
-    /// A new release: every field of DESIGN.md section 4 and its `platform`.
-    public static func release(_ body: JSONValue) throws(FieldError) -> Release {
-        let fields = try Fields(body, allowed: releaseFields.union(["platform", "version", "reason"]))
+    /// A new release: every field of DESIGN.md section 4 and its `platform`, and optionally its
+    /// `rolloutSchedule`, which starts at the later of `releasedAt` and `now`.
+    public static func release(_ body: JSONValue, now: Date) throws(FieldError) -> Release {
+        let fields = try Fields(body, allowed: releaseFields.union(["platform", "version", "reason", "rolloutSchedule"]))
         let platform = try fields.string("platform", required: true)!
         guard EventValidator.isPlatform(platform) else {
             throw FieldError("platform", "lowercase letters, digits, _ or -, at most 32")
@@ -46,16 +47,56 @@ public enum CatalogInput {
         guard let releasedAt = try fields.date("releasedAt") else { throw FieldError("releasedAt", "is required") }
         var release = Release(platform: platform, version: version, releasedAt: releasedAt)
         try apply(fields, to: &release)
+        try schedule(fields, of: &release, previous: nil, now: now)
         return release
     }
 
-    /// A partial edit of a release (status, rollout, notes, dates …); `platform` and `version` are the path's.
-    public static func releasePatch(_ body: JSONValue, to release: Release) throws(FieldError) -> Release {
-        let fields = try Fields(body, allowed: releaseFields.union(["reason"]))
+    /// A partial edit of a release (status, rollout, schedule, notes, dates …) made at `now`; `platform`
+    /// and `version` are the path's.
+    public static func releasePatch(_ body: JSONValue, to release: Release, now: Date) throws(FieldError) -> Release {
+        let fields = try Fields(body, allowed: releaseFields.union(["reason", "rolloutSchedule", "rolloutAction"]))
         var edited = release
         if let releasedAt = try fields.date("releasedAt") { edited.releasedAt = releasedAt }
         try apply(fields, to: &edited)
+        try edited.reconcileSchedule(with: release, now: now)
+        if let name = try fields.string("rolloutAction", required: false) {
+            guard let action = RolloutAction(rawValue: name) else {
+                throw FieldError("rolloutAction", "must be pause, resume, halt or release")
+            }
+            let others = ["rolloutPercent", "rolloutPaused"].filter { fields.object[$0].map { !$0.isNull } == true }
+            guard others.isEmpty, !fields.has("rolloutSchedule") else {
+                throw FieldError(
+                    "rolloutAction", "is the whole change of the rollout: send it without rolloutPercent, rolloutPaused and rolloutSchedule",
+                    kind: .inconsistent)
+            }
+            try edited.perform(action, now: now)
+        }
+        try schedule(fields, of: &edited, previous: release, now: now)
         return edited
+    }
+
+    /// The fields of a release edit, checked alone (on a release not yet out, at 0 %): what depends on the
+    /// stored rollout (a pause needs a running schedule …) is judged when the edit meets it.
+    public static func checkReleasePatch(_ body: JSONValue, platform: String, version: Version, now: Date) throws(FieldError) {
+        do {
+            _ = try releasePatch(
+                body, to: Release(platform: platform, version: version, releasedAt: .distantFuture, rolloutPercent: 0), now: now)
+        } catch where error.kind == .inconsistent && ["rolloutSchedule", "rolloutAction"].contains(error.field) {}
+    }
+
+    /// `rolloutSchedule`: `"appStore"` or a list of steps starts a schedule, `null` ends one.
+    private static func schedule(_ fields: Fields, of release: inout Release, previous: Release?, now: Date) throws(FieldError) {
+        guard let value = fields.object["rolloutSchedule"] else { return }
+        guard !value.isNull else {
+            release.rolloutSchedule = nil
+            return
+        }
+        let (kind, steps) = try RolloutSchedule.parse(value)
+        if fields.object["rolloutPercent"].map({ !$0.isNull }) == true {
+            throw FieldError(
+                "rolloutPercent", "the schedule sets the rollout: send rolloutPercent or rolloutSchedule, not both", kind: .inconsistent)
+        }
+        try release.startSchedule(kind, steps, now: now, previous: previous)
     }
 
     /// A minimum above the target would block installs from the versions the policy offers.

@@ -93,7 +93,8 @@ public enum StoreImport {
         }
         // The fields as the admin API would take them: one set of rules for every way into the catalog.
         do throws(FieldError) {
-            return .add(try CatalogInput.release(.object(body)))
+            // No `rolloutSchedule` in the body: `now`, which only a schedule's start reads, is never read.
+            return .add(try CatalogInput.release(.object(body), now: .distantPast))
         } catch {
             let storeNames = ["releasedAt": "currentVersionReleaseDate", "minimumOSVersion": "minimumOsVersion"]
             let field = storeNames[error.field] ?? (error.field.hasPrefix("notes") ? "releaseNotes" : error.field)

@@ -191,6 +191,14 @@ public struct ApplicationParts {
                 ProjectionRunner(
                     store: ProjectionStore(pool: projections, logger: logger), settings: configuration.projections,
                     signal: feedSignal, readiness: readiness, metrics: metrics, logger: logger))
+            // Rollout schedules advance where the projections run, one instance at a time (an advisory lock).
+            services.append(
+                RolloutScheduler(
+                    catalog: CatalogStore(pool: projections, logger: logger), database: configuration.database,
+                    clock: configuration.clock, metrics: metrics, logger: logger
+                ) { [serveHTTP] in
+                    if serveHTTP { await snapshotLoader.reload(reason: "rollout schedule") }
+                })
         }
         routes = router.routes.map { ($0.method, $0.path.description) }
         routeTable.load(routes)

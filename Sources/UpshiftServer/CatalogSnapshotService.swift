@@ -17,6 +17,9 @@ struct CatalogSnapshotService: Service {
     let logger: Logger
     /// Apps the last load could not read (each logged as an error, its last good catalog kept).
     let undecodable: Meter
+    /// The catalog version the snapshot holds (the sum of the apps' stream heads): instances that serve
+    /// the same catalog show the same number.
+    let catalogVersion: Meter
     var pollInterval: Duration = .seconds(1)
 
     init(
@@ -29,6 +32,7 @@ struct CatalogSnapshotService: Service {
         self.readiness = readiness
         self.logger = logger
         undecodable = ServerMetrics.gauge("catalog_apps_undecodable", factory: metrics)
+        catalogVersion = ServerMetrics.gauge("catalog_version", factory: metrics)
     }
 
     /// Loads the snapshot once (before the server starts).
@@ -50,6 +54,7 @@ struct CatalogSnapshotService: Service {
                 metadata: ["app.id": "\(app)", "error": "\(reason)"])
         }
         undecodable.set(Double(load.undecodable.count))
+        catalogVersion.set(Double(version))
         return true
     }
 

@@ -28,6 +28,8 @@ public struct FleetSimulation {
         /// False when the app exists already (an empty `demo` made by `scripts/run`).
         public var createApp = true
         public var appName = "Simulated fleet"
+        /// The `phased` scenario: release 1.2 rolls out on the App Store's schedule while the fleet runs.
+        public var phased = false
 
         public init(installs: Int, days: Int, seed: UInt64, appId: String, end: Date, progress: Bool) {
             self.installs = installs
@@ -107,7 +109,10 @@ public struct FleetSimulation {
 
         let recorder = RecordingTransport(clock: clock)
         var random = SplitMix64(seed: options.seed)
-        let plan = ReleasePlan(start: start, days: options.days)
+        let plan = ReleasePlan(start: start, days: options.days, phased: options.phased)
+        var schedule = ScheduleWatch(
+            release: plan.releases.first { $0.phased }, app: options.appId, key: keys.admin, database: configuration.database,
+            operatorToken: configuration.operatorToken, logger: logger)
         for release in plan.releases where release.at < start {
             clock.set(release.at)
             try await http.admin(.POST, "/v1/apps/\(options.appId)/releases", key: keys.admin, body: release.body)
@@ -160,6 +165,7 @@ public struct FleetSimulation {
                     return true
                 }
                 clock.set(slotStart)
+                try await schedule.awaitStep(at: slotStart, http: http)
                 let available = plan.releases.filter { $0.at <= slotStart }
                 let results = await withTaskGroup(of: (Int, SimulatedInstall, Bool).self) { group in
                     for launch in slot {
@@ -213,9 +219,59 @@ public struct FleetSimulation {
         try await waitForStoredEvents(expected: recorder.storedCount)
         let truth = GroundTruth(facts: recorder.facts, releases: plan.releases, start: start, end: options.end)
         let differences = try await truth.compare(with: http, app: options.appId, key: keys.read)
+        var summary = truth.summary(app: options.appId)
+        if let slowest = schedule.slowest {
+            summary += "; each step was served by the check within \(Int(slowest / .milliseconds(1))) ms of the clock passing it"
+        }
         return Result(
-            stored: recorder.storedCount, summary: truth.summary(), differences: differences, readKey: keys.read,
+            stored: recorder.storedCount, summary: summary, differences: differences, readKey: keys.read,
             adminKey: keys.admin)
+    }
+
+    /// The phased release's steps as the server writes them: before the fleet launches at a moment a step
+    /// is due, the rollout worker of the server (reading the simulated clock) must have written it and the
+    /// check's snapshot must hold it (`upshift_catalog_version`), so that the step in force at every check
+    /// is the schedule's.
+    struct ScheduleWatch {
+        let release: PlannedRelease?
+        let app: String
+        let key: String
+        let database: DatabaseSettings
+        let operatorToken: String?
+        let logger: Logger
+        var confirmed: Double = 0
+        /// The longest a step took to reach the catalog after the clock passed it.
+        var slowest: Duration?
+
+        mutating func awaitStep(at date: Date, http: HTTP) async throws {
+            guard let release, date >= release.at else { return }
+            let due = release.percent(at: date)
+            guard due > confirmed else { return }
+            let started = ContinuousClock.now
+            while true {
+                let current = try await http.get("/v1/apps/\(app)/releases/ios/\(release.version)", key: key)
+                if current["rolloutPercent"]?.doubleValue == due { break }
+                guard ContinuousClock.now - started < .seconds(3) else {
+                    throw HTTP.Failure(
+                        description: "the rollout worker did not write \(release.version)'s \(due)% step within 3 s "
+                            + "(the catalog says \(current["rolloutPercent"]?.doubleValue ?? -1)%)")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            // Written is not yet served: the check answers from the snapshot, which the write reloads next.
+            let (settings, logger) = (database, self.logger)
+            let written = try await Database.withClient(settings, logger: logger) { client, logger in
+                try await CatalogStore(client: client, logger: logger).version()
+            }
+            while try await http.metric("upshift_catalog_version", token: operatorToken) ?? -1 < Double(written) {
+                guard ContinuousClock.now - started < .seconds(3) else {
+                    throw HTTP.Failure(description: "the check's snapshot did not reach catalog version \(written) within 3 s")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            slowest = max(slowest ?? .zero, ContinuousClock.now - started)
+            confirmed = due
+        }
     }
 
     private func sdkConfiguration(

@@ -23,6 +23,52 @@ struct GroundTruth {
             differences += try await compareRelease(release, http, app: app, key: key)
         }
         differences += try await compareFunnels(http, app: app, key: key)
+        differences += try await comparePhased(http, app: app, key: key)
+        return differences
+    }
+
+    // MARK: A phased rollout
+
+    /// The phased release, when the run has one.
+    var phased: PlannedRelease? { releases.first { $0.phased && $0.at >= start } }
+
+    /// The checks the phased release's rule decides: asked by an install below it while it is the newest
+    /// release out. Each must offer it exactly when the step in force admits the install's bucket.
+    func phasedChecks(app: String) -> (checks: Int, admitted: Int, wrong: [String]) {
+        guard let release = phased, let version = Version(release.version) else { return (0, 0, []) }
+        let until = releases.filter { $0.at > release.at }.map(\.at).min() ?? end
+        var checks = 0
+        var admitted = 0
+        var wrong: [String] = []
+        for fact in facts where fact.type == "checked" && fact.at >= release.at && fact.at < until {
+            guard let installed = Version(fact.version), installed < version else { continue }
+            checks += 1
+            let bucket = Rollout.bucket(appId: app, version: release.version, installId: fact.install)
+            let admits = Double(bucket) < release.percent(at: fact.at) * 100
+            if admits { admitted += 1 }
+            if admits != (fact.offered == release.version) {
+                wrong.append(
+                    "phased \(release.version): the check of \(fact.install) on \(fact.version) at \(Timestamp.format(fact.at)) offered "
+                        + "\(fact.offered ?? "nothing"), but bucket \(bucket) is \(admits ? "" : "not ")admitted at "
+                        + "\(release.percent(at: fact.at).formatted())%")
+            }
+        }
+        return (checks, admitted, wrong)
+    }
+
+    /// Every check the phased rollout decides, and its history: one write by the schedule per step.
+    private func comparePhased(_ http: HTTP, app: String, key: String) async throws -> [String] {
+        guard let release = phased else { return [] }
+        var differences = Array(phasedChecks(app: app).wrong.prefix(20))
+        let history = try await http.get("/v1/apps/\(app)/history?limit=500", key: key)
+        let steps = (history["entries"]?.arrayValue ?? []).filter {
+            $0["actor"]?.stringValue == CatalogEvent.scheduleActor && $0["releaseVersion"]?.stringValue == release.version
+        }
+        let due = RolloutSchedule.appStoreSteps.dropFirst().filter { release.at.addingTimeInterval($0.afterHours * 3_600) <= end }
+        let written = steps.compactMap { $0["changes"]?["rolloutPercent"]?["to"]?.doubleValue }.sorted()
+        if written != due.map(\.percent) {
+            differences.append("phased \(release.version): the schedule wrote \(written) to the history, expected \(due.map(\.percent))")
+        }
         return differences
     }
 
@@ -66,14 +112,20 @@ struct GroundTruth {
     // MARK: Time to update
 
     /// Share of each release's cohort updated by day 1, 7 and 30, for the releases of the period.
-    func summary() -> String {
-        releases.filter { $0.at >= start }.map { release in
+    func summary(app: String) -> String {
+        var phasedLine = ""
+        if let release = phased {
+            let (checks, admitted, wrong) = phasedChecks(app: app)
+            phasedLine = "; phased \(release.version): \(checks) checks decided by its schedule (\(admitted) admitted), "
+                + "\(checks - wrong.count) offered it exactly when the step in force admitted the install"
+        }
+        return releases.filter { $0.at >= start }.map { release in
             let (cohort, times) = timesToUpdate(release)
             func share(_ days: Double) -> String {
                 cohort == 0 ? "–" : "\(Int((Double(times.filter { $0 <= days * 86_400 }.count) / Double(cohort) * 100).rounded()))%"
             }
             return "\(release.version): cohort \(cohort), updated by day 1 \(share(1)), day 7 \(share(7)), day 30 \(share(30))"
-        }.joined(separator: "; ")
+        }.joined(separator: "; ") + phasedLine
     }
 
     /// The release's cohort size and the times to update (seconds) of those that updated, sorted.

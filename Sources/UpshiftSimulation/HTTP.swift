@@ -43,6 +43,14 @@ struct HTTP: Sendable {
         return try JSONValue.parse(data)
     }
 
+    /// A metric of `/metrics` without labels (nil when absent).
+    func metric(_ name: String, token: String?) async throws -> Double? {
+        let (status, data) = try await request("GET", "/metrics", key: token)
+        guard status == 200 else { throw Failure(description: "GET /metrics: HTTP \(status)") }
+        let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Double($0.dropFirst(name.count + 1)) }
+    }
+
     func waitUntilReady() async throws {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {

@@ -40,8 +40,11 @@ final class RecordingTransport: UpshiftTransport, @unchecked Sendable {
             func item(_ name: String) -> String? { query.first { $0.name == name }?.value }
             if let install = item("install"), let version = item("version") {
                 let at = clock.now()
+                let answer = try? JSONValue.parse(data)
+                let offered = answer?["action"]?.stringValue == "none" ? nil : answer?["latestVersion"]?.stringValue
                 lock.withLock {
-                    recorded.append(Fact(install: install, at: at, version: version, type: "checked", order: recorded.count))
+                    recorded.append(
+                        Fact(install: install, at: at, version: version, type: "checked", order: recorded.count, offered: offered))
                 }
             }
         } else if let body = Self.json(of: request),

@@ -16,12 +16,22 @@ struct PlannedRelease: Sendable {
     var day: Int
     var minimumOSVersion: String
     var notes: [String]
+    /// Rolled out on the App Store's phased schedule from its release (the `phased` scenario).
+    var phased = false
 
     var body: JSONValue {
-        .object([
+        var fields: [String: JSONValue] = [
             "platform": .string("ios"), "version": .string(version), "releasedAt": .string(Timestamp.format(at)),
             "minimumOSVersion": .string(minimumOSVersion), "notes": .object(["en": .array(notes.map(JSONValue.string))]),
-        ])
+        ]
+        if phased { fields["rolloutSchedule"] = .string(RolloutSchedule.Kind.appStore.rawValue) }
+        return .object(fields)
+    }
+
+    /// The percent its schedule has in force at `date` (100 without one).
+    func percent(at date: Date) -> Double {
+        guard phased else { return 100 }
+        return RolloutSchedule.appStoreSteps.last { at.addingTimeInterval($0.afterHours * 3_600) <= date }?.percent ?? 0
     }
 }
 
@@ -32,7 +42,8 @@ struct ReleasePlan: Sendable {
     var minimumRaiseDay: Int
     var minimumVersion = "1.0"
 
-    init(start: Date, days: Int) {
+    /// With `phased`, the middle release of the period rolls out on the App Store's schedule.
+    init(start: Date, days: Int, phased: Bool = false) {
         func at(_ day: Int, hour: Int = 10) -> Date { start.addingTimeInterval(Double(day) * 86_400 + Double(hour) * 3_600) }
         let third = max(days / 3, 1)
         let schedule: [(String, Int, String)] = [
@@ -48,7 +59,9 @@ struct ReleasePlan: Sendable {
             guard day < days else { continue }
             seen.insert(day)
             releases.append(
-                PlannedRelease(version: version, at: at(day), day: day, minimumOSVersion: os, notes: ["What is new in \(version)"]))
+                PlannedRelease(
+                    version: version, at: at(day), day: day, minimumOSVersion: os, notes: ["What is new in \(version)"],
+                    phased: phased && version == "1.2"))
         }
         minimumRaiseDay = days / 2
     }
@@ -161,5 +174,7 @@ struct Fact: Sendable {
     var action: String?
     /// The order the server stored it in (ties in `at` go to the later).
     var order: Int
+    /// A check's answer: the version it offered (`latestVersion` of a soft or force), nil for none.
+    var offered: String?
 }
 

@@ -48,6 +48,8 @@ public struct CatalogHistoryEntry: Sendable, Codable, Equatable {
     public var platform: String?
     public var releaseVersion: String?
     public var changes: [String: CatalogEvent.FieldChange]
+    /// On the rollout worker's writes: the step applied, the steps skipped, a pause ended.
+    public var schedule: CatalogEvent.ScheduleNote?
 }
 
 /// The catalog: apps, releases and policies as events on `app:{id}` streams plus current tables,
@@ -171,7 +173,7 @@ public struct CatalogStore: Sendable {
                 CatalogHistoryEntry(
                     version: version, type: type, at: at, actor: event.actor, reason: event.reason,
                     platform: event.platform ?? event.release?.platform, releaseVersion: event.release?.version.text,
-                    changes: event.changes))
+                    changes: event.changes, schedule: event.schedule))
         }
         return entries
     }
@@ -278,7 +280,7 @@ public struct CatalogStore: Sendable {
     /// Edits a release with optimistic concurrency: `expectedRevision` must be the current one.
     public func updateRelease(
         appId: String, platform: String, version: Version, expectedRevision: Int, actor: String, reason: String?,
-        now: Date, edit: @escaping @Sendable (Release) throws -> Release
+        now: Date, schedule: CatalogEvent.ScheduleNote? = nil, edit: @escaping @Sendable (Release) throws -> Release
     ) async throws -> CatalogWrite<Release> {
         try await write(appId: appId, now: now) { connection, streamVersion in
             let rows = try await connection.query(
@@ -307,7 +309,7 @@ public struct CatalogStore: Sendable {
                 WHERE app_id = \(appId) AND platform = \(platform) AND version_key = \(version.canonical)
                 """, logger: logger)
             let event = CatalogEvent(
-                kind: .releaseUpdated, actor: actor, reason: reason, release: updated, changes: changes)
+                kind: .releaseUpdated, actor: actor, reason: reason, release: updated, changes: changes, schedule: schedule)
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
             return CatalogWrite(
                 value: updated, revision: revision + 1,

@@ -36,32 +36,16 @@ public struct StoreSyncSchedule: Sendable {
 
     static let lockKey = "upshift:store-sync"
 
-    /// Opens a connection of its own for `settings` and runs `body` with the schedule when this instance
-    /// takes the sync's advisory lock (nil when another instance holds it). Closing the connection at the
-    /// end lets go of the lock; so does the end of a process killed meanwhile.
+    /// Runs `body` with the schedule when this instance takes the sync's advisory lock (nil when another
+    /// instance holds it), on a connection of its own (``AdvisoryLeadership``).
     public static func whileLeading<T: Sendable>(
         settings: DatabaseSettings, timeout: Duration, logger: Logger,
         _ body: @Sendable (StoreSyncSchedule) async throws -> T
     ) async throws -> T? {
-        let connection = try await withDeadline(timeout) {
-            try await PostgresConnection.connect(
-                configuration: try settings.connectionConfiguration(applicationName: "upshift-store-sync"), id: 0,
-                logger: logger)
-        }
-        let schedule = StoreSyncSchedule(connection: connection, timeout: timeout, logger: logger)
-        do {
-            let leading = try await schedule.bounded { connection in
-                let rows = try await connection.query(
-                    "SELECT pg_try_advisory_lock(hashtextextended(\(lockKey), 0))", logger: logger)
-                for try await acquired in rows.decode(Bool.self) { return acquired }
-                return false
-            }
-            let result = leading ? try await body(schedule) : nil
-            try? await connection.close()
-            return result
-        } catch {
-            try? await connection.close()
-            throw error
+        try await AdvisoryLeadership.whileHolding(
+            lockKey, settings: settings, applicationName: "upshift-store-sync", timeout: timeout, logger: logger
+        ) { lease in
+            try await body(StoreSyncSchedule(connection: lease.connection, timeout: timeout, logger: logger))
         }
     }
 

@@ -22,6 +22,8 @@ struct Releases: AsyncParsableCommand {
         @Option(help: "A line of release notes as locale=text (repeatable), e.g. en=\"Faster sync\".") var note: [String] = []
         @Option(help: "Download URL overriding the app's store URL.") var updateUrl: String?
         @Option(help: "Share of installs it is offered to, 0–100 (default 100).") var rolloutPercent: Double?
+        @Option(help: "A schedule that advances the rollout: app-store, or PERCENT@HOURS steps (10@0,50@24,100@48).")
+        var schedule: String?
         @Option(help: "Build number (informational).") var build: Int?
         @Option(help: "Why (recorded in the app's history).") var reason: String?
 
@@ -36,6 +38,7 @@ struct Releases: AsyncParsableCommand {
             body["updateURL"] = updateUrl.map(JSONValue.string)
             body["rolloutPercent"] = rolloutPercent.map { .number(JSONNumber($0)) }
             body["build"] = build.map { .number(JSONNumber($0)) }
+            if let schedule { body["rolloutSchedule"] = try Rollout.steps(schedule) }
             var notes: [String: [JSONValue]] = [:]
             for entry in note {
                 let parts = entry.split(separator: "=", maxSplits: 1)
@@ -43,10 +46,11 @@ struct Releases: AsyncParsableCommand {
                 notes[String(parts[0]), default: []].append(.string(String(parts[1])))
             }
             if !notes.isEmpty { body["notes"] = .object(notes.mapValues(JSONValue.array)) }
-            let release = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.release(.object(body)) }
+            let now = SystemClock().now()
+            let release = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.release(.object(body), now: now) }
             let (app, reason) = (app, reason)
             let write = try await CatalogCommand.run { catalog in
-                try await catalog.addRelease(appId: app, release, actor: CatalogCommand.actor, reason: reason, now: SystemClock().now())
+                try await catalog.addRelease(appId: app, release, actor: CatalogCommand.actor, reason: reason, now: now)
             }
             print("added \(write.value.platform) \(write.value.version) to \(app) (revision \(write.revision))")
             for warning in write.warnings { print("warning: \(warning)") }
@@ -66,7 +70,14 @@ struct Releases: AsyncParsableCommand {
             print("platform\tversion\treleased\tchannel\tstatus\trollout\trevision")
             for name in platform.map({ [$0] }) ?? catalog.releases.keys.sorted() {
                 for release in catalog.releases(for: name) {
-                    let rollout = "\(release.rolloutPercent.formatted())%\(release.rolloutPaused ? " paused" : "")"
+                    var rollout = "\(release.rolloutPercent.formatted())%\(release.rolloutPaused ? " halted" : "")"
+                    if let schedule = release.rolloutSchedule {
+                        rollout += " (schedule \(schedule.state.rawValue), step \(schedule.step)/\(schedule.steps.count)"
+                        if let next = schedule.next {
+                            rollout += ", \(next.step.percent.formatted())% at \(Timestamp.format(next.at))"
+                        }
+                        rollout += ")"
+                    }
                     print([release.platform, release.version.text, Timestamp.format(release.releasedAt), release.channel.rawValue,
                            release.status.rawValue, rollout, String(release.revision)].joined(separator: "\t"))
                 }
@@ -85,23 +96,56 @@ struct Releases: AsyncParsableCommand {
     }
 
     struct Rollout: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Change a release's rollout: percent, pause or resume.")
+        static let configuration = CommandConfiguration(
+            abstract: "Change a release's rollout: percent, schedule, pause, resume, halt or release to everyone.",
+            discussion: """
+                A schedule advances by itself (the rollout worker of `upshift serve`, where the projections run):
+                --schedule app-store is the App Store's phased release (1, 2, 5, 10, 20, 50, 100 % at 0, 24, …
+                144 hours); a custom one is PERCENT@HOURS steps, e.g. 10@0,50@24,100@48. It starts now, or when
+                the release comes out if that is later. --percent ends a schedule, as does --end-schedule.
+                """)
         @OptionGroup var target: ReleaseTarget
-        @Option(help: "Share of installs it is offered to, 0–100.") var percent: Double?
-        @Flag(help: "Halt the rollout (offered to nobody until resumed).") var pause = false
-        @Flag(help: "Resume a halted rollout.") var resume = false
+        @Option(help: "Share of installs it is offered to, 0–100 (ends a schedule).") var percent: Double?
+        @Option(help: "app-store, or PERCENT@HOURS steps separated by commas (10@0,50@24,100@48).") var schedule: String?
+        @Flag(help: "End the schedule; the percentage stays.") var endSchedule = false
+        @Flag(help: "Pause the schedule: the percentage stays, no step comes due (30 days of pauses at most).")
+        var pauseSchedule = false
+        @Flag(help: "Halt the rollout: offered to nobody until resumed; a schedule stops too.") var pause = false
+        @Flag(help: "Resume a halted rollout or a paused schedule.") var resume = false
+        @Flag(help: "Offer it to everyone now; a schedule ends.") var releaseToEveryone = false
         @Option(help: "Why (recorded in the app's history).") var reason: String
 
         func validate() throws {
-            if pause && resume { throw ValidationError("--pause or --resume, not both") }
-            if percent == nil && !pause && !resume { throw ValidationError("give --percent, --pause or --resume") }
+            let chosen = [percent != nil, schedule != nil, endSchedule, pauseSchedule, pause, resume, releaseToEveryone]
+            guard chosen.filter({ $0 }).count == 1 else {
+                throw ValidationError(
+                    "give one of --percent, --schedule, --end-schedule, --pause-schedule, --pause, --resume, --release-to-everyone")
+            }
+            if let schedule { _ = try Self.steps(schedule) }
+        }
+
+        /// `app-store`, or `PERCENT@HOURS,…` as the API's list of steps.
+        static func steps(_ text: String) throws -> JSONValue {
+            if text == "app-store" { return .string(RolloutSchedule.Kind.appStore.rawValue) }
+            let steps = try text.split(separator: ",").map { step -> JSONValue in
+                let parts = step.split(separator: "@")
+                guard parts.count == 2, let percent = JSONNumber(literal: String(parts[0])),
+                    let hours = JSONNumber(literal: String(parts[1]))
+                else { throw ValidationError("--schedule: \(step) is not PERCENT@HOURS") }
+                return .object(["percent": .number(percent), "afterHours": .number(hours)])
+            }
+            return .array(steps)
         }
 
         func run() async throws {
             var patch: [String: JSONValue] = [:]
             patch["rolloutPercent"] = percent.map { .number(JSONNumber($0)) }
-            if pause { patch["rolloutPaused"] = .bool(true) }
-            if resume { patch["rolloutPaused"] = .bool(false) }
+            if let schedule { patch["rolloutSchedule"] = try Self.steps(schedule) }
+            if endSchedule { patch["rolloutSchedule"] = .null }
+            let actions: [(Bool, RolloutAction)] = [
+                (pauseSchedule, .pause), (pause, .halt), (resume, .resume), (releaseToEveryone, .release),
+            ]
+            for (chosen, action) in actions where chosen { patch["rolloutAction"] = .string(action.rawValue) }
             try await target.patch(patch, reason: reason, verb: "updated the rollout of")
         }
     }
@@ -162,11 +206,12 @@ struct ReleaseTarget: ParsableArguments {
             guard let current = try await catalog.app(id: app)?.release(platform: platform, version: version) else {
                 throw CatalogError.releaseNotFound("\(platform) \(version)")
             }
+            let now = SystemClock().now()
             return try await catalog.updateRelease(
                 appId: app, platform: platform, version: version, expectedRevision: current.revision,
-                actor: CatalogCommand.actor, reason: reason, now: SystemClock().now()
+                actor: CatalogCommand.actor, reason: reason, now: now
             ) { release in
-                do throws(FieldError) { return try CatalogInput.releasePatch(body, to: release) } catch {
+                do throws(FieldError) { return try CatalogInput.releasePatch(body, to: release, now: now) } catch {
                     throw CatalogError.invalid(error)
                 }
             }

@@ -23,6 +23,16 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "No progress line.") var quiet = false
     @Option(help: "End of the period, RFC 3339 (default: now): with the same seed, replays an earlier run's timeline.")
     var end: String?
+    @Option(
+        help: """
+            standard, or phased: release 1.2 rolls out on the App Store's schedule (1 % to 100 % over 6 days) while the \
+            fleet runs, and every check it decides must offer it exactly when the step in force admits the install.
+            """)
+    var scenario: Scenario = .standard
+
+    enum Scenario: String, ExpressibleByArgument, CaseIterable {
+        case standard, phased
+    }
 
     func run() async throws {
         guard installs > 0, installs <= 1_000_000 else { throw ValidationError("--installs must be 1…1,000,000") }
@@ -33,8 +43,9 @@ struct Simulate: AsyncParsableCommand {
             guard let date = Timestamp.parse(text) else { throw ValidationError("--end must be an RFC 3339 timestamp") }
             return date
         }
-        let options = FleetSimulation.Options(
+        var options = FleetSimulation.Options(
             installs: installs, days: days, seed: seed, appId: app, end: end ?? Date(), progress: !quiet)
+        options.phased = scenario == .phased
         try await runSimulation(options)
     }
 }

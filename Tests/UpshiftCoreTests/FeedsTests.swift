@@ -278,7 +278,7 @@ import FoundationXML
                 "platform": .string("macos"), "version": .string("1.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
             ]
             body.merge(extra) { $1 }
-            return try CatalogInput.release(.object(body))
+            return try CatalogInput.release(.object(body), now: Date())
         }
         let signature = Data(repeating: 0xAB, count: 64).base64EncodedString()
         let good = try release([

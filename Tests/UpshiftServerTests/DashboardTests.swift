@@ -179,6 +179,38 @@ import UpshiftTestSupport
         }
     }
 
+    @Test func theOverviewStartsPausesAndEndsASchedule() async throws {
+        let now = Timestamp.parse("2026-06-01T00:00:00Z")!
+        let harness = try await Harness.make(now: now)
+        try await harness.run { server in
+            var body = Self.release("2.0").objectValue!
+            body["releasedAt"] = .string("2026-06-03T00:00:00Z")  // not out yet: a schedule can start
+            _ = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: .object(body))
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            let csrf = try await admin.csrf()
+            #expect(try await admin.get("/dashboard/apps/expenses?platform=ios").text.contains("App Store schedule</button>"))
+            func post(_ action: String, revision: Int) async throws -> Int {
+                try await admin.post(
+                    "/dashboard/apps/expenses/releases/2.0",
+                    ["csrf": csrf, "platform": "ios", "revision": String(revision), "action": action, "reason": "phased"]
+                ).status
+            }
+            #expect(try await post("schedule", revision: 1) == 303)
+            var page = try await admin.get("/dashboard/apps/expenses?platform=ios").text
+            #expect(page.contains("rolling out to 1%; App Store schedule, step 1 of 7; next: 2% at 2026-06-04 00:00 UTC"), "\(page)")
+            #expect(page.contains("Pause schedule</button>"))
+            #expect(try await post("pause-schedule", revision: 2) == 303)
+            page = try await admin.get("/dashboard/apps/expenses?platform=ios").text
+            #expect(page.contains("App Store schedule paused at step 1 of 7; resumes by itself at 2026-07-01 00:00 UTC"))
+            #expect(try await post("release", revision: 3) == 303)
+            let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: harness.readKey).value()
+            #expect(release["rolloutPercent"] == .number(100) && release["rolloutSchedule"] == nil)
+            let history = try await admin.get("/dashboard/apps/expenses/history").text
+            #expect(history.contains("rolloutSchedule"))
+        }
+    }
+
     @Test func policyAndReleaseFormsGoThroughTheCatalog() async throws {
         let harness = try await Harness.make()
         try await harness.run { server in

@@ -16,6 +16,22 @@ import UpshiftTestSupport
         #expect(output.contains("1.1: cohort"), "\(output)")
     }
 
+    @Test func aPhasedRolloutOffersEachInstallTheReleaseExactlyWhenItsStepAdmitsIt() async throws {
+        let database = try await TestDatabases.shared.fresh()
+        let (status, output) = try await Self.simulate(
+            ["--installs", "600", "--days", "30", "--seed", "11", "--scenario", "phased"], database: database)
+        print(output)
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("every report equals the ground truth"), "\(output)")
+        // Checks on both sides of the buckets: some admitted, some not, every one answered as its step says.
+        let match = try #require(
+            output.firstMatch(of: #/phased 1.2: (\d+) checks decided by its schedule \((\d+) admitted\), (\d+) offered it exactly/#),
+            "\(output)")
+        let (checks, admitted, exact) = (Int(match.1)!, Int(match.2)!, Int(match.3)!)
+        #expect(checks > 500 && admitted > 50 && admitted < checks, "\(output)")
+        #expect(exact == checks)
+    }
+
     /// Runs the `upshift` binary (`UPSHIFT_SIMULATE_BIN` when set: scripts/test builds a release one, the
     /// debug build is several times slower here).
     static func simulate(_ arguments: [String], database: DatabaseSettings, environment extra: [String: String] = [:])

@@ -95,6 +95,9 @@ import UpshiftTestSupport
         #expect(try await Self.leading(serverA) == Dictionary(uniqueKeysWithValues: Projections.all.map { ($0.name, 1) }))
         #expect(try await Self.leading(serverB) == Dictionary(uniqueKeysWithValues: Projections.all.map { ($0.name, 0) }))
         let killedSessions = Set(before.values.joined())
+        // One rollout worker too: one session, A's, holds its lock.
+        let rolloutWorker = try await Self.rolloutLockHolders(harness)
+        #expect(rolloutWorker.count == 1, "rollout worker lock holders: \(rolloutWorker)")
 
         // kill -9 of the leader while both ingest the rest, and while its runners are inside a statement
         // (each batch waits for the lock the test holds on the registry): B takes over every projection.
@@ -133,6 +136,24 @@ import UpshiftTestSupport
                 + "\(fleet.count - half) events acknowledged, each runner in a statement waiting for a lock), its sessions were gone "
                 + "from PostgreSQL in \(sessionsGone.map(Self.milliseconds) ?? "more than 30 s") and the other instance "
                 + "led every projection in \(takeover.map(Self.milliseconds) ?? "more than 30 s") (target 10 s, bound 30 s)")
+
+        // The survivor's rollout worker takes over too, and advances a schedule written through it.
+        try await Self.waitUntil("B holds the rollout worker's lock", within: .seconds(30), log: b) {
+            let holders = try await Self.rolloutLockHolders(harness)
+            return holders.count == 1 && holders != rolloutWorker
+        }
+        let scheduled = try await serverB.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: .object([
+            "platform": .string("ios"), "version": .string("1.3.0"), "releasedAt": .string(Timestamp.format(now)),
+            "rolloutSchedule": .array([
+                .object(["percent": .number(10), "afterHours": .number(0)]),
+                .object(["percent": .number(100), "afterHours": .number(0.001)]),  // 3.6 s
+            ]),
+        ]))
+        #expect(scheduled.status == 201)
+        try await Self.waitUntil("the schedule's last step, written by B's worker", within: .seconds(20), log: b) {
+            try await serverB.send(.GET, "/v1/apps/expenses/releases/ios/1.3.0", key: harness.readKey).value()["rolloutPercent"]
+                == .number(100)
+        }
 
         // The survivor ingests what is left (and what A never answered), and its runners apply it all.
         try await posting
@@ -236,6 +257,22 @@ import UpshiftTestSupport
             var holders: [String: [Int32]] = [:]
             for try await (name, pid) in rows.decode((String, Int32).self) { holders[name, default: []].append(pid) }
             return holders
+        }
+    }
+
+    /// The sessions that hold the rollout worker's lock (`upshift:rollout-schedules`).
+    static func rolloutLockHolders(_ harness: Harness) async throws -> [Int32] {
+        try await harness.sql { client in
+            let rows = try await client.query(
+                """
+                SELECT l.pid FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended('upshift:rollout-schedules', 0)
+                """)
+            var pids: [Int32] = []
+            for try await pid in rows.decode(Int32.self) { pids.append(pid) }
+            return pids
         }
     }
 

@@ -13,10 +13,11 @@ extension CatalogController {
         let identity = try context.requireIdentity()
         let appId = try context.appId()
         let body = try await json(request)
-        let release = try CatalogInput.release(body)
+        let now = clock.now()
+        let release = try CatalogInput.release(body, now: now)
         let reason = try CatalogInput.reason(body)
         let write = try await written {
-            try await store.addRelease(appId: appId, release, actor: identity.key.actor, reason: reason, now: clock.now())
+            try await store.addRelease(appId: appId, release, actor: identity.key.actor, reason: reason, now: now)
         }
         return try revisioned(write, status: .created)
     }
@@ -55,14 +56,15 @@ extension CatalogController {
         let expected = try ifMatch(request)
         let body = try await json(request)
         // The body is checked before the store is asked, so that a bad field is a 400 whatever the revision.
-        _ = try CatalogInput.releasePatch(body, to: Release(platform: platform, version: version, releasedAt: Date()))
+        let now = clock.now()
+        try CatalogInput.checkReleasePatch(body, platform: platform, version: version, now: now)
         let reason = try CatalogInput.reason(body)
         let write = try await written {
             try await store.updateRelease(
                 appId: appId, platform: platform, version: version, expectedRevision: expected, actor: identity.key.actor,
-                reason: reason, now: clock.now()
+                reason: reason, now: now
             ) { release in
-                do throws(FieldError) { return try CatalogInput.releasePatch(body, to: release) } catch {
+                do throws(FieldError) { return try CatalogInput.releasePatch(body, to: release, now: now) } catch {
                     throw CatalogError.invalid(error)
                 }
             }

@@ -26,6 +26,11 @@ enum Figures {
         return String(format: "%.1f days", seconds / 86_400)
     }
 
+    /// A moment to the minute, in UTC: `2026-06-02 00:00 UTC`.
+    static func minute(_ date: Date) -> String {
+        Timestamp.format(date).prefix(16).replacingOccurrences(of: "T", with: " ") + " UTC"
+    }
+
     /// How fresh the figures of a page are: the `dataAsOf` of its reports (the oldest, when it shows
     /// several; nil while one has applied no event), so that replica lag and projection lag show.
     static func dataAsOf(_ dates: Date?...) -> HTML {

@@ -20,11 +20,13 @@ enum OverviewPage {
         var saved: Bool
         /// Said for as long as it holds, not only after the write that caused it.
         var warnings: [String]
+        var now: Date
     }
 
     static func model(
-        _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, today: UTCDay
+        _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, now: Date
     ) async throws -> Model {
+        let today = UTCDay(now)
         let query = try QueryParameters(request)
         let days = try query.integer("days", default: 30, range: 1...AdoptionReport.maximumDays)
         let from = today.adding(days: -(days - 1))
@@ -43,7 +45,7 @@ enum OverviewPage {
         return Model(
             identity: identity, app: app, platform: platform, days: days, report: report, pending: pending,
             saved: query["saved"] != nil,
-            warnings: app.policy(for: platform).warnings(among: app.releases(for: platform), platform: platform))
+            warnings: app.policy(for: platform).warnings(among: app.releases(for: platform), platform: platform), now: now)
     }
 
     static func view(_ model: Model) -> HTML {
@@ -119,10 +121,11 @@ enum OverviewPage {
         guard !releases.isEmpty else { return "<h2>Releases</h2><p class=\"muted\">No releases on \(model.platform) yet.</p>" }
         let rows = releases.sorted { $0.version > $1.version }.map { release -> HTML in
             let percent = JSONNumber(release.rolloutPercent).literal
-            let state: String =
+            var state: String =
                 release.status == .withdrawn ? "withdrawn"
                 : release.rolloutPaused ? "paused at \(percent)%"
                 : release.rolloutPercent >= 100 ? "live" : "rolling out to \(percent)%"
+            if let schedule = release.rolloutSchedule { state += "; " + scheduleSummary(schedule) }
             let link = "/dashboard/apps/\(model.app.app.id)/releases/\(release.version.normalized)?platform=\(DashboardForm.escape(model.platform))"
             let controls: HTML = model.identity.mayWrite && release.status == .live ? releaseControls(release, model) : ""
             return """
@@ -136,15 +139,42 @@ enum OverviewPage {
             """
     }
 
-    /// Set the rollout, pause or resume it, withdraw: posted to the release (``DashboardPages/changeRelease``).
+    /// A schedule in words: its kind, the step in force, and the next step and when (or why none comes).
+    static func scheduleSummary(_ schedule: RolloutSchedule) -> String {
+        let kind = schedule.kind == .appStore ? "App Store schedule" : "schedule"
+        let position = "step \(schedule.step) of \(schedule.steps.count)"
+        switch schedule.state {
+        case .running:
+            guard let next = schedule.next else { return "\(kind), \(position)" }
+            return "\(kind), \(position); next: \(JSONNumber(next.step.percent).literal)% at \(Figures.minute(next.at))"
+        case .paused:
+            return "\(kind) paused at \(position); resumes by itself at \(schedule.resumesAt.map(Figures.minute) ?? "–")"
+        case .halted:
+            return "\(kind) halted at \(position)"
+        }
+    }
+
+    /// Set the rollout, start or pause a schedule, halt or resume, release to everyone, withdraw: posted to
+    /// the release (``DashboardPages/changeRelease``).
     private static func releaseControls(_ release: Release, _ model: Model) -> HTML {
         let action = "/dashboard/apps/\(model.app.app.id)/releases/\(release.version.normalized)"
         let id = "r-\(release.version.normalized.replacingOccurrences(of: ".", with: "-"))"
         let hidden = model.identity.writeFields(platform: model.platform, revision: release.revision)
-        let pause: HTML =
-            release.rolloutPaused
-            ? "<button type=\"submit\" name=\"action\" value=\"resume\">Resume</button>"
-            : "<button type=\"submit\" name=\"action\" value=\"pause\">Pause</button>"
+        func button(_ value: String, _ label: String) -> HTML {
+            "<button type=\"submit\" name=\"action\" value=\"\(value)\">\(label)</button>"
+        }
+        var pause: [HTML] = [release.rolloutPaused ? button("resume", "Resume") : button("pause", "Pause")]
+        switch release.rolloutSchedule?.state {
+        case nil:
+            // Offered where it can start: a schedule never takes back what a rollout already admits.
+            if !release.rolloutPaused, release.releasedAt > model.now || release.rolloutPercent <= 1 {
+                pause.append(button("schedule", "App Store schedule"))
+            }
+        case .running?: pause.append(button("pause-schedule", "Pause schedule"))
+        case .paused?: pause.append(button("resume", "Resume schedule"))
+        case .halted?: break
+        }
+        if release.rolloutPercent < 100 || release.rolloutPaused { pause.append(button("release", "Release to everyone")) }
         return """
             <tr><td colspan="5"><form class="inline" method="post" action="\(action)" aria-label="Rollout of \(release.version.normalized)">\(hidden)\
             <label>Rollout %<input id="\(id)-percent" name="percent" type="number" min="0" max="100" step="0.01" value="\(JSONNumber(release.rolloutPercent).literal)" size="5"></label>\
@@ -161,7 +191,7 @@ extension DashboardPages {
         let app = try await context.app(in: catalog)
         let platform = try platform(request, app)
         let model = try await OverviewPage.model(
-            request, identity: identity, app: app, platform: platform, reports: reports, today: UTCDay(clock.now()))
+            request, identity: identity, app: app, platform: platform, reports: reports, now: clock.now())
         return Page.framed(identity, title: "\(app.app.name) · \(platform)", app: app.app.id, platform: platform, body: OverviewPage.view(model))
             .response()
     }

@@ -46,7 +46,8 @@ enum RolloutForms {
         var platform, revision, reason, minimumVersion: String?
     }
 
-    /// A change of one release: `rollout` (with `percent`), `pause`, `resume` or `withdraw`.
+    /// A change of one release: `rollout` (with `percent`), `pause` (a halt), `resume`, `schedule` (the App
+    /// Store's), `pause-schedule`, `release` (to everyone) or `withdraw`.
     struct ReleaseChange: CatalogWriteForm {
         var platform, revision, reason, action, percent: String?
 
@@ -58,10 +59,15 @@ enum RolloutForms {
                     throw ProblemDetails.badRequest("percent: a number from 0 to 100", field: "percent")
                 }
                 return .object(["rolloutPercent": .number(percent)])
-            case "pause": return .object(["rolloutPaused": .bool(true)])
-            case "resume": return .object(["rolloutPaused": .bool(false)])
+            case "pause": return .object(["rolloutAction": .string(RolloutAction.halt.rawValue)])
+            case "resume": return .object(["rolloutAction": .string(RolloutAction.resume.rawValue)])
+            case "schedule": return .object(["rolloutSchedule": .string(RolloutSchedule.Kind.appStore.rawValue)])
+            case "pause-schedule": return .object(["rolloutAction": .string(RolloutAction.pause.rawValue)])
+            case "release": return .object(["rolloutAction": .string(RolloutAction.release.rawValue)])
             case "withdraw": return .object(["status": .string(ReleaseStatus.withdrawn.rawValue)])
-            default: throw ProblemDetails.badRequest("action: rollout, pause, resume or withdraw", field: "action")
+            default:
+                throw ProblemDetails.badRequest(
+                    "action: rollout, pause, resume, schedule, pause-schedule, release or withdraw", field: "action")
             }
         }
     }
@@ -112,11 +118,12 @@ extension DashboardPages {
         let (platform, revision, reason) = try form.writeContext()
         let version = try context.pathVersion()
         let patch = try form.patch()
+        let now = clock.now()
         _ = try await catalog.updateRelease(
             appId: appId, platform: platform, version: version, expectedRevision: revision, actor: identity.key.actor,
-            reason: reason, now: clock.now()
+            reason: reason, now: now
         ) { release in
-            do throws(FieldError) { return try CatalogInput.releasePatch(patch, to: release) } catch {
+            do throws(FieldError) { return try CatalogInput.releasePatch(patch, to: release, now: now) } catch {
                 throw CatalogError.invalid(error)
             }
         }

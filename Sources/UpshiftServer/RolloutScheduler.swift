@@ -1,0 +1,109 @@
+import Foundation
+import Logging
+import Metrics
+import ServiceLifecycle
+import UpshiftCore
+import UpshiftStore
+
+/// The rollout worker: advances every release's `rolloutSchedule` (``Release/advanceSchedule(now:)``)
+/// as catalog writes with actor and reason `schedule`, reading the application's clock. It runs where
+/// the `projections` role runs, one active instance at a time (an advisory lock; the others retry and
+/// take over within ``retry``). Each write is made against the revision it was computed from, so a
+/// hand edit made meanwhile wins and the step is computed again from it.
+struct RolloutScheduler: Service {
+    let catalog: CatalogStore
+    let database: DatabaseSettings
+    let clock: any WallClock
+    let metrics: any MetricsFactory
+    let logger: Logger
+    /// How often due steps are looked for: a step reaches the check within about this much.
+    var interval: Duration = .milliseconds(500)
+    /// How long an instance that does not hold the lock waits before it tries again.
+    var retry: Duration = .seconds(2)
+    /// Called after a write, to refresh this instance's snapshot at once (others reload on `NOTIFY`).
+    let written: @Sendable () async -> Void
+
+    static let lockKey = "upshift:rollout-schedules"
+
+    func run() async throws {
+        while !Task.isCancelledOrShuttingDown {
+            do {
+                try await cancelWhenGracefulShutdown {
+                    _ = try await AdvisoryLeadership.whileHolding(
+                        Self.lockKey, settings: database, applicationName: "upshift-rollouts", timeout: .seconds(10),
+                        logger: logger
+                    ) { lease in
+                        logger.info("rollout worker active")
+                        var view = CatalogView()
+                        // The lock lives as long as its connection: a closed one means another instance may lead.
+                        while !lease.isLost, !Task.isCancelled {
+                            try await view.refresh(from: catalog)
+                            if try await tick(view.apps) { view.invalidate() }
+                            try await Task.sleep(for: interval)
+                        }
+                    }
+                }
+            } catch where Task.isCancelledOrShuttingDown {
+                return
+            } catch {
+                logger.warning("rollout worker failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: retry) }
+            } catch {
+                return
+            }
+        }
+    }
+
+    /// The catalog as last read, read again when its version moved.
+    struct CatalogView {
+        private var version: Int64?
+        private(set) var apps: [String: AppCatalog] = [:]
+
+        mutating func refresh(from catalog: CatalogStore) async throws {
+            let current = try await catalog.version()
+            guard current != version else { return }
+            apps = try await catalog.loadAll().apps
+            version = current
+        }
+
+        mutating func invalidate() { version = nil }
+    }
+
+    /// Writes every step now due; true when something was written (or a write found a newer revision).
+    func tick(_ apps: [String: AppCatalog]) async throws -> Bool {
+        var changed = false
+        for (appId, app) in apps.sorted(by: { $0.key < $1.key }) {
+            for platform in app.releases.keys.sorted() {
+                for release in app.releases(for: platform) where release.rolloutSchedule != nil {
+                    let now = clock.now()
+                    var advanced = release
+                    guard let note = advanced.advanceSchedule(now: now) else { continue }
+                    changed = true
+                    let result = advanced
+                    do {
+                        let write = try await catalog.updateRelease(
+                            appId: appId, platform: platform, version: release.version,
+                            expectedRevision: release.revision, actor: CatalogEvent.scheduleActor,
+                            reason: CatalogEvent.scheduleActor, now: now, schedule: note
+                        ) { _ in result }
+                        ServerMetrics.counter("rollout_schedule_writes", factory: metrics).increment()
+                        logger.notice(
+                            "rollout schedule advanced",
+                            metadata: [
+                                "app": "\(appId)", "platform": "\(platform)", "version": "\(release.version)",
+                                "step": "\(note.step.map(String.init) ?? "-")", "percent": "\(result.rolloutPercent)",
+                                "skipped": "\(note.skipped)", "resumed": "\(note.resumed)", "revision": "\(write.revision)",
+                            ])
+                    } catch CatalogError.stale {
+                        // Edited meanwhile: the next tick computes the step from the edit.
+                        continue
+                    }
+                }
+            }
+        }
+        if changed { await written() }
+        return changed
+    }
+}
