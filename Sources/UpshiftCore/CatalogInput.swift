@@ -75,6 +75,48 @@ public enum CatalogInput {
         return edited
     }
 
+    /// A proposed change of one platform's catalog, for the policy backtest, in the admin API's shapes:
+    /// `policy` a whole policy as `PUT` takes it, `releases` an edit per existing release (version → the
+    /// body `PATCH` takes). Errors name the member: `policy.minimumVersion`, `releases.2.0.rolloutPercent`.
+    public static func proposal(_ body: JSONValue, to catalog: AppCatalog, platform: String, now: Date) throws(FieldError)
+        -> AppCatalog
+    {
+        let fields = try Fields(body, allowed: ["policy", "releases"])
+        var proposed = catalog
+        func nested(_ prefix: String, _ error: FieldError) -> FieldError {
+            FieldError(error.field == "body" ? prefix : "\(prefix).\(error.field)", error.message, kind: error.kind)
+        }
+        if let value = fields.object["policy"], !value.isNull {
+            do throws(FieldError) {
+                var policy = try CatalogInput.policy(value)
+                _ = try reason(value)
+                try checkMinimumBelowTarget(policy)
+                policy.revision = catalog.policy(for: platform).revision
+                proposed.policies[platform] = policy
+            } catch {
+                throw nested("policy", error)
+            }
+        }
+        if let value = fields.object["releases"], !value.isNull {
+            guard let edits = value.objectValue else { throw FieldError("releases", "must be an object of version → edit") }
+            guard edits.count <= 1_000 else { throw FieldError("releases", "at most 1000 releases") }
+            for (text, edit) in edits.sorted(by: { $0.key < $1.key }) {
+                let name = "releases.\(text)"
+                guard let version = Version(text) else { throw FieldError(name, "not a valid version") }
+                guard let release = catalog.release(platform: platform, version: version) else {
+                    throw FieldError(name, "no release \(text) on \(platform)", kind: .inconsistent)
+                }
+                do throws(FieldError) {
+                    proposed.upsert(try releasePatch(edit, to: release, now: now))
+                    _ = try reason(edit)
+                } catch {
+                    throw nested(name, error)
+                }
+            }
+        }
+        return proposed
+    }
+
     /// The fields of a release edit, checked alone (on a release not yet out, at 0 %): what depends on the
     /// stored rollout (a pause needs a running schedule …) is judged when the edit meets it.
     public static func checkReleasePatch(_ body: JSONValue, platform: String, version: Version, now: Date) throws(FieldError) {

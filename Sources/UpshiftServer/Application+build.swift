@@ -154,9 +154,9 @@ public struct ApplicationParts {
                 }.routes(authentication: authentication), atPath: "/v1/apps")
             let reports = ReportService(
                 store: ReportStore(pool: replica ?? reads, logger: logger), snapshot: snapshot, clock: configuration.clock)
-            router.addRoutes(
-                ReportsController(reports: reports, snapshot: snapshot, clock: configuration.clock)
-                    .routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
+            let reportsController = ReportsController(reports: reports, snapshot: snapshot, clock: configuration.clock)
+            router.addRoutes(reportsController.routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
+            router.addRoutes(reportsController.previewRoutes(authentication: authentication), atPath: "/v1/apps/:app")
             router.addRoutes(
                 DashboardPages(
                     sessions: SessionStore(pool: hot, logger: logger), keys: keys, catalog: catalogStore,

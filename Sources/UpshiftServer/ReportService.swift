@@ -31,6 +31,21 @@ struct ReportService: Sendable {
         return PromptFunnelReport(app: app, platform: platform, funnels: read.value, dataAsOf: read.dataAsOf)
     }
 
+    /// The policy backtest of `proposed` against `current` (both as the check would serve them) at `now`.
+    func backtest(
+        app: String, platform: String, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
+    ) async throws -> BacktestReport {
+        let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
+        let read = try await store.backtestInstalls(app: app, platform: platform, since: since) { version, channel in
+            Backtest.bucketMatters(
+                version: version, channel: Channel(rawValue: channel) ?? .live, platform: platform,
+                catalogs: [current, proposed], now: now)
+        }
+        return Backtest.run(
+            app: app, platform: platform, windowDays: windowDays, now: now, current: current, proposed: proposed,
+            counts: read.value.counts, installs: read.value.installs, dataAsOf: read.dataAsOf)
+    }
+
     func minimumImpact(app: String, platform: String, minimum: Version, windowDays: Int) async throws -> MinimumImpactReport {
         let now = clock.now()
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)

@@ -132,6 +132,7 @@ public struct FleetSimulation {
             SimulatedInstall(index: index, random: &random, releases: plan.releases, start: start)
         }
         let progress = ProgressLine(enabled: options.progress, days: options.days)
+        var prediction: Prediction?
         for day in 0..<options.days {
             let dayStart = start.addingTimeInterval(Double(day) * 86_400)
             // The team's actions of the day, at 09:00.
@@ -141,6 +142,13 @@ public struct FleetSimulation {
                 try await http.admin(.POST, "/v1/apps/\(options.appId)/releases", key: keys.admin, body: release.body)
             }
             if day == plan.minimumRaiseDay {
+                // Before the raise, the backtest of it: what it predicts is checked against the fleet's own facts.
+                try await waitForStoredEvents(expected: recorder.storedCount)
+                let report = try await http.post(
+                    "/v1/apps/\(options.appId)/preview?platform=ios&window=\(Prediction.windowDays)", key: keys.read,
+                    body: .object(["policy": plan.policy(minimum: true)]))
+                prediction = Prediction(
+                    report: report, facts: recorder.facts, now: clock.now(), minimum: plan.minimumVersion)
                 try await http.admin(
                     .PUT, "/v1/apps/\(options.appId)/policies/ios", key: keys.admin,
                     body: plan.policy(minimum: true), ifMatch: 1)
@@ -218,8 +226,12 @@ public struct FleetSimulation {
 
         try await waitForStoredEvents(expected: recorder.storedCount)
         let truth = GroundTruth(facts: recorder.facts, releases: plan.releases, start: start, end: options.end)
-        let differences = try await truth.compare(with: http, app: options.appId, key: keys.read)
+        var differences = try await truth.compare(with: http, app: options.appId, key: keys.read)
         var summary = truth.summary(app: options.appId)
+        if let prediction {
+            differences += prediction.differences
+            summary += "; \(prediction.summary)"
+        }
         if let slowest = schedule.slowest {
             summary += "; each step was served by the check within \(Int(slowest / .milliseconds(1))) ms of the clock passing it"
         }

@@ -259,3 +259,45 @@ extension FleetSimulation {
         }
     }
 }
+
+/// The policy backtest made just before the minimum raise, held against the fleet's facts stored by then:
+/// the installs active in the window (each at the version of its latest fact) and, under the proposed
+/// minimum, those below it forced (every one can update: the minimum's release is out to everyone and runs
+/// on every device of the fleet), and none forced today.
+struct Prediction {
+    static let windowDays = 7
+    var summary: String
+    var differences: [String] = []
+
+    init(report: JSONValue, facts: [Fact], now: Date, minimum: String) {
+        let since = now.addingTimeInterval(-Double(Self.windowDays) * 86_400)
+        var latest: [String: Fact] = [:]
+        for fact in facts where fact.at >= since && fact.at <= now {
+            if let current = latest[fact.install], (current.at, current.order) > (fact.at, fact.order) { continue }
+            latest[fact.install] = fact
+        }
+        let floor = Version(minimum)!
+        var below: [String: Int] = [:]
+        for fact in latest.values {
+            guard let version = Version(fact.version), version < floor else { continue }
+            below[version.normalized, default: 0] += 1
+        }
+        var predicted: [String: Int] = [:]
+        for row in report["rows"]?.arrayValue ?? [] {
+            guard let version = row["version"]?.stringValue, let force = row["proposed"]?["force"]?.intValue, force > 0 else { continue }
+            predicted[version, default: 0] += force
+        }
+        let forced = below.values.reduce(0, +)
+        summary = "the backtest before the minimum raise predicted \(report["proposed"]?["force"]?.intValue ?? -1) forced "
+            + "of \(report["installs"]?.intValue ?? -1) active installs (facts: \(forced) of \(latest.count))"
+        if report["installs"]?.intValue != latest.count {
+            differences.append("backtest: \(report["installs"]?.intValue ?? -1) installs active in \(Self.windowDays) days, the facts say \(latest.count)")
+        }
+        if predicted != below {
+            differences.append("backtest: forced by version \(predicted.sorted { $0.key < $1.key }), the facts say \(below.sorted { $0.key < $1.key })")
+        }
+        if report["today"]?["force"]?.intValue != 0 {
+            differences.append("backtest: \(report["today"]?["force"]?.intValue ?? -1) forced before the raise, expected none")
+        }
+    }
+}

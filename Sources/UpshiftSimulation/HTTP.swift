@@ -37,6 +37,12 @@ struct HTTP: Sendable {
         }
     }
 
+    func post(_ path: String, key: String, body: JSONValue) async throws -> JSONValue {
+        let (status, data) = try await request("POST", path, key: key, body: body)
+        guard status == 200 else { throw Failure(description: "POST \(path): HTTP \(status) \(String(decoding: data, as: UTF8.self))") }
+        return try JSONValue.parse(data)
+    }
+
     func get(_ path: String, key: String) async throws -> JSONValue {
         let (status, data) = try await request("GET", path, key: key)
         guard status == 200 else { throw Failure(description: "GET \(path): HTTP \(status) \(String(decoding: data, as: UTF8.self))") }

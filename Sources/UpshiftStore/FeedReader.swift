@@ -62,6 +62,7 @@ public struct FeedReader: Sendable {
         tx_id::text AS tx, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform,
         app_version, data->>'osVersion' AS os_version, data->>'locale' AS locale, data->>'promptKind' AS prompt_kind,
         data->>'targetVersion' AS target_version, data->>'dismissAction' AS dismiss_action,
+        CASE WHEN type = 'checked' THEN coalesce(data->>'channel', 'live') END AS channel,
         CASE WHEN install_id IS NULL THEN data::text END AS catalog_data
         """
 
@@ -82,7 +83,8 @@ public struct FeedReader: Sendable {
                     type: try cells["type"].decode(String.self), installId: try cells["install_id"].decode(UUID?.self),
                     platform: try text("platform"), appVersion: try text("app_version"), osVersion: try text("os_version"),
                     locale: try text("locale"), promptKind: try text("prompt_kind"), targetVersion: try text("target_version"),
-                    dismissAction: try text("dismiss_action"), catalogData: try text("catalog_data")))
+                    dismissAction: try text("dismiss_action"), channel: try text("channel"),
+                    catalogData: try text("catalog_data")))
         }
         return events
     }

@@ -65,6 +65,26 @@ import UpshiftCore
         #expect(open.maxRecordedAt == ["a": day, "b": late.recordedAt])
     }
 
+    @Test func installStateKeepsTheChannelOfTheLatestCheck() throws {
+        let day = try #require(Timestamp.parse("2026-03-01T08:00:00.000Z"))
+        let (checking, silent) = (UUID(), UUID())
+        func event(_ install: UUID, _ hours: Double, _ type: String, channel: String? = nil) -> ProjectionEvent {
+            ProjectionEvent(
+                feedPosition: FeedPosition(transaction: 1, position: 1), id: UUID(),
+                occurredAt: day.addingTimeInterval(hours * 3600), recordedAt: day, appId: "a", type: type,
+                installId: install, platform: "ios", appVersion: "1.0", channel: channel)
+        }
+        let rows = InstallStateFold.fold([
+            event(checking, 1, "checked", channel: "beta"), event(checking, 0, "checked", channel: "live"),  // a late one
+            event(checking, 2, "launched"), event(checking, 1, "checked", channel: "live"),  // a tie: the later wins
+            event(silent, 3, "launched"),
+        ]).states
+        let byInstall = Dictionary(uniqueKeysWithValues: rows.map { ($0.key.installId, $0) })
+        #expect(byInstall[checking]?.channel == "live" && byInstall[checking]?.checkedAt == day.addingTimeInterval(3600))
+        #expect(byInstall[checking]?.lastSeen == day.addingTimeInterval(2 * 3600), "a check is activity as before")
+        #expect(byInstall[silent]?.channel == nil && byInstall[silent]?.checkedAt == nil, "never checked")
+    }
+
     @Test func nearestRanksOverTheWholeCohort() {
         #expect(ReleaseReport.rank(quantile: 0.5, cohort: 1) == 1)
         #expect(ReleaseReport.rank(quantile: 0.5, cohort: 10) == 5)

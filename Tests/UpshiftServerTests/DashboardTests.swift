@@ -179,6 +179,45 @@ import UpshiftTestSupport
         }
     }
 
+    @Test func theRolloutPageBacktestsAReleaseChangeAndAMinimumBeforeApplyingThem() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            var body = Self.release("2.0").objectValue!
+            body["rolloutPercent"] = .number(10)
+            _ = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: .object(body))
+            let events = (0..<40).map { index -> [String: String] in
+                [
+                    "id": UUID().uuidString, "type": "launched", "installId": UUID().uuidString.lowercased(), "platform": "ios",
+                    "appVersion": "1.0", "osVersion": "17.0", "occurredAt": Timestamp.format(Date().addingTimeInterval(-Double(index) * 600)),
+                ]
+            }
+            #expect(try await server.postEvents(events, key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            // A release change: 40 installs on 1.0, 10 % admitted today; at 100 % every one is offered 2.0.
+            let page = try await admin.get("/dashboard/apps/expenses/rollout?platform=ios&release=2.0&action=rollout&percent=100")
+            #expect(page.status == 200, "\(page.text)")
+            #expect(page.text.contains("What the check would answer: 2.0 to 100 %"))
+            #expect(page.text.contains("<th scope=\"row\">soft</th>"))
+            let changed = try #require(page.text.firstMatch(of: #/id="backtest-changed">(\d+)</#).map { Int($0.1)! })
+            let report = try await server.send(
+                .POST, "/v1/apps/expenses/preview?platform=ios", key: harness.readKey,
+                json: .object(["releases": .object(["2.0": .object(["rolloutPercent": .number(100)])])])).value()
+            #expect(changed == report["changed"]?.intValue && changed > 20, "the page shows the API's backtest: \(changed)")
+            #expect(page.text.contains("Apply: 2.0 to 100 %"))
+            let csrf = try await admin.csrf()
+            let applied = try await admin.post(
+                "/dashboard/apps/expenses/releases/2.0",
+                ["csrf": csrf, "platform": "ios", "revision": "1", "action": "rollout", "percent": "100", "reason": "backtested"])
+            #expect(applied.status == 303)
+            // A minimum: the preview shows the backtest beside the impact report.
+            let minimum = try await admin.get("/dashboard/apps/expenses/rollout?platform=ios&candidate=2.0&window=7")
+            #expect(minimum.text.contains("What the check would answer: minimum 2.0"))
+            #expect(minimum.text.contains("<th scope=\"row\">reason below_minimum</th>"))
+        }
+    }
+
     @Test func theOverviewStartsPausesAndEndsASchedule() async throws {
         let now = Timestamp.parse("2026-06-01T00:00:00Z")!
         let harness = try await Harness.make(now: now)

@@ -160,7 +160,12 @@ struct RandomLog: Sendable {
         var events: [EventRow]
         switch random.next() % 12 {
         case 0, 1, 2: events = [row("launched", ["osVersion": pick(["16.4", "17.1", "14"]), "locale": pick(["en", "de-AT"])])]
-        case 3, 4: events = [row("checked", ["action": "none", "reason": "up_to_date"])]
+        case 3, 4:
+            // The channel asked for (install_state keeps the latest check's); checks recorded before the
+            // channel was have none, and count as live.
+            var data = ["action": "none", "reason": "up_to_date"]
+            if !chance(20) { data["channel"] = pick(["live", "beta"]) }
+            events = [row("checked", data)]
         case 5, 6:
             let target = Self.versions[min(install.version + 1, Self.versions.count - 1)]
             let kind = pick(["soft", "force"])

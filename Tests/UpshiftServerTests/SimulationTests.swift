@@ -30,6 +30,10 @@ import UpshiftTestSupport
         let (checks, admitted, exact) = (Int(match.1)!, Int(match.2)!, Int(match.3)!)
         #expect(checks > 500 && admitted > 50 && admitted < checks, "\(output)")
         #expect(exact == checks)
+        // The backtest made before the minimum raise predicted the installs it forced.
+        let predicted = try #require(
+            output.firstMatch(of: #/predicted (\d+) forced of (\d+) active installs \(facts: (\d+) of (\d+)\)/#), "\(output)")
+        #expect(predicted.1 == predicted.3 && predicted.2 == predicted.4 && Int(predicted.1)! > 0, "\(output)")
     }
 
     /// Runs the `upshift` binary (`UPSHIFT_SIMULATE_BIN` when set: scripts/test builds a release one, the

@@ -23,6 +23,10 @@ public struct InstallStateRow: Sendable, Equatable {
     public var versionSortKey: String
     public var osVersion: String?
     public var locale: String?
+    /// The `occurredAt` and channel of the install's latest `checked` event (ties: the later in the feed);
+    /// nil while it never checked.
+    public var checkedAt: Date?
+    public var channel: String?
 }
 
 /// An install on one platform: what the time-to-update and prompt projections refresh after a batch.
@@ -91,6 +95,15 @@ public enum InstallStateFold {
             }
             let name = facts.version.normalized
             let key = InstallKey(appId: event.appId, installId: facts.install)
+            defer {
+                if event.type == EventType.checked.rawValue, var row = states[key],
+                    row.checkedAt.map({ event.occurredAt >= $0 }) ?? true
+                {
+                    row.checkedAt = event.occurredAt
+                    row.channel = event.channel ?? Channel.live.rawValue
+                    states[key] = row
+                }
+            }
             if var row = states[key] {
                 row.firstSeen = min(row.firstSeen, event.occurredAt)
                 if event.occurredAt >= row.lastSeen {  // ties go to the later event in the feed: this one

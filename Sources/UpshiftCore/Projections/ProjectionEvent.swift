@@ -37,6 +37,8 @@ public struct ProjectionEvent: Sendable, Equatable {
     public var promptKind: String?
     public var targetVersion: String?
     public var dismissAction: String?
+    /// The channel a `checked` event was asked for (`live` when it was recorded before the channel was).
+    public var channel: String?
     /// `data` as JSON text, for catalog events only.
     public var catalogData: String?
 
@@ -44,7 +46,7 @@ public struct ProjectionEvent: Sendable, Equatable {
         feedPosition: FeedPosition, id: UUID, occurredAt: Date, recordedAt: Date, appId: String, type: String,
         installId: UUID? = nil, platform: String? = nil, appVersion: String? = nil, osVersion: String? = nil,
         locale: String? = nil, promptKind: String? = nil, targetVersion: String? = nil, dismissAction: String? = nil,
-        catalogData: String? = nil
+        channel: String? = nil, catalogData: String? = nil
     ) {
         self.feedPosition = feedPosition
         self.id = id
@@ -60,6 +62,7 @@ public struct ProjectionEvent: Sendable, Equatable {
         self.promptKind = promptKind
         self.targetVersion = targetVersion
         self.dismissAction = dismissAction
+        self.channel = channel
         self.catalogData = catalogData
     }
 

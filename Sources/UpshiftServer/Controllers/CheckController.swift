@@ -269,6 +269,7 @@ struct CheckController: Sendable {
         data.add("build", request.build)
         data.add("osVersion", request.os?.text)
         data.add("locale", request.locale)
+        data.add("channel", request.channel.rawValue)
         let event = Event(
             id: UUID(), type: .checked, occurredAt: now, appId: appId, installId: installId, platform: request.platform,
             appVersion: request.version.text, data: data.json)

@@ -76,7 +76,7 @@ struct ReportsController {
     }
 
     /// The app (known), the required platform and the query; unknown parameters are refused.
-    private func scope(_ request: Request, _ context: UpshiftRequestContext, allowed: Set<String>) throws
+    func scope(_ request: Request, _ context: UpshiftRequestContext, allowed: Set<String>) throws
         -> (app: String, platform: String, query: QueryParameters)
     {
         let app = try context.appId()

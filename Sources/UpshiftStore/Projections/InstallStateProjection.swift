@@ -8,10 +8,15 @@ import UpshiftCore
 public struct InstallStateProjection: ProjectionDefinition {
     public let name = "install_state"
     /// 2: the activity tables added; `install_versions` moved to the projections that derive from it.
-    public let version = 2
+    /// 3: the channel of each install's latest check (what the policy backtest counts it in).
+    public let version = 3
     public let tables = ["install_state", "install_activity", "install_activity_daily"]
 
     public init() {}
+
+    /// Stands for "never checked" in the array of check times a batch sends (an array of timestamps
+    /// holds no NULL here); the statement reads any time before year 1000 as NULL.
+    static let neverChecked = Date.distantPast
 
     /// The hour (since the epoch, UTC) an install last seen at `column` is counted in.
     static func hour(_ column: SQL) -> SQL { "floor(extract(epoch FROM \(column)) / 3600)::int4" }
@@ -29,6 +34,8 @@ public struct InstallStateProjection: ProjectionDefinition {
                 version_key text COLLATE "C" NOT NULL,
                 os_version text,
                 locale     text,
+                checked_at timestamptz,  -- of the latest `checked` event; NULL: never checked
+                channel    text,         -- of that check
                 PRIMARY KEY (app_id, install_id)
             )
             """,
@@ -72,24 +79,32 @@ public struct InstallStateProjection: ProjectionDefinition {
         // merge (`new`) move each install from its old hour (and day), version and OS cell to its new one.
         let cells = try await connection.query(
             """
-            WITH u(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale) AS (
+            WITH u(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale,
+                   checked_at, channel) AS (
                 SELECT app_id, install_id, platform, first_seen, last_seen, version, version_key,
-                       NULLIF(os_version, ''), NULLIF(locale, '')
+                       NULLIF(os_version, ''), NULLIF(locale, ''),
+                       CASE WHEN checked_at > '1000-01-01' THEN checked_at END, NULLIF(channel, '')
                 FROM unnest(\(rows.map(\.key.appId))::text[], \(rows.map(\.key.installId))::uuid[],
                             \(rows.map(\.platform))::text[], \(rows.map(\.firstSeen.forPostgres))::timestamptz[],
                             \(rows.map(\.lastSeen.forPostgres))::timestamptz[], \(rows.map(\.version))::text[],
                             \(rows.map(\.versionSortKey))::text[], \(rows.map { $0.osVersion ?? "" })::text[],
-                            \(rows.map { $0.locale ?? "" })::text[])
-                     AS x(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+                            \(rows.map { $0.locale ?? "" })::text[], \(rows.map { ($0.checkedAt ?? Self.neverChecked).forPostgres })::timestamptz[],
+                            \(rows.map { $0.channel ?? "" })::text[])
+                     AS x(app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale,
+                          checked_at, channel)
             ),
             old AS (
                 SELECT s.app_id, s.platform, s.last_seen, s.version, s.os_version FROM \(state) s JOIN u USING (app_id, install_id)
             ),
             new AS (
                 INSERT INTO \(state) AS s
-                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale,
+                     checked_at, channel)
                 SELECT * FROM u
                 ON CONFLICT (app_id, install_id) DO UPDATE SET
+                    checked_at = GREATEST(s.checked_at, excluded.checked_at),
+                    channel = CASE WHEN excluded.checked_at >= s.checked_at OR s.checked_at IS NULL
+                                   THEN coalesce(excluded.channel, s.channel) ELSE s.channel END,
                     first_seen = LEAST(s.first_seen, excluded.first_seen),
                     last_seen = GREATEST(s.last_seen, excluded.last_seen),
                     platform = CASE WHEN excluded.last_seen >= s.last_seen THEN excluded.platform ELSE s.platform END,
@@ -154,10 +169,13 @@ public struct InstallStateProjection: ProjectionDefinition {
                 """
                 WITH \(versions.cte)
                 INSERT INTO \(state)
-                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale)
+                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale,
+                     checked_at, channel)
                 SELECT DISTINCT ON (e.install_id, e.app_id)
                        e.app_id, e.install_id, e.platform, min(e.occurred_at) OVER install, e.occurred_at, v.normalized,
-                       v.sort_key, NULLIF(e.data->>'osVersion', ''), NULLIF(e.data->>'locale', '')
+                       v.sort_key, NULLIF(e.data->>'osVersion', ''), NULLIF(e.data->>'locale', ''),
+                       (array_agg(e.occurred_at) FILTER (WHERE e.type = 'checked') OVER install)[1],
+                       (array_agg(coalesce(e.data->>'channel', 'live')) FILTER (WHERE e.type = 'checked') OVER install)[1]
                 FROM event_log e JOIN versions v ON v.raw = e.app_version
                 WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
                   AND \(backfill.installs("e.install_id", in: chunk))

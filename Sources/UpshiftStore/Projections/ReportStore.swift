@@ -195,6 +195,48 @@ public struct ReportStore: Sendable {
         }
     }
 
+    /// The installs the policy backtest counts: those last seen at or after `since`, as `install_state`
+    /// knows them (version, OS, the channel of the latest check: `live` when they never checked). Counted
+    /// by version, OS and channel, but for the versions and channels `perInstall` names: those one by one,
+    /// with their ids, as their buckets may matter.
+    public func backtestInstalls(
+        app: String, platform: String, since: Date, perInstall: @escaping @Sendable (_ version: String, _ channel: String) -> Bool
+    ) async throws -> ReportRead<(counts: [Backtest.Cohort: Int], installs: [(Backtest.Cohort, String)])> {
+        try await read(["install_state"]) { [logger] connection, tables in
+            let state = tables.name("install_state", of: "install_state")
+            let rows = try await connection.query(
+                """
+                SELECT version, os_version, coalesce(channel, 'live'), count(*)::int8 FROM \(state)
+                WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
+                GROUP BY 1, 2, 3
+                """, logger: logger)
+            var counts: [Backtest.Cohort: Int] = [:]
+            var split: [(String, String)] = []
+            var seen = Set<[String]>()
+            for try await (version, os, channel, installs) in rows.decode((String, String?, String, Int).self) {
+                if perInstall(version, channel) {
+                    if seen.insert([version, channel]).inserted { split.append((version, channel)) }
+                } else {
+                    counts[Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live)] = installs
+                }
+            }
+            var installs: [(Backtest.Cohort, String)] = []
+            if !split.isEmpty {
+                let ids = try await connection.query(
+                    """
+                    SELECT s.version, s.os_version, coalesce(s.channel, 'live'), s.install_id::text FROM \(state) s
+                    JOIN unnest(\(split.map(\.0))::text[], \(split.map(\.1))::text[]) AS k(version, channel)
+                      ON s.version = k.version AND coalesce(s.channel, 'live') = k.channel
+                    WHERE s.app_id = \(app) AND s.platform = \(platform) AND s.last_seen >= \(since.forPostgres)
+                    """, logger: logger)
+                for try await (version, os, channel, id) in ids.decode((String, String?, String, String).self) {
+                    installs.append((Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live), id))
+                }
+            }
+            return (counts, installs)
+        }
+    }
+
     /// Installs last seen at or after `since`, by current version and OS version: the days after the one
     /// `since` falls in, then that day's hours after `since`'s, from the projection's counts; the rest of
     /// `since`'s hour from the installs themselves.

@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import UpshiftCore
 import UpshiftStore
@@ -13,11 +14,39 @@ enum RolloutPage {
         var window: Int
         var candidate: String
         var impact: MinimumImpactReport?
+        /// What the check would answer the fleet before and after the previewed change (a minimum or a
+        /// release change), and the release change itself (its form's fields).
+        var backtest: BacktestReport?
+        var change: ReleaseChangePreview?
     }
 
-    static func model(_ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService) async throws
-        -> Model
-    {
+    /// A release change as the overview's form posts it (``RolloutForms/ReleaseChange``), previewed here.
+    struct ReleaseChangePreview {
+        var version: String
+        var action: String
+        var percent: String?
+
+        var label: String {
+            switch action {
+            case "rollout": return "\(version) to \(percent ?? "?") %"
+            case "pause": return "halt \(version)"
+            case "pause-schedule": return "pause the schedule of \(version)"
+            case "schedule": return "the App Store schedule for \(version)"
+            case "release": return "\(version) to everyone"
+            default: return "\(action) \(version)"
+            }
+        }
+    }
+
+    /// The actions a previewed release change may take (the overview's, but `withdraw` too).
+    static let releaseActions: [(String, String)] = [
+        ("rollout", "Set rollout %"), ("pause", "Halt"), ("resume", "Resume"), ("schedule", "App Store schedule"),
+        ("pause-schedule", "Pause schedule"), ("release", "Release to everyone"), ("withdraw", "Withdraw"),
+    ]
+
+    static func model(
+        _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, now: Date
+    ) async throws -> Model {
         let query = try QueryParameters(request)
         let window = try query.integer(
             "window", default: MinimumImpactReport.defaultWindowDays, range: 1...MinimumImpactReport.maximumWindowDays)
@@ -29,9 +58,91 @@ enum RolloutPage {
             }
             impact = try await reports.minimumImpact(app: app.app.id, platform: platform, minimum: minimum, windowDays: window)
         }
+        // The backtest of the previewed change: the candidate minimum, or a release change.
+        var proposed: AppCatalog?
+        var change: ReleaseChangePreview?
+        if let minimum = Version(candidate) {
+            proposed = app
+            proposed?.policies[platform, default: Policy()].minimumVersion = minimum
+        } else if let version = query["release"], !version.isEmpty {
+            let form = RolloutForms.ReleaseChange(
+                platform: platform, revision: nil, reason: nil, action: query["action"], percent: query["percent"])
+            change = ReleaseChangePreview(version: version, action: query["action"] ?? "", percent: query["percent"])
+            let proposal: JSONValue = .object(["releases": .object([version: try form.patch()])])
+            do throws(FieldError) {
+                proposed = try CatalogInput.proposal(proposal, to: app, platform: platform, now: now)
+            } catch {
+                throw CatalogError.invalid(error)
+            }
+        }
+        var backtest: BacktestReport?
+        if let proposed {
+            backtest = try await reports.backtest(
+                app: app.app.id, platform: platform, windowDays: window, now: now, current: app, proposed: proposed)
+        }
         return Model(
             identity: identity, app: app, platform: platform, policy: app.policy(for: platform), window: window,
-            candidate: candidate, impact: impact)
+            candidate: candidate, impact: impact, backtest: backtest, change: change)
+    }
+
+    /// What the check would answer the fleet today and with the change, by action and reason.
+    static func backtestSection(_ report: BacktestReport, title: String) -> HTML {
+        let reasons = Set(report.today.reasons.keys).union(report.proposed.reasons.keys).sorted()
+        func row(_ name: String, _ today: Int, _ proposed: Int) -> HTML {
+            "<tr><th scope=\"row\">\(name)</th><td class=\"n\">\(Figures.count(today))</td><td class=\"n\">\(Figures.count(proposed))</td></tr>"
+        }
+        let actions = [
+            row("force", report.today.force, report.proposed.force), row("soft", report.today.soft, report.proposed.soft),
+            row("none", report.today.none, report.proposed.none),
+        ]
+        let byReason = reasons.map { row("reason \($0)", report.today.reasons[$0] ?? 0, report.proposed.reasons[$0] ?? 0) }
+        return """
+            <section aria-labelledby="backtest"><h3 id="backtest">What the check would answer: \(title)</h3>
+            \(Figures.dataAsOf(report.dataAsOf))
+            <div class="figures"><div class="figure"><b>\(Figures.count(report.installs))</b><span>installs active in \(report.windowDays) days</span></div>\
+            <div class="figure"><b id="backtest-changed">\(Figures.count(report.changed))</b><span>would get another answer</span></div></div>
+            <div class="scroll"><table><thead><tr><th scope="col">Answer</th><th class="n" scope="col">Today</th>\
+            <th class="n" scope="col">With the change</th></tr></thead><tbody>\(actions)\(byReason)</tbody></table></div></section>
+            """
+    }
+
+    /// Preview a change of one release before applying it: the same fields the overview posts.
+    static func releaseChangeForm(_ model: Model) -> HTML {
+        let releases = model.app.releases(for: model.platform).filter { $0.status == .live }
+        guard !releases.isEmpty else { return "" }
+        let versions = releases.map { release -> HTML in
+            let selected = model.change?.version == release.version.text ? HTML(" selected") : ""
+            return "<option value=\"\(release.version.text)\"\(selected)>\(release.version.text) (\(JSONNumber(release.rolloutPercent).literal) %)</option>"
+        }
+        let actions = releaseActions.map { (value, label) -> HTML in
+            let selected = model.change?.action == value ? HTML(" selected") : ""
+            return "<option value=\"\(value)\"\(selected)>\(label)</option>"
+        }
+        return """
+            <h2 id="release-change">Change a release</h2>
+            <p class="muted">Preview what the check would answer the fleet before applying it.</p>
+            <form class="inline" method="get" action="/dashboard/apps/\(model.app.app.id)/rollout" aria-labelledby="release-change">
+            <input type="hidden" name="platform" value="\(model.platform)">
+            <label>Release<select name="release">\(versions)</select></label>
+            <label>Change<select name="action">\(actions)</select></label>
+            <label>Rollout %<input name="percent" type="number" min="0" max="100" step="0.01" value="\(model.change?.percent ?? "")"></label>
+            <label>Installs seen in the last (days)<input name="window" type="number" min="1" max="\(BacktestReport.maximumWindowDays)" value="\(model.window)"></label>
+            <button type="submit">Preview the change</button></form>
+            \(model.change.flatMap { change in model.backtest.map { previewedChange(change, $0, model) } } ?? "")
+            """
+    }
+
+    /// The backtest of a previewed release change, and the form that applies it.
+    private static func previewedChange(_ change: ReleaseChangePreview, _ report: BacktestReport, _ model: Model) -> HTML {
+        guard let release = model.app.releases(for: model.platform).first(where: { $0.version.text == change.version }) else { return "" }
+        let percent: HTML = change.percent.map { "<input type=\"hidden\" name=\"percent\" value=\"\($0)\">" } ?? ""
+        return """
+            \(backtestSection(report, title: change.label))
+            <form class="inline" method="post" action="/dashboard/apps/\(model.app.app.id)/releases/\(release.version.normalized)" aria-label="Apply \(change.label)">
+            \(model.identity.writeFields(platform: model.platform, revision: release.revision))<input type="hidden" name="action" value="\(change.action)">\(percent)\
+            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)"></label>\
+            <button class="primary" type="submit">Apply: \(change.label)</button></form>
+            """
     }
 
     static func view(_ model: Model) -> HTML {
@@ -41,6 +152,8 @@ enum RolloutPage {
         func version(_ value: Version?) -> String { value?.normalized ?? "" }
         func optional(_ value: Double?) -> String { value.map { JSONNumber($0).literal } ?? "" }
         let preview: HTML = model.impact.map { impactSection($0, model) } ?? ""
+        let backtest: HTML =
+            model.impact == nil ? "" : model.backtest.map { backtestSection($0, title: "minimum \(model.candidate)") } ?? ""
         return """
             <h2 id="raise">Raise the minimum version</h2>
             <p class="muted">Preview who a new minimum would block before applying it. Current minimum: \(version(policy.minimumVersion).isEmpty ? "none" : version(policy.minimumVersion)).</p>
@@ -49,7 +162,8 @@ enum RolloutPage {
             <label>Candidate minimum<input name="candidate" required value="\(model.candidate)" placeholder="2.0"></label>
             <label>Installs seen in the last (days)<input name="window" type="number" min="1" max="\(MinimumImpactReport.maximumWindowDays)" value="\(model.window)"></label>
             <button type="submit">Preview impact</button></form>
-            \(preview)
+            \(preview)\(backtest)
+            \(releaseChangeForm(model))
             <h2 id="policy">Policy <span class="muted">(revision \(policy.revision))</span></h2>
             <form class="stack" method="post" action="/dashboard/apps/\(appId)/policy" aria-labelledby="policy">\(hidden)
             <label class="check"><input type="checkbox" name="enabled" value="true"\(policy.enabled ? HTML(" checked") : "")> Prompts enabled</label>
@@ -123,7 +237,8 @@ extension DashboardPages {
         let identity = try context.requireIdentity()
         let app = try await context.app(in: catalog)
         let platform = try platform(request, app)
-        let model = try await RolloutPage.model(request, identity: identity, app: app, platform: platform, reports: reports)
+        let model = try await RolloutPage.model(
+            request, identity: identity, app: app, platform: platform, reports: reports, now: clock.now())
         return Page.framed(
             identity, title: "Rollout · \(app.app.name) · \(platform)", app: app.app.id, platform: platform,
             body: RolloutPage.view(model)

@@ -1,0 +1,42 @@
+import Foundation
+import Hummingbird
+import UpshiftCore
+import UpshiftStore
+
+/// `POST /v1/apps/{app}/preview?platform=[&window=]` (read or admin token): the policy backtest. The body
+/// proposes a policy and release edits in the admin API's shapes (``CatalogInput/proposal(_:to:platform:now:)``),
+/// validated as those writes are; nothing is written. Every install active in the window, as
+/// `install_state` knows it, goes through the decision engine under the catalog the check serves now and
+/// under the proposed one (``Backtest``).
+extension ReportsController {
+    /// The route, relative to `/v1/apps/{app}`.
+    func previewRoutes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
+        let routes = RouteCollection(context: UpshiftRequestContext.self)
+        routes.add(middleware: authentication).add(middleware: RequireAccess(.read))
+            .post("preview", use: preview)
+        return routes
+    }
+
+    @Sendable func preview(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let (app, platform, query) = try scope(request, context, allowed: ["platform", "window"])
+        guard let current = snapshot.app(app)?.catalog else { throw CatalogError.appNotFound(app) }
+        let window = try query.integer(
+            "window", default: BacktestReport.defaultWindowDays, range: 1...BacktestReport.maximumWindowDays)
+        let body = try await CatalogController.json(request)
+        // A release the platform does not have is not found, as for its PATCH.
+        for key in body["releases"]?.objectValue?.keys.sorted() ?? [] {
+            if let version = Version(key), current.release(platform: platform, version: version) == nil {
+                throw CatalogError.releaseNotFound("\(key) of \(app) on \(platform)")
+            }
+        }
+        let now = clock.now()
+        let proposed = try CatalogInput.proposal(body, to: current, platform: platform, now: now)
+        let report = try await reports.backtest(
+            app: app, platform: platform, windowDays: window, now: now, current: current, proposed: proposed)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var response = try JSONResponse.make(report, encoder: encoder)
+        if let dataAsOf = report.dataAsOf { response.headers[Self.dataAsOfHeader] = Timestamp.format(dataAsOf) }
+        return response
+    }
+}
