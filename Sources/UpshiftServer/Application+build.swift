@@ -195,7 +195,7 @@ public struct ApplicationParts {
             services.append(
                 RolloutScheduler(
                     catalog: CatalogStore(pool: projections, logger: logger), database: configuration.database,
-                    clock: configuration.clock, metrics: metrics, logger: logger
+                    clock: configuration.clock, readiness: readiness, metrics: metrics, logger: logger
                 ) { [serveHTTP] in
                     if serveHTTP { await snapshotLoader.reload(reason: "rollout schedule") }
                 })

@@ -14,6 +14,8 @@ struct RolloutScheduler: Service {
     let catalog: CatalogStore
     let database: DatabaseSettings
     let clock: any WallClock
+    /// The worker starts once the migrations are applied (the catalog's tables exist).
+    let readiness: Readiness
     let metrics: any MetricsFactory
     let logger: Logger
     /// How often due steps are looked for: a step reaches the check within about this much.
@@ -26,6 +28,7 @@ struct RolloutScheduler: Service {
     static let lockKey = "upshift:rollout-schedules"
 
     func run() async throws {
+        await cancelWhenGracefulShutdown { await readiness.reached(.migrations) }
         while !Task.isCancelledOrShuttingDown {
             do {
                 try await cancelWhenGracefulShutdown {

@@ -35,10 +35,11 @@ import UpshiftTestSupport
         "PUT /v1/apps/{app}/policies/{platform}": .write,
         "GET /v1/apps/{app}/reports/adoption": .read, "GET /v1/apps/{app}/reports/releases/{version}": .read,
         "GET /v1/apps/{app}/reports/prompts": .read, "GET /v1/apps/{app}/reports/minimum-impact": .read,
+        "POST /v1/apps/{app}/preview": .read,
         "GET /dashboard": .anyone, "POST /dashboard/sign-in": .signIn, "POST /dashboard/sign-out": .session,
         "GET /dashboard/apps/{app}": .read, "GET /dashboard/apps/{app}/releases/{version}": .read,
         "GET /dashboard/apps/{app}/history": .read, "GET /dashboard/apps/{app}/rollout": .write,
-        "POST /dashboard/apps/{app}/policy": .write, "POST /dashboard/apps/{app}/minimum": .write,
+        "POST /dashboard/apps/{app}/policy": .write, "POST /dashboard/apps/{app}/policy/preview": .write, "POST /dashboard/apps/{app}/minimum": .write,
         "POST /dashboard/apps/{app}/releases/{version}": .write,
     ]
 

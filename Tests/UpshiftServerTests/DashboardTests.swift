@@ -215,6 +215,20 @@ import UpshiftTestSupport
             let minimum = try await admin.get("/dashboard/apps/expenses/rollout?platform=ios&candidate=2.0&window=7")
             #expect(minimum.text.contains("What the check would answer: minimum 2.0"))
             #expect(minimum.text.contains("<th scope=\"row\">reason below_minimum</th>"))
+            // An edited policy: previewed, nothing written, the form shown again with what was typed.
+            let edited = [
+                "csrf": csrf, "platform": "ios", "revision": "0", "enabled": "true", "minimumVersion": "2.0",
+                "versionsBehindThreshold": "1", "remindIntervalSeconds": "86400", "checkIntervalSeconds": "86400",
+                "reason": "sync bug <1.x>",
+            ]
+            let previewed = try await admin.post("/dashboard/apps/expenses/policy/preview", edited)
+            #expect(previewed.status == 200, "\(previewed.text)")
+            #expect(previewed.text.contains("What the check would answer: the policy as edited below"))
+            #expect(previewed.text.contains("value=\"sync bug &lt;1.x&gt;\"") && previewed.text.contains("name=\"minimumVersion\" value=\"2.0.0\""))
+            #expect(try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: harness.readKey).etag == "\"0\"", "nothing written")
+            let saved = try await admin.post("/dashboard/apps/expenses/policy", edited)
+            #expect(saved.status == 303)
+            #expect(try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: harness.readKey).json()["minimumVersion"] as? String == "2.0")
         }
     }
 

@@ -45,6 +45,7 @@ struct DashboardPages: Sendable {
         signedIn.group("apps/:app").add(middleware: RequireAccess(.write))
             .get("rollout", use: rollout)
             .post("policy", use: savePolicy)
+            .post("policy/preview", use: previewPolicy)
             .post("minimum", use: raiseMinimum)
             .post("releases/:version", use: changeRelease)
         return routes

@@ -84,6 +84,23 @@ extension DashboardPages {
         return try await replace(appId, platform, policy, revision: revision, reason: reason, identity: identity)
     }
 
+    /// `POST /dashboard/apps/{app}/policy/preview`: the policy form's fields backtested against the fleet
+    /// (``RolloutPage``), written nowhere; the page shows the form again with them, ready to save.
+    @Sendable func previewPolicy(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let app = try await context.app(in: catalog)
+        let form = try await DashboardForm.decode(RolloutForms.Policy.self, from: request)
+        let (platform, revision, reason) = try form.writeContext()
+        let policy = try CatalogInput.policy(try form.body())
+        let model = try await RolloutPage.model(
+            request, identity: identity, app: app, platform: platform, reports: reports, now: clock.now(),
+            draft: RolloutPage.PolicyDraft(policy: policy, revision: revision, reason: reason))
+        return Page.framed(
+            identity, title: "Rollout · \(app.app.name) · \(platform)", app: app.app.id, platform: platform,
+            body: RolloutPage.view(model)
+        ).response()
+    }
+
     /// `POST /dashboard/apps/{app}/minimum`: the rest of the policy as it is now; the store refuses it
     /// if that is not the revision the preview showed.
     @Sendable func raiseMinimum(_ request: Request, context: UpshiftRequestContext) async throws -> Response {

@@ -18,6 +18,15 @@ enum RolloutPage {
         /// release change), and the release change itself (its form's fields).
         var backtest: BacktestReport?
         var change: ReleaseChangePreview?
+        /// A policy as edited in the form and previewed (``DashboardPages/previewPolicy``): shown in the form
+        /// with the revision and the reason it was sent with, so that saving it saves what was previewed.
+        var draft: PolicyDraft?
+    }
+
+    struct PolicyDraft {
+        var policy: Policy
+        var revision: Int
+        var reason: String
     }
 
     /// A release change as the overview's form posts it (``RolloutForms/ReleaseChange``), previewed here.
@@ -45,7 +54,8 @@ enum RolloutPage {
     ]
 
     static func model(
-        _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, now: Date
+        _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, now: Date,
+        draft: PolicyDraft? = nil
     ) async throws -> Model {
         let query = try QueryParameters(request)
         let window = try query.integer(
@@ -61,7 +71,10 @@ enum RolloutPage {
         // The backtest of the previewed change: the candidate minimum, or a release change.
         var proposed: AppCatalog?
         var change: ReleaseChangePreview?
-        if let minimum = Version(candidate) {
+        if let draft {
+            proposed = app
+            proposed?.policies[platform] = draft.policy
+        } else if let minimum = Version(candidate) {
             proposed = app
             proposed?.policies[platform, default: Policy()].minimumVersion = minimum
         } else if let version = query["release"], !version.isEmpty {
@@ -82,7 +95,7 @@ enum RolloutPage {
         }
         return Model(
             identity: identity, app: app, platform: platform, policy: app.policy(for: platform), window: window,
-            candidate: candidate, impact: impact, backtest: backtest, change: change)
+            candidate: candidate, impact: impact, backtest: backtest, change: change, draft: draft)
     }
 
     /// What the check would answer the fleet today and with the change, by action and reason.
@@ -146,9 +159,11 @@ enum RolloutPage {
     }
 
     static func view(_ model: Model) -> HTML {
-        let policy = model.policy
+        let policy = model.draft?.policy ?? model.policy
         let appId = model.app.app.id
-        let hidden = model.identity.writeFields(platform: model.platform, revision: policy.revision)
+        let hidden = model.identity.writeFields(platform: model.platform, revision: model.draft?.revision ?? policy.revision)
+        let draftBacktest: HTML =
+            model.draft == nil ? "" : model.backtest.map { backtestSection($0, title: "the policy as edited below") } ?? ""
         func version(_ value: Version?) -> String { value?.normalized ?? "" }
         func optional(_ value: Double?) -> String { value.map { JSONNumber($0).literal } ?? "" }
         let preview: HTML = model.impact.map { impactSection($0, model) } ?? ""
@@ -164,7 +179,8 @@ enum RolloutPage {
             <button type="submit">Preview impact</button></form>
             \(preview)\(backtest)
             \(releaseChangeForm(model))
-            <h2 id="policy">Policy <span class="muted">(revision \(policy.revision))</span></h2>
+            <h2 id="policy">Policy <span class="muted">(revision \(model.policy.revision))</span></h2>
+            \(draftBacktest)
             <form class="stack" method="post" action="/dashboard/apps/\(appId)/policy" aria-labelledby="policy">\(hidden)
             <label class="check"><input type="checkbox" name="enabled" value="true"\(policy.enabled ? HTML(" checked") : "")> Prompts enabled</label>
             <label>Minimum version<input name="minimumVersion" value="\(version(policy.minimumVersion))" placeholder="none"></label>
@@ -176,7 +192,8 @@ enum RolloutPage {
             <label>Remind interval (seconds)<input name="remindIntervalSeconds" type="number" min="0" value="\(policy.remindIntervalSeconds)"></label>
             <label>Check interval (seconds)<input name="checkIntervalSeconds" type="number" min="0" value="\(policy.checkIntervalSeconds)"></label>
             <label class="check"><input type="checkbox" name="allowSkip" value="true"\(policy.allowSkip ? HTML(" checked") : "")> Users may skip a version</label>
-            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)"></label>
+            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" value="\(model.draft?.reason ?? "")"></label>
+            <button type="submit" formaction="/dashboard/apps/\(appId)/policy/preview">Preview the change</button>\
             <button class="primary" type="submit">Save the policy</button></form>
             """
     }
