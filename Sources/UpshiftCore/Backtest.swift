@@ -68,10 +68,9 @@ public enum Backtest {
             record(cohort, today, next, installs: count)
         }
         // Per install: the releases whose buckets may matter, and the pattern of what each admits.
-        let partial = Dictionary(
-            [current, proposed].flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }
-                .map { ($0.version.text, $0) }, uniquingKeysWith: { first, _ in first }
-        ).keys.sorted()
+        let partial = Set(
+            [current, proposed].flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }.map(\.version.text)
+        ).sorted()
         func percent(_ catalog: AppCatalog, _ version: String) -> Double? {
             catalog.releases(for: platform).first { $0.version.text == version && isPartial($0, now: now) }?.rolloutPercent
         }

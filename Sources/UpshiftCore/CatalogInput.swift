@@ -83,9 +83,6 @@ public enum CatalogInput {
     {
         let fields = try Fields(body, allowed: ["policy", "releases"])
         var proposed = catalog
-        func nested(_ prefix: String, _ error: FieldError) -> FieldError {
-            FieldError(error.field == "body" ? prefix : "\(prefix).\(error.field)", error.message, kind: error.kind)
-        }
         if let value = fields.object["policy"], !value.isNull {
             do throws(FieldError) {
                 var policy = try CatalogInput.policy(value)
@@ -94,7 +91,7 @@ public enum CatalogInput {
                 policy.revision = catalog.policy(for: platform).revision
                 proposed.policies[platform] = policy
             } catch {
-                throw nested("policy", error)
+                throw error.inside("policy")
             }
         }
         if let value = fields.object["releases"], !value.isNull {
@@ -110,7 +107,7 @@ public enum CatalogInput {
                     proposed.upsert(try releasePatch(edit, to: release, now: now))
                     _ = try reason(edit)
                 } catch {
-                    throw nested(name, error)
+                    throw error.inside(name)
                 }
             }
         }

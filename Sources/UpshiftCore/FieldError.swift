@@ -21,5 +21,11 @@ public struct FieldError: Error, Equatable, Sendable, CustomStringConvertible {
         self.init(error.path.isEmpty ? "body" : error.path, error.message)
     }
 
+    /// The same error for a field inside `prefix` (`policy.minimumVersion`, `rolloutSchedule[1].percent`);
+    /// an error about the whole body names the prefix itself.
+    public func inside(_ prefix: String) -> FieldError {
+        FieldError(field == "body" ? prefix : "\(prefix).\(field)", message, kind: kind)
+    }
+
     public var description: String { "\(field): \(message)" }
 }

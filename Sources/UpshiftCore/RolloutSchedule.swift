@@ -107,18 +107,19 @@ public struct RolloutSchedule: Sendable, Equatable, Codable {
         guard (1...maximumSteps).contains(items.count) else { throw FieldError(field, "1 to \(maximumSteps) steps") }
         var steps: [Step] = []
         for (index, item) in items.enumerated() {
-            let name = "\(field)[\(index)]"
-            guard let object = item.objectValue else { throw FieldError(name, "must be an object {percent, afterHours}") }
-            if let unknown = object.keys.sorted().first(where: { $0 != "percent" && $0 != "afterHours" }) {
-                throw FieldError("\(name).\(unknown)", "unknown field")
+            do throws(FieldError) {
+                let step = try CatalogInput.Fields(item, allowed: ["percent", "afterHours"])
+                guard let percent = try step.decimal("percent", in: 0...100, places: CatalogInput.rolloutPercentPlaces) else {
+                    throw FieldError("percent", "is required")
+                }
+                guard percent > 0 else { throw FieldError("percent", "must be above 0") }
+                guard let hours = try step.decimal("afterHours", in: 0...maximumHours, places: hourPlaces) else {
+                    throw FieldError("afterHours", "is required")
+                }
+                steps.append(Step(percent: percent, afterHours: hours))
+            } catch {
+                throw error.inside("\(field)[\(index)]")
             }
-            guard case .number(let percentNumber) = object["percent"] ?? .null,
-                let percent = percentNumber.value(in: 0...100, places: CatalogInput.rolloutPercentPlaces), percent > 0
-            else { throw FieldError("\(name).percent", "must be a number above 0 and at most 100 in steps of 0.01") }
-            guard case .number(let hoursNumber) = object["afterHours"] ?? .null,
-                let hours = hoursNumber.value(in: 0...maximumHours, places: hourPlaces)
-            else { throw FieldError("\(name).afterHours", "must be a number from 0 to \(maximumHours) in steps of 0.001") }
-            steps.append(Step(percent: percent, afterHours: hours))
         }
         // Each step is well formed (400 above); steps that contradict each other are 422, naming the step.
         for (index, step) in steps.enumerated() {

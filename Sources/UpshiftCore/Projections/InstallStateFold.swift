@@ -95,32 +95,25 @@ public enum InstallStateFold {
             }
             let name = facts.version.normalized
             let key = InstallKey(appId: event.appId, installId: facts.install)
-            defer {
-                if event.type == EventType.checked.rawValue, var row = states[key],
-                    row.checkedAt.map({ event.occurredAt >= $0 }) ?? true
-                {
-                    row.checkedAt = event.occurredAt
-                    row.channel = event.channel ?? Channel.live.rawValue
-                    states[key] = row
-                }
-            }
-            if var row = states[key] {
-                row.firstSeen = min(row.firstSeen, event.occurredAt)
-                if event.occurredAt >= row.lastSeen {  // ties go to the later event in the feed: this one
-                    row.lastSeen = event.occurredAt
-                    row.platform = facts.platform
-                    row.version = name
-                    row.versionSortKey = facts.version.sortKey
-                    row.osVersion = event.osVersion
-                    row.locale = event.locale
-                }
-                states[key] = row
-            } else {
-                states[key] = InstallStateRow(
+            var row =
+                states[key]
+                ?? InstallStateRow(
                     key: key, platform: facts.platform, firstSeen: event.occurredAt, lastSeen: event.occurredAt,
-                    version: name, versionSortKey: facts.version.sortKey, osVersion: event.osVersion,
-                    locale: event.locale)
+                    version: name, versionSortKey: facts.version.sortKey, osVersion: event.osVersion, locale: event.locale)
+            row.firstSeen = min(row.firstSeen, event.occurredAt)
+            if event.occurredAt >= row.lastSeen {  // ties go to the later event in the feed: this one
+                row.lastSeen = event.occurredAt
+                row.platform = facts.platform
+                row.version = name
+                row.versionSortKey = facts.version.sortKey
+                row.osVersion = event.osVersion
+                row.locale = event.locale
             }
+            if event.type == EventType.checked.rawValue, row.checkedAt.map({ event.occurredAt >= $0 }) ?? true {
+                row.checkedAt = event.occurredAt
+                row.channel = event.channel ?? Channel.live.rawValue
+            }
+            states[key] = row
         }
         output.states = Array(states.values)
         return output

@@ -6,7 +6,7 @@ extension CatalogController {
     /// `POST /v1/apps`
     @Sendable func createApp(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
-        let body = try await json(request)
+        let body = try await Self.json(request)
         let app = try CatalogInput.app(body)
         let reason = try CatalogInput.reason(body)
         let created = try await written {

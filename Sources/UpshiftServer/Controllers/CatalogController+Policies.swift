@@ -17,7 +17,7 @@ extension CatalogController {
         let appId = try context.appId()
         let platform = try context.pathPlatform()
         let expected = try ifMatch(request)
-        let body = try await json(request)
+        let body = try await Self.json(request)
         let policy = try CatalogInput.policy(body)
         let reason = try CatalogInput.reason(body)
         let write = try await written {

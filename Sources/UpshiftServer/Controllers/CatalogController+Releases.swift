@@ -12,7 +12,7 @@ extension CatalogController {
     @Sendable func addRelease(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let appId = try context.appId()
-        let body = try await json(request)
+        let body = try await Self.json(request)
         let now = clock.now()
         let release = try CatalogInput.release(body, now: now)
         let reason = try CatalogInput.reason(body)
@@ -54,7 +54,7 @@ extension CatalogController {
         let platform = try context.pathPlatform()
         let version = try context.pathVersion()
         let expected = try ifMatch(request)
-        let body = try await json(request)
+        let body = try await Self.json(request)
         // The body is checked before the store is asked, so that a bad field is a 400 whatever the revision.
         let now = clock.now()
         try CatalogInput.checkReleasePatch(body, platform: platform, version: version, now: now)

@@ -78,8 +78,6 @@ struct CatalogController: Sendable {
     }
 
     /// A JSON body of at most 256 KiB, read strictly (``JSONParser``); a problem names the member at fault.
-    func json(_ request: Request) async throws -> JSONValue { try await Self.json(request) }
-
     static func json(_ request: Request) async throws -> JSONValue {
         try request.requireContentType("application/json")
         let body: ByteBuffer

@@ -33,10 +33,6 @@ extension ReportsController {
         let proposed = try CatalogInput.proposal(body, to: current, platform: platform, now: now)
         let report = try await reports.backtest(
             app: app, platform: platform, windowDays: window, now: now, current: current, proposed: proposed)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        var response = try JSONResponse.make(report, encoder: encoder)
-        if let dataAsOf = report.dataAsOf { response.headers[Self.dataAsOfHeader] = Timestamp.format(dataAsOf) }
-        return response
+        return try respond(request, report, csv: nil, name: "preview", dataAsOf: report.dataAsOf)
     }
 }

@@ -115,12 +115,14 @@ struct ReportsController {
     /// `Data-As-Of`: the report's `dataAsOf` (RFC 3339, UTC, milliseconds); absent while it is null.
     static let dataAsOfHeader = HTTPField.Name("Data-As-Of")!
 
-    private func respond(
-        _ request: Request, _ report: some Encodable, csv: String, name: String, dataAsOf: Date?
+    /// The report as JSON (keys sorted), or as its CSV (when it has one) for `Accept: text/csv`; with
+    /// `Data-As-Of`.
+    func respond(
+        _ request: Request, _ report: some Encodable, csv: String?, name: String, dataAsOf: Date?
     ) throws -> Response {
         let accept = request.headers[.accept] ?? ""
         var response: Response
-        if accept.contains("text/csv") {
+        if let csv, accept.contains("text/csv") {
             response = Response(
                 status: .ok,
                 headers: [
