@@ -20,6 +20,8 @@ struct ChaosRun {
     private var server: Server?
     private var servers = 0
     private var unexpectedExits: [String] = []
+    /// Seconds into the load at which the server was found exited on its own.
+    private var unexpectedExitTimes: [Double] = []
 
     init(bench: Bench, postgres: ChaosPostgres, plan: ChaosPlan, eventsPerSecond: Double, checksPerSecond: Double, recoveryBound: Double) {
         self.bench = bench
@@ -85,8 +87,11 @@ struct ChaosRun {
         let rebuilt = try rebuiltTables()
 
         let outage = outageWindow.map { OutageVerdict(exchanges, down: $0.down, up: $0.up) }
-        let recovery = outageWindow.flatMap {
-            RecoveryTime.seconds(exchanges, returned: $0.up, end: recoveryEnd ?? loadSeconds)
+        // A recovery counts only up to the first exit of the server after PostgreSQL returned: one that a
+        // restart of the server brought is not a recovery without a restart.
+        let recovery = outageWindow.flatMap { window in
+            let exit = unexpectedExitTimes.first { $0 >= window.up }
+            return RecoveryTime.seconds(exchanges, returned: window.up, end: min(recoveryEnd ?? loadSeconds, exit ?? .infinity))
         }
         let summary = ChaosSummary(
             facts: bench.facts(started: started, machine: machine, postgresVersion: postgresVersion, durability: durability),
@@ -231,6 +236,13 @@ struct ChaosRun {
         server = try bench.startServer(log: bench.path("serve-\(servers).log"), settings: Self.serverSettings, port: port)
     }
 
+    /// The last `count` lines of a log file (none when it cannot be read): what a process said before it died.
+    static func lastLines(of path: String, count: Int) -> [String] {
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true)
+        return lines.suffix(count).map(String.init)
+    }
+
     /// Waits until `at` seconds into the load, restarting the server if it exits on its own (counted).
     private mutating func watch(_ load: ChaosLoad, until at: Double) throws {
         while load.now() < at {
@@ -243,7 +255,10 @@ struct ChaosRun {
         guard let current = server, !current.process.isRunning else { return }
         let status = current.process.wait()
         unexpectedExits.append("pid \(current.process.pid) exit \(status) at \(Format.fixed(time, 1)) s")
-        log("upshift serve \(current.process.pid) exited on its own with \(status); starting it again")
+        unexpectedExitTimes.append(time)
+        log("upshift serve \(current.process.pid) exited on its own with \(status); the end of its log (\(current.log)):")
+        for line in Self.lastLines(of: current.log, count: 40) { log("  | \(line)") }
+        log("starting it again")
         try startServer(port: current.port)
     }
 
@@ -273,6 +288,10 @@ struct ChaosRun {
         let limit = returned + max(2 * recoveryBound, 30)
         while load.now() < limit {
             try checkServerRunning(at: load.now())
+            if unexpectedExitTimes.contains(where: { $0 >= returned }) {
+                log("the server exited before ingestion recovered: no recovery without a restart")
+                return
+            }
             let now = load.now()
             if let seconds = RecoveryTime.seconds(load.recorded(.events, since: returned), returned: returned, end: now),
                now - (returned + seconds) >= 2 {
