@@ -6,8 +6,30 @@ import Foundation
 /// An install's answer depends on its install id only through the buckets of releases whose rollout is
 /// partial (above 0 and below 100 %, not halted): installs of one version, OS and channel are one cohort,
 /// decided once, unless such a release newer than their version is a candidate in either catalog. Those
-/// are decided per distinct pattern of admissions (one SHA-256 per install and partial release).
+/// are decided per distinct pattern of admissions (one SHA-256 per install and partial release, ``Rollout/Hasher``).
 public enum Backtest {
+    /// The ids of a cohort's installs, packed: 16 bytes (the UUID's) each, as the database sends them.
+    public struct InstallIDs: Sendable {
+        public let bytes: [UInt8]
+        public var count: Int { bytes.count / 16 }
+
+        public init(packed bytes: [UInt8]) {
+            self.bytes = Array(bytes.prefix(bytes.count - bytes.count % 16))
+        }
+
+        public init(_ ids: [UUID]) {
+            bytes = ids.flatMap { id in withUnsafeBytes(of: id.uuid) { Array($0) } }
+        }
+
+        public func id(at index: Int) -> UUID {
+            bytes.withUnsafeBytes { raw in
+                var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[16 * index..<16 * index + 16])) }
+                return UUID(uuid: uuid)
+            }
+        }
+    }
+
     /// Installs the engine cannot tell apart without their buckets.
     public struct Cohort: Sendable, Hashable {
         public var version: String
@@ -32,17 +54,23 @@ public enum Backtest {
         }
     }
 
+    /// Whether some release of `platform` has a partial rollout in one of `catalogs`: without one, no
+    /// install's bucket matters.
+    public static func hasPartialRollout(platform: String, catalogs: [AppCatalog], now: Date) -> Bool {
+        catalogs.contains { $0.releases(for: platform).contains { isPartial($0, now: now) } }
+    }
+
     static func isPartial(_ release: Release, now: Date) -> Bool {
         release.status == .live && release.releasedAt <= now && !release.rolloutPaused && release.rolloutPercent > 0
             && release.rolloutPercent < 100
     }
 
     /// Decides every cohort (`counts`: installs per cohort, whose buckets do not matter) and every install
-    /// (`installs`: the cohort and id of each install whose bucket may matter) under both catalogs.
+    /// (`installs`: the ids of each cohort whose buckets may matter) under both catalogs.
     public static func run(
         app: String, platform: String, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog,
-        counts: [Cohort: Int], installs: [(Cohort, String)], dataAsOf: Date?
-    ) -> BacktestReport {
+        counts: [Cohort: Int], installs: [(Cohort, InstallIDs)], dataAsOf: Date?
+    ) async -> BacktestReport {
         var rows: [RowKey: BacktestReport.Row] = [:]
         func record(_ cohort: Cohort, _ today: CheckDecision, _ next: CheckDecision, installs: Int) {
             let key = RowKey(version: cohort.version, osVersion: cohort.osVersion)
@@ -67,28 +95,41 @@ public enum Backtest {
             guard let (today, next) = decide(cohort, install: nil) else { continue }
             record(cohort, today, next, installs: count)
         }
-        // Per install: the releases whose buckets may matter, and the pattern of what each admits.
+        // Per install: the releases whose buckets may matter to the cohort, and the pattern of what each
+        // admits under each catalog; one decision per cohort and pattern, with an install of that pattern.
         let partial = Set(
-            [current, proposed].flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }.map(\.version.text)
+            [current, proposed].flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }.map(\.version)
         ).sorted()
-        func percent(_ catalog: AppCatalog, _ version: String) -> Double? {
-            catalog.releases(for: platform).first { $0.version.text == version && isPartial($0, now: now) }?.rolloutPercent
+        func admitted(_ catalog: AppCatalog, _ version: Version) -> Int? {
+            catalog.releases(for: platform).first { $0.version == version && isPartial($0, now: now) }
+                .map { Rollout.admittedBuckets(percent: $0.rolloutPercent) }
         }
-        let percents = partial.map { (percent(current, $0), percent(proposed, $0)) }
-        var decided: [PatternKey: (CheckDecision, CheckDecision)] = [:]
-        for (cohort, install) in installs {
-            var pattern: [Bool] = []
-            pattern.reserveCapacity(partial.count * 2)
-            for (index, version) in partial.enumerated() {
-                let bucket = Rollout.bucket(appId: app, version: version, installId: install)
-                for percent in [percents[index].0, percents[index].1] {
-                    pattern.append(percent.map { Rollout.admits(bucket: bucket, percent: $0) } ?? false)
-                }
+        // Buckets below these are admitted (0: none), today and proposed.
+        let thresholds = partial.map { (admitted(current, $0) ?? 0, admitted(proposed, $0) ?? 0) }
+        // The installs' patterns, in parts of at most `part` installs hashed on all cores at once.
+        let part = 32_768
+        let work = installs.indices.flatMap { cohort in
+            stride(from: 0, to: installs[cohort].1.count, by: part).map { (cohort, $0 ..< min($0 + part, installs[cohort].1.count)) }
+        }
+        let found = await withTaskGroup(of: (Int, Patterns).self) { group in
+            for (cohort, range) in work {
+                guard let installed = Version(installs[cohort].0.version) else { continue }
+                let relevant = partial.indices.filter { partial[$0] > installed }
+                let (ids, hashers) = (installs[cohort].1, relevant.map { Rollout.Hasher(appId: app, version: partial[$0].text) })
+                let limits = relevant.map { thresholds[$0] }
+                group.addTask { (cohort, Self.patterns(of: ids, range, hashers: hashers, thresholds: limits)) }
             }
-            let key = PatternKey(cohort: cohort, pattern: pattern)
-            if decided[key] == nil { decided[key] = decide(cohort, install: install) }
-            guard let (today, next) = decided[key] else { continue }
-            record(cohort, today, next, installs: 1)
+            var found = [Patterns](repeating: [:], count: installs.count)
+            for await (cohort, patterns) in group {
+                found[cohort].merge(patterns) { ($0.first, $0.installs + $1.installs) }
+            }
+            return found
+        }
+        for (cohort, patterns) in zip(installs, found) {
+            for (first, count) in patterns.values {
+                guard let (today, next) = decide(cohort.0, install: cohort.1.id(at: first).uuidString.lowercased()) else { continue }
+                record(cohort.0, today, next, installs: count)
+            }
         }
         let ordered = rows.values.sorted {
             let (a, b) = (Version($0.version), Version($1.version))
@@ -119,15 +160,35 @@ public enum Backtest {
         }
     }
 
+    /// Installs by pattern of admissions (two bits per relevant partial release: today, proposed): the
+    /// index of the first install with it, and how many have it.
+    typealias Patterns = [[UInt64]: (first: Int, installs: Int)]
+
+    /// The patterns of the installs `range` of `ids`: bit 2i is whether the i-th release (of `hashers`)
+    /// admits the install today, bit 2i + 1 whether it does proposed (`thresholds`: buckets below these).
+    static func patterns(of ids: InstallIDs, _ range: Range<Int>, hashers: [Rollout.Hasher], thresholds: [(Int, Int)]) -> Patterns {
+        var hashers = hashers
+        var patterns: Patterns = [:]
+        var pattern = [UInt64](repeating: 0, count: (2 * hashers.count + 63) / 64)
+        ids.bytes.withUnsafeBytes { bytes in
+            for install in range {
+                for word in pattern.indices { pattern[word] = 0 }
+                for index in hashers.indices {
+                    let bucket = hashers[index].bucket(ofInstallAt: 16 * install, in: bytes)
+                    if bucket < thresholds[index].0 { pattern[(2 * index) / 64] |= 1 << UInt64((2 * index) % 64) }
+                    if bucket < thresholds[index].1 { pattern[(2 * index + 1) / 64] |= 1 << UInt64((2 * index + 1) % 64) }
+                }
+                patterns[pattern, default: (install, 0)].installs += 1
+            }
+        }
+        return patterns
+    }
+
     struct RowKey: Hashable {
         let version: String
         let osVersion: String?
     }
 
-    struct PatternKey: Hashable {
-        let cohort: Cohort
-        let pattern: [Bool]
-    }
 }
 
 /// The backtest's answer: counts of `force`, `soft`, `none` and each reason, today and proposed, in all and

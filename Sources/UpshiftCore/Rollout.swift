@@ -6,10 +6,57 @@ public enum Rollout {
     /// `UInt64(big-endian first 8 bytes of SHA-256("{appId}:{version}:{installId}")) % 10000`, with the
     /// version as written in the catalog and the install id lowercased.
     public static func bucket(appId: String, version: String, installId: String) -> Int {
-        let digest = SHA256.hash(data: Data("\(appId):\(version):\(installId.lowercased())".utf8))
-        var value: UInt64 = 0
-        for byte in digest.prefix(8) { value = value << 8 | UInt64(byte) }
-        return Int(value % 10_000)
+        bucket(of: SHA256.hash(data: Data("\(appId):\(version):\(installId.lowercased())".utf8)))
+    }
+
+    /// The bucket a digest of `"{appId}:{version}:{installId}"` gives.
+    static func bucket(of digest: SHA256.Digest) -> Int {
+        digest.withUnsafeBytes { bytes in
+            var value: UInt64 = 0
+            for index in 0..<8 { value = value << 8 | UInt64(bytes[index]) }
+            return Int(value % 10_000)
+        }
+    }
+
+    /// The buckets of many installs for one release (the policy backtest hashes a fleet): what
+    /// ``bucket(appId:version:installId:)`` gives for each install, its 16 bytes written as the lowercase
+    /// text of its UUID into one reused message instead of a string per install.
+    public struct Hasher: Sendable {
+        private var message: [UInt8]
+        private let prefixLength: Int
+        private static let hexDigits = Array("0123456789abcdef".utf8)
+
+        public init(appId: String, version: String) {
+            message = Array("\(appId):\(version):".utf8)
+            prefixLength = message.count
+            message += [UInt8](repeating: 0, count: 36)
+        }
+
+        /// The bucket of the install whose UUID is the 16 bytes at `offset` of `ids`.
+        public mutating func bucket(ofInstallAt offset: Int, in ids: UnsafeRawBufferPointer) -> Int {
+            let prefixLength = self.prefixLength
+            return message.withUnsafeMutableBytes { text in
+                var at = prefixLength
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        text[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    let byte = ids[offset + index]
+                    text[at] = Self.hexDigits[Int(byte >> 4)]
+                    text[at + 1] = Self.hexDigits[Int(byte & 0x0f)]
+                    at += 2
+                }
+                var digest = SHA256()
+                digest.update(bufferPointer: UnsafeRawBufferPointer(text))
+                return Rollout.bucket(of: digest.finalize())
+            }
+        }
+
+        /// The install's bucket.
+        public mutating func bucket(of install: UUID) -> Int {
+            withUnsafeBytes(of: install.uuid) { bucket(ofInstallAt: 0, in: $0) }
+        }
     }
 
     /// Whether `release` admits the install: below its percentage and not paused. Without an install id
@@ -23,10 +70,17 @@ public enum Rollout {
     }
 
     /// Whether a rollout at `percent` admits `bucket`.
-    static func admits(bucket: Int, percent: Double) -> Bool {
+    public static func admits(bucket: Int, percent: Double) -> Bool {
+        bucket < admittedBuckets(percent: percent)
+    }
+
+    /// How many buckets a rollout at `percent` admits: those below the number returned.
+    public static func admittedBuckets(percent: Double) -> Int {
+        guard percent > 0 else { return 0 }
+        guard percent < 100 else { return 10_000 }
         // Percentages like 6.63 are not exact in binary (6.63 × 100 = 663.0000000000001): compare with
         // a tolerance far below one bucket so that bucket 663 is not admitted at 6.63%.
-        percent >= 100 || Double(bucket) < percent * 100 - 1e-7
+        return Int((percent * 100 - 1e-7).rounded(.up))
     }
 }
 

@@ -19,6 +19,23 @@ import UpshiftTestData
                 case .number(let bucket) = row[3]
             else { Issue.record("malformed bucket case \(row)"); continue }
             #expect(Rollout.bucket(appId: app, version: version, installId: install) == bucket.integer(in: 0...9_999), "\(row)")
+            // The backtest's hasher, for the ids that are UUIDs (the check records only those).
+            if let uuid = UUID(uuidString: install) {
+                var hasher = Rollout.Hasher(appId: app, version: version)
+                #expect(hasher.bucket(of: uuid) == bucket.integer(in: 0...9_999), "\(row)")
+            }
+        }
+    }
+
+    /// The backtest hashes a fleet with one reused message: every install of a random fleet gets the
+    /// bucket the check computes from its id as the app sends it (upper case, as iOS writes UUIDs).
+    @Test func theBacktestsHasherAgreesWithTheCheckForEveryInstall() {
+        for version in ["2.0", "10.4.1", "1.0.0-beta.2"] {
+            var hasher = Rollout.Hasher(appId: "expenses", version: version)
+            for _ in 0..<2_000 {
+                let install = UUID()
+                #expect(hasher.bucket(of: install) == Rollout.bucket(appId: "expenses", version: version, installId: install.uuidString))
+            }
         }
     }
 

@@ -4,7 +4,8 @@
 --
 -- UPSHIFT_BENCH_PATHS names a file of paths, one per line: the requests go through them in turn, so that
 -- each answer is read afresh (another release, target or window) rather than the same one again; without
--- it the URL's own path is asked. UPSHIFT_BENCH_COOKIE (a dashboard session, `name=value`) replaces the token.
+-- it the URL's own path is asked. A line `path<TAB>body` is a POST of that JSON body (the policy
+-- backtest). UPSHIFT_BENCH_COOKIE (a dashboard session, `name=value`) replaces the token.
 -- done() prints one `upshift-bench:` line per figure: answers (2xx, non-2xx), requests/s, latency
 -- p50/p95/p99/max, bytes per answer and the first few non-2xx answers.
 
@@ -29,7 +30,15 @@ function init(args)
     local list = os.getenv("UPSHIFT_BENCH_PATHS")
     if list and list ~= "" then
         for line in io.lines(list) do
-            if line ~= "" then prepared[#prepared + 1] = wrk.format(nil, line) end
+            local path, body = line:match("^([^\t]*)\t(.*)$")
+            if path then
+                -- wrk.format takes the headers given in place of wrk.headers: the credentials go along.
+                local headers = { ["Content-Type"] = "application/json" }
+                for name, value in pairs(wrk.headers) do headers[name] = value end
+                prepared[#prepared + 1] = wrk.format("POST", path, headers, body)
+            elseif line ~= "" then
+                prepared[#prepared + 1] = wrk.format(nil, line)
+            end
         end
         assert(#prepared > 0, "UPSHIFT_BENCH_PATHS names an empty file")
     else

@@ -52,7 +52,13 @@ public struct ProjectionsSummary: Sendable {
         /// The wrk run's non-2xx, and the first request's when it was not 2xx.
         public var non2xx: Int { run.non2xx + ((200...299).contains(firstStatus) ? 0 : 1) }
 
-        var target: Target { name == "adoption" ? Targets.adoptionReport : Targets.otherReports }
+        var target: Target {
+            switch name {
+            case "adoption": Targets.adoptionReport
+            case "backtest": Targets.backtest
+            default: Targets.otherReports
+            }
+        }
     }
 
     /// The live load and what the database held after it.
@@ -323,7 +329,9 @@ public struct ProjectionsSummary: Sendable {
         if reportsDuringLive {
             out.line("reports: wrk -t 1 -c 1 --latency, \(reportDurationSeconds) s each, during the live run, each going through its paths in")
             out.line("    turn (releases 1.0.0-1.9.0; prompts of all and of each target; minimum impact of each release over")
-            out.line("    windows of 1-90 days; the dashboard's release page, signed in, of each release); no answer is cached;")
+            out.line("    windows of 1-90 days; the dashboard's release page, signed in, of each release; the backtest of a")
+            out.line("    minimum raised to 1.3.0-1.9.0, a release blocked and 1.9.0's rollout at 5, 20, 50 %, over 7, 30 and 90")
+            out.line("    days); no answer is cached;")
         } else {
             out.line("reports: wrk -t 1 -c 1 --latency, \(reportDurationSeconds) s each, after the catch-up, before the live run;")
         }

@@ -315,11 +315,19 @@ struct ProjectionsBenchmark {
     // MARK: reports
 
     /// A report measured by wrk: the paths its requests go through in turn (each answer read afresh), and
-    /// whether it is a dashboard page (signed in with a session cookie) rather than the API.
+    /// whether it is a dashboard page (signed in with a session cookie) rather than the API. With
+    /// `bodies` (one per path) each request is a POST of that JSON body.
     struct ReportCase {
         var name: String
         var paths: [String]
         var page = false
+        var bodies: [String]? = nil
+
+        /// The lines of the paths file projections-report.lua reads: `path`, or `path<TAB>body`.
+        var lines: [String] {
+            guard let bodies else { return paths }
+            return zip(paths, bodies).map { "\($0)\t\($1)" }
+        }
     }
 
     /// The report cases: adoption over 90 days; each release's report; the prompts of every target and of
@@ -346,7 +354,25 @@ struct ProjectionsBenchmark {
             ReportCase(
                 name: "dashboard-release", paths: releases.map { "/dashboard/apps/\(app)/releases/\($0)?platform=ios" },
                 page: true),
+            backtestCase(),
         ]
+    }
+
+    /// The policy backtest (issue 21) of changes a rollout owner makes, over windows of 7, 30 and 90 days:
+    /// a minimum raised to each release, a release blocked, and the newest release's rollout set to a
+    /// partial percentage (where each install's bucket matters).
+    func backtestCase() -> ReportCase {
+        let releases = Self.releaseDaysAgo.indices.map { "1.\($0).0" }
+        let newest = releases[releases.count - 1]
+        let changes =
+            releases.dropFirst(3).map { #"{"policy":{"enabled":true,"minimumVersion":"\#($0)"}}"# }
+            + releases.dropFirst(5).dropLast().map { #"{"policy":{"enabled":true,"blockedVersions":["\#($0)"]}}"# }
+            + [5, 20, 50].map { #"{"releases":{"\#(newest)":{"rolloutPercent":\#($0)}}}"# }
+        let windows = [7, 30, 90]
+        let requests = changes.indices.map { index in
+            (path: "/v1/apps/\(Self.app)/preview?platform=ios&window=\(windows[index % windows.count])", body: changes[index])
+        }
+        return ReportCase(name: "backtest", paths: requests.map(\.path), bodies: requests.map(\.body))
     }
 
     /// A dashboard session for `token` (`upshift_session=…`), signed in as a browser does.
@@ -372,15 +398,16 @@ struct ProjectionsBenchmark {
             let (name, path) = (report.name, report.paths[0])
             let answer = bench.path("report-\(name).\(report.page ? "html" : "json")")
             let credential = report.page ? ["-H", "Cookie: \(cookie)"] : ["-H", "Authorization: Bearer \(token)"]
+            let body = report.bodies.map { ["-H", "Content-Type: application/json", "--data-binary", $0[0]] } ?? []
             let first = (try? Processes.output(
                 Command("curl", ["-sS", "--max-time", "60", "-o", answer, "-w", "%{http_code} %{time_total}"] + credential
-                    + [server.url + path]))) ?? "000 -"
+                    + body + [server.url + path]))) ?? "000 -"
             let fields = first.split(separator: " ").map(String.init)
             let status = Int(fields.first ?? "") ?? 0
             let seconds = fields.count > 1 ? fields[1] : "-"
             bench.note("GET \(path) -> \(first) s (first request)", to: firstRequests)
             let paths = bench.path("report-\(name)-paths.txt")
-            try (report.paths.joined(separator: "\n") + "\n").write(toFile: paths, atomically: true, encoding: .utf8)
+            try (report.lines.joined(separator: "\n") + "\n").write(toFile: paths, atomically: true, encoding: .utf8)
             log("report \(name): first answer \(status) in \(seconds) s; wrk, 1 connection, \(reportDuration)s over \(report.paths.count) paths")
             let out = bench.path("report-\(name)-wrk.txt")
             var environment = ["UPSHIFT_BENCH_PATHS": paths]

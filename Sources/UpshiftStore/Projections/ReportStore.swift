@@ -195,42 +195,32 @@ public struct ReportStore: Sendable {
         }
     }
 
-    /// The installs the policy backtest counts: those last seen at or after `since`, as `install_state`
-    /// knows them (version, OS, the channel of the latest check: `live` when they never checked). Counted
-    /// by version, OS and channel, but for the versions and channels `perInstall` names: those one by one,
-    /// with their ids, as their buckets may matter.
+    /// The installs of the backtest (`install_state`: last seen at or after `since`), by version, OS version
+    /// and channel (`live` for an install that never checked). With `perInstall`, a cohort for which it
+    /// says the installs' buckets may matter comes with their ids (one array per cohort, read in the same
+    /// pass); every other cohort with its count.
     public func backtestInstalls(
-        app: String, platform: String, since: Date, perInstall: @escaping @Sendable (_ version: String, _ channel: String) -> Bool
-    ) async throws -> ReportRead<(counts: [Backtest.Cohort: Int], installs: [(Backtest.Cohort, String)])> {
+        app: String, platform: String, since: Date,
+        perInstall: (@Sendable (_ version: String, _ channel: String) -> Bool)?
+    ) async throws -> ReportRead<(counts: [Backtest.Cohort: Int], installs: [(Backtest.Cohort, Backtest.InstallIDs)])> {
         try await read(["install_state"]) { [logger] connection, tables in
             let state = tables.name("install_state", of: "install_state")
+            // The ids as one value per cohort, 16 bytes each: no array to build or to decode.
+            let ids = perInstall == nil ? "NULL::bytea" : "string_agg(uuid_send(install_id), ''::bytea)"
             let rows = try await connection.query(
                 """
-                SELECT version, os_version, coalesce(channel, 'live'), count(*)::int8 FROM \(state)
+                SELECT version, os_version, coalesce(channel, 'live'), count(*)::int8, \(unescaped: ids) FROM \(state)
                 WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
                 GROUP BY 1, 2, 3
                 """, logger: logger)
             var counts: [Backtest.Cohort: Int] = [:]
-            var split: [(String, String)] = []
-            var seen = Set<[String]>()
-            for try await (version, os, channel, installs) in rows.decode((String, String?, String, Int).self) {
-                if perInstall(version, channel) {
-                    if seen.insert([version, channel]).inserted { split.append((version, channel)) }
+            var installs: [(Backtest.Cohort, Backtest.InstallIDs)] = []
+            for try await (version, os, channel, count, ids) in rows.decode((String, String?, String, Int, ByteBuffer?).self) {
+                let cohort = Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live)
+                if var ids, perInstall?(version, channel) == true {
+                    installs.append((cohort, Backtest.InstallIDs(packed: ids.readBytes(length: ids.readableBytes) ?? [])))
                 } else {
-                    counts[Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live)] = installs
-                }
-            }
-            var installs: [(Backtest.Cohort, String)] = []
-            if !split.isEmpty {
-                let ids = try await connection.query(
-                    """
-                    SELECT s.version, s.os_version, coalesce(s.channel, 'live'), s.install_id::text FROM \(state) s
-                    JOIN unnest(\(split.map(\.0))::text[], \(split.map(\.1))::text[]) AS k(version, channel)
-                      ON s.version = k.version AND coalesce(s.channel, 'live') = k.channel
-                    WHERE s.app_id = \(app) AND s.platform = \(platform) AND s.last_seen >= \(since.forPostgres)
-                    """, logger: logger)
-                for try await (version, os, channel, id) in ids.decode((String, String?, String, String).self) {
-                    installs.append((Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live), id))
+                    counts[cohort] = count
                 }
             }
             return (counts, installs)
