@@ -17,10 +17,6 @@ public enum Backtest {
             self.bytes = Array(bytes.prefix(bytes.count - bytes.count % 16))
         }
 
-        public init(_ ids: [UUID]) {
-            bytes = ids.flatMap { id in withUnsafeBytes(of: id.uuid) { Array($0) } }
-        }
-
         public func id(at index: Int) -> UUID {
             bytes.withUnsafeBytes { raw in
                 var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -102,6 +102,12 @@ import UpshiftTestSupport
                     let reply = try await server.request(
                         route.method, route.path,
                         headers: caller.secret.map { [("Authorization", "Bearer \($0)")] } ?? [], followRedirects: false)
+                    // `/health/db` answers 503 `unreachable` when `SELECT 1` took over its 1 s (under CI's load
+                    // it did): the database's state, reported to a caller the rule let through.
+                    if route.pattern == "GET /health/db", reply.status == 503, reply.text.contains("\"unreachable\"") {
+                        #expect(caller.refusal(route.need) == nil, "\(route.pattern) as \(caller.name): 503")
+                        continue
+                    }
                     Self.expect(reply, for: caller.refusal(route.need), "\(route.pattern) as \(caller.name)")
                 }
             }

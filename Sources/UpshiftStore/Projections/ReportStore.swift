@@ -197,8 +197,8 @@ public struct ReportStore: Sendable {
 
     /// The installs of the backtest (`install_state`: last seen at or after `since`), by version, OS version
     /// and channel (`live` for an install that never checked). With `perInstall`, a cohort for which it
-    /// says the installs' buckets may matter comes with their ids (one array per cohort, read in the same
-    /// pass); every other cohort with its count.
+    /// says the installs' buckets may matter comes with their ids (one value per cohort, 16 bytes per
+    /// install, read in the same pass); every other cohort with its count.
     public func backtestInstalls(
         app: String, platform: String, since: Date,
         perInstall: (@Sendable (_ version: String, _ channel: String) -> Bool)?
