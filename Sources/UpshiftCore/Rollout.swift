@@ -24,7 +24,6 @@ public enum Rollout {
     public struct Hasher: Sendable {
         private var message: [UInt8]
         private let prefixLength: Int
-        private static let hexDigits = Array("0123456789abcdef".utf8)
 
         public init(appId: String, version: String) {
             message = Array("\(appId):\(version):".utf8)
@@ -43,14 +42,20 @@ public enum Rollout {
                         at += 1
                     }
                     let byte = ids[offset + index]
-                    text[at] = Self.hexDigits[Int(byte >> 4)]
-                    text[at + 1] = Self.hexDigits[Int(byte & 0x0f)]
+                    text[at] = Self.hexDigit(byte >> 4)
+                    text[at + 1] = Self.hexDigit(byte & 0x0f)
                     at += 2
                 }
                 var digest = SHA256()
                 digest.update(bufferPointer: UnsafeRawBufferPointer(text))
                 return Rollout.bucket(of: digest.finalize())
             }
+        }
+
+        /// `0`–`9`, `a`–`f` for a value below 16 (no table: a static one costs a lazy-initialization check
+        /// per access, 32 per install).
+        private static func hexDigit(_ value: UInt8) -> UInt8 {
+            value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
         }
 
         /// The install's bucket.
