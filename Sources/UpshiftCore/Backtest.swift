@@ -39,21 +39,33 @@ public enum Backtest {
         }
     }
 
-    /// Whether an install of `version` in `channel` may be answered differently by its bucket under one of
-    /// `catalogs`: a release newer than it that the channel sees, out, live, with a partial rollout.
-    public static func bucketMatters(version: String, channel: Channel, platform: String, catalogs: [AppCatalog], now: Date) -> Bool {
-        guard let installed = Version(version) else { return false }
-        return catalogs.contains { catalog in
-            catalog.releases(for: platform).contains { release in
-                isPartial(release, now: now) && release.version > installed && (channel == .beta || release.channel == .live)
-            }
+    /// Where installs' buckets may matter: below the newest release with a partial rollout that their
+    /// channel sees (a beta install sees every release, a live one live releases), in either catalog. An
+    /// install of a version newer than every such release is answered alike whatever its bucket.
+    public struct IDsBelow: Sendable, Equatable {
+        /// The newest partial release a live install sees; nil: none.
+        public var live: Version?
+        /// The newest partial release a beta install sees.
+        public var beta: Version
+
+        public init(live: Version?, beta: Version) {
+            self.live = live
+            self.beta = beta
+        }
+
+        /// Whether the answer to an install of `version` in `channel` may depend on its bucket.
+        public func bucketMatters(version: Version, channel: Channel) -> Bool {
+            guard let below = channel == .beta ? beta : live else { return false }
+            return version < below
         }
     }
 
-    /// Whether some release of `platform` has a partial rollout in one of `catalogs`: without one, no
-    /// install's bucket matters.
-    public static func hasPartialRollout(platform: String, catalogs: [AppCatalog], now: Date) -> Bool {
-        catalogs.contains { $0.releases(for: platform).contains { isPartial($0, now: now) } }
+    /// Where buckets may matter under `catalogs`; nil when no release of `platform` has a partial rollout,
+    /// so that no install's bucket matters.
+    public static func idsBelow(platform: String, catalogs: [AppCatalog], now: Date) -> IDsBelow? {
+        let partial = catalogs.flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }
+        guard let beta = partial.map(\.version).max() else { return nil }
+        return IDsBelow(live: partial.filter { $0.channel == .live }.map(\.version).max(), beta: beta)
     }
 
     static func isPartial(_ release: Release, now: Date) -> Bool {

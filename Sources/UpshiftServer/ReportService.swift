@@ -36,15 +36,8 @@ struct ReportService: Sendable {
         app: String, platform: String, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
     ) async throws -> BacktestReport {
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
-        let catalogs = [current, proposed]
-        let perInstall: (@Sendable (String, String) -> Bool)? =
-            Backtest.hasPartialRollout(platform: platform, catalogs: catalogs, now: now)
-            ? { @Sendable version, channel in
-                Backtest.bucketMatters(
-                    version: version, channel: Channel(rawValue: channel) ?? .live, platform: platform, catalogs: catalogs, now: now)
-            }
-            : nil
-        let read = try await store.backtestInstalls(app: app, platform: platform, since: since, perInstall: perInstall)
+        let idsBelow = Backtest.idsBelow(platform: platform, catalogs: [current, proposed], now: now)
+        let read = try await store.backtestInstalls(app: app, platform: platform, since: since, idsBelow: idsBelow)
         return await Backtest.run(
             app: app, platform: platform, windowDays: windowDays, now: now, current: current, proposed: proposed,
             counts: read.value.counts, installs: read.value.installs, dataAsOf: read.dataAsOf)

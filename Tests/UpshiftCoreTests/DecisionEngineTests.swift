@@ -39,6 +39,37 @@ import UpshiftTestData
         }
     }
 
+    /// The backtest reads install ids only where a bucket may change the answer: below the newest release
+    /// with a partial rollout that the install's channel sees, in either catalog. Whole, halted and future
+    /// rollouts admit every install alike (or none), so they set no bound.
+    @Test func theBacktestReadsIdsOnlyBelowTheNewestPartialReleaseEachChannelSees() throws {
+        let now = try #require(Timestamp.parse("2026-07-01T12:00:00Z"))
+        func release(_ version: String, _ percent: Double, channel: Channel = .live, paused: Bool = false, daysAgo: Double = 3) -> Release {
+            Release(
+                platform: "ios", version: Version(version)!, releasedAt: now.addingTimeInterval(-daysAgo * 86_400), channel: channel,
+                rolloutPercent: percent, rolloutPaused: paused)
+        }
+        let app = AppInfo(id: "expenses", name: "Expenses")
+        let current = AppCatalog(app: app, releases: [
+            release("1.5", 100), release("2.0", 30), release("2.1.0-beta.1", 50, channel: .beta), release("3.0", 20, paused: true),
+            release("4.0", 10, daysAgo: -1),
+        ])
+        let below = try #require(Backtest.idsBelow(platform: "ios", catalogs: [current, current], now: now))
+        #expect(below == Backtest.IDsBelow(live: Version("2.0"), beta: Version("2.1.0-beta.1")!))
+        #expect(below.bucketMatters(version: Version("1.9.9")!, channel: .live))
+        #expect(!below.bucketMatters(version: Version("2.0.0")!, channel: .live))
+        #expect(below.bucketMatters(version: Version("2.0.0")!, channel: .beta))
+        #expect(!below.bucketMatters(version: Version("2.1.0-beta.1")!, channel: .beta))
+        // A proposal that takes 2.1 to 100 % and stages 2.2 at 5 % for live installs: the proposed catalog counts too.
+        let proposed = AppCatalog(app: app, releases: [release("2.0", 30), release("2.2", 5)])
+        #expect(Backtest.idsBelow(platform: "ios", catalogs: [current, proposed], now: now)
+            == Backtest.IDsBelow(live: Version("2.2"), beta: Version("2.2")!))
+        // Nothing partial: no install's bucket matters, and no id is read.
+        let whole = AppCatalog(app: app, releases: [release("1.5", 100), release("3.0", 20, paused: true), release("2.0", 0)])
+        #expect(Backtest.idsBelow(platform: "ios", catalogs: [whole, whole], now: now) == nil)
+        #expect(Backtest.idsBelow(platform: "android", catalogs: [current, proposed], now: now) == nil)
+    }
+
     @Test func scenarios() throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in

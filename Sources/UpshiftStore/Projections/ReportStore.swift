@@ -17,14 +17,18 @@ public struct ReportRead<Value: Sendable>: Sendable {
 public struct ReportStore: Sendable {
     let pool: DatabasePool
     let logger: Logger
+    /// Above this many pages (8 KiB each; 1,000 hold some 50,000 installs), the backtest reads the ids of
+    /// `install_state` in two halves at once (``backtestInstalls(app:platform:since:idsBelow:)``).
+    let backtestSplitPages: Int
 
     public init(client: PostgresClient, logger: Logger) {
         self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
     }
 
-    public init(pool: DatabasePool, logger: Logger) {
+    public init(pool: DatabasePool, logger: Logger, backtestSplitPages: Int = 1_000) {
         self.pool = pool
         self.logger = logger
+        self.backtestSplitPages = backtestSplitPages
     }
 
     /// Thrown when a projection has no active generation yet (the server has not started its runner).
@@ -196,35 +200,96 @@ public struct ReportStore: Sendable {
     }
 
     /// The installs of the backtest (`install_state`: last seen at or after `since`), by version, OS version
-    /// and channel (`live` for an install that never checked). With `perInstall`, a cohort for which it
-    /// says the installs' buckets may matter comes with their ids (one value per cohort, 16 bytes per
-    /// install, read in the same pass); every other cohort with its count.
+    /// and channel (`live` for an install that never checked). With `idsBelow`, a cohort whose installs'
+    /// buckets may matter comes with their ids (one value per cohort, 16 bytes per install, read in the
+    /// same pass: `version_key` compares as the versions do); every other cohort with its count.
+    ///
+    /// Reading the ids of a million installs is PostgreSQL's work of half a second or more (a scan and a
+    /// grouping on one core), so a table of more than ``backtestSplitPages`` pages is read in two halves of
+    /// its pages at once, the second on another connection of the pool that imports the first's snapshot
+    /// (`pg_export_snapshot`): the halves see one state of the table, so no install is counted twice or
+    /// missed. A pool with no connection free within its wait bound cannot lend a second: then the second
+    /// half is read after the first, on the first's connection. A replica cannot export a snapshot, and a
+    /// pool without bounds (a command of the CLI, a test) could wait for ever for a second connection:
+    /// those read the table in one pass.
     public func backtestInstalls(
         app: String, platform: String, since: Date,
-        perInstall: (@Sendable (_ version: String, _ channel: String) -> Bool)?
+        idsBelow: Backtest.IDsBelow?
     ) async throws -> ReportRead<(counts: [Backtest.Cohort: Int], installs: [(Backtest.Cohort, Backtest.InstallIDs)])> {
-        try await read(["install_state"]) { [logger] connection, tables in
+        try await read(["install_state"]) { [logger, pool, backtestSplitPages] connection, tables in
             let state = tables.name("install_state", of: "install_state")
-            // The ids as one value per cohort, 16 bytes each: no array to build or to decode.
-            let ids = perInstall == nil ? "NULL::bytea" : "string_agg(uuid_send(install_id), ''::bytea)"
-            let rows = try await connection.query(
-                """
-                SELECT version, os_version, coalesce(channel, 'live'), count(*)::int8, \(unescaped: ids) FROM \(state)
-                WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)
-                GROUP BY 1, 2, 3
-                """, logger: logger)
+            // The ids as one value per cohort, 16 bytes each (no array to build or to decode), of the
+            // installs below the newest partial release their channel sees.
+            let (live, beta) = (idsBelow?.live?.sortKey ?? "", idsBelow?.beta.sortKey ?? "")
+            @Sendable func cohorts(_ pages: String, on connection: PostgresConnection) async throws
+                -> [(Backtest.Cohort, count: Int, ids: ByteBuffer?)]
+            {
+                let rows = try await connection.query(
+                    """
+                    SELECT version, os_version, coalesce(channel, 'live'), count(*)::int8,
+                           string_agg(uuid_send(install_id), ''::bytea)
+                               FILTER (WHERE version_key < \(live) OR (channel = 'beta' AND version_key < \(beta)))
+                    FROM \(state)
+                    WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(unescaped: pages)
+                    GROUP BY 1, 2, 3
+                    """, logger: logger)
+                var found: [(Backtest.Cohort, count: Int, ids: ByteBuffer?)] = []
+                for try await (version, os, channel, count, ids) in rows.decode((String, String?, String, Int, ByteBuffer?).self) {
+                    found.append((Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live), count, ids))
+                }
+                return found
+            }
+            var parts: [[(Backtest.Cohort, count: Int, ids: ByteBuffer?)]]
+            let (pages, snapshot) = idsBelow != nil && pool.bounds != nil
+                ? try await Self.pagesAndSnapshot(of: state, above: backtestSplitPages, on: connection, logger: logger) : (0, nil)
+            if let snapshot {
+                let (first, second) = (" AND ctid < '(\(pages / 2),0)'::tid", " AND ctid >= '(\(pages / 2),0)'::tid")
+                async let other = pool.withConnection { other in
+                    try await other.transaction(logger: logger) { other in
+                        try await other.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+                        try await other.query(PostgresQuery(unsafeSQL: "SET TRANSACTION SNAPSHOT '\(snapshot)'"), logger: logger)
+                        return try await cohorts(second, on: other)
+                    }
+                }
+                parts = [try await cohorts(first, on: connection)]
+                do {
+                    parts.append(try await other)
+                } catch let error as DatabaseUnavailable {
+                    guard case .busy = error.reason else { throw error }
+                    parts.append(try await cohorts(second, on: connection))
+                }
+            } else {
+                parts = [try await cohorts("", on: connection)]
+            }
             var counts: [Backtest.Cohort: Int] = [:]
-            var installs: [(Backtest.Cohort, Backtest.InstallIDs)] = []
-            for try await (version, os, channel, count, ids) in rows.decode((String, String?, String, Int, ByteBuffer?).self) {
-                let cohort = Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live)
-                if var ids, perInstall?(version, channel) == true {
-                    installs.append((cohort, Backtest.InstallIDs(packed: ids.readBytes(length: ids.readableBytes) ?? [])))
+            var packed: [Backtest.Cohort: [UInt8]] = [:]
+            for (cohort, count, ids) in parts.joined() {
+                if var ids, let version = Version(cohort.version), idsBelow?.bucketMatters(version: version, channel: cohort.channel) == true {
+                    packed[cohort, default: []] += ids.readBytes(length: ids.readableBytes) ?? []
                 } else {
-                    counts[cohort] = count
+                    counts[cohort, default: 0] += count
                 }
             }
-            return (counts, installs)
+            return (counts, packed.map { ($0.key, Backtest.InstallIDs(packed: $0.value)) })
         }
+    }
+
+    /// How many pages `table` has and, when more than `threshold`, the snapshot of `connection`'s transaction
+    /// exported for another to import (nil on a replica, which cannot export one).
+    private static func pagesAndSnapshot(
+        of table: SQLIdentifier, above threshold: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (pages: Int, snapshot: String?) {
+        let rows = try await connection.query(
+            """
+            SELECT pages, CASE WHEN pages > \(threshold) AND NOT pg_is_in_recovery() THEN pg_export_snapshot() END
+            FROM (SELECT pg_relation_size(\(table.quoted)::regclass) / current_setting('block_size')::int8 AS pages) AS size
+            """, logger: logger)
+        for try await (pages, snapshot) in rows.decode((Int, String?).self) {
+            // An id is hexadecimal digits and dashes (`00000003-0000001B-1`); it is written into a statement.
+            let valid = snapshot.map { !$0.isEmpty && $0.utf8.allSatisfy { $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x46) } }
+            return (pages, valid == true ? snapshot : nil)
+        }
+        return (0, nil)
     }
 
     /// Installs last seen at or after `since`, by current version and OS version: the days after the one
