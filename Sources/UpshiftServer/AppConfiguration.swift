@@ -136,6 +136,9 @@ public struct AppConfiguration: Sendable {
         if let events = try read.integer("UPSHIFT_BACKFILL_CHUNK_EVENTS", in: 1_000...1_000_000_000) {
             configuration.projections.backfillChunkEvents = events
         }
+        if let rows = try read.integer("UPSHIFT_BACKFILL_ROWS_PER_WRITE", in: 100...10_000_000) {
+            configuration.projections.backfillRowsPerWrite = rows
+        }
         if let timeout = try read.seconds("UPSHIFT_POOL_WAIT_TIMEOUT") { configuration.pools.waitTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_DATABASE_TIMEOUT") { configuration.pools.answerTimeout = timeout }
         if let timeout = try read.seconds("UPSHIFT_REPORT_STATEMENT_TIMEOUT") {

@@ -207,8 +207,7 @@ public final class ProjectionRunner: Service, Sendable {
             guard
                 let result = try await leader.backfill(
                     from: current, leaving: threshold, limit: settings.backfillTimeout,
-                    chunkEvents: settings.backfillChunkEvents,
-                    rest: current.state == .building ? settings.rebuildRest : 0, afterStep: settings.afterBackfillStep)
+                    options: settings.backfillOptions(rebuilding: current.state == .building))
             else {
                 try await Task.sleep(for: settings.pollInterval)
                 guard let reloaded = try await leader.current() else { return .retired }

@@ -1,3 +1,5 @@
+import UpshiftStore
+
 /// How the projection runner batches, polls and stands by.
 public struct ProjectionSettings: Sendable {
     /// Events read per batch (a batch is one transaction).
@@ -17,10 +19,13 @@ public struct ProjectionSettings: Sendable {
     /// How long one attempt of such a catch-up may take before its connection is closed; the next attempt
     /// continues after the last step it committed.
     public var backfillTimeout: Duration = .seconds(3_600)
-    /// Events of the log per install range of a catch-up's large statements: each range is a step, a
-    /// transaction of its own, and its writes (a few hundred thousand rows at 2,000,000 events) take a few
-    /// seconds, during which it holds back every feed (DESIGN.md 5.2). `UPSHIFT_BACKFILL_CHUNK_EVENTS`.
-    public var backfillChunkEvents = 2_000_000
+    /// Events of the log per install range of a catch-up's large statements: each range is a step, read
+    /// by one statement that scans the whole log (more ranges, more scans) and whose sorts' temporary
+    /// files this bounds (about 150 bytes an event); a restart within a step repeats that step.
+    public var backfillChunkEvents = 16_000_000
+    /// Rows per transaction of such a step: while a transaction writes, it holds back every feed
+    /// (DESIGN.md 5.2), so each holds a transaction id a fraction of a second.
+    public var backfillRowsPerWrite = 20_000
     /// A rebuild's catch-up (a generation built beside the active one, which serves meanwhile) runs its
     /// statements without parallel workers and pauses after each step this many times as long as the
     /// step took, leaving the machine to the projections that serve; 0: at full speed, as a first start's
@@ -29,9 +34,26 @@ public struct ProjectionSettings: Sendable {
     /// Tests only: runs after each committed step of a catch-up, with the projection, the step's name and
     /// its number; what it throws stops the attempt there.
     public var afterBackfillStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?
+    /// Tests only: runs after each committed write of a catch-up's step that writes in several
+    /// transactions (not after its last), with the projection and the step's name; what it throws stops
+    /// the attempt there, within the step.
+    public var afterBackfillWrite: (@Sendable (_ projection: String, _ step: String) async throws -> Void)?
     /// Tests only: runs inside each batch's transaction after its writes, before the commit; what it
     /// throws rolls the batch back. Given the projection's name.
     public var beforeCommit: (@Sendable (String) async throws -> Void)?
 
     public init() {}
+}
+
+extension ProjectionSettings {
+    /// How a catch-up runs: a rebuild's (a generation built beside the active one) rests after each step.
+    func backfillOptions(rebuilding: Bool) -> Backfill.Options {
+        var options = Backfill.Options()
+        options.chunkEvents = backfillChunkEvents
+        options.rowsPerWrite = backfillRowsPerWrite
+        options.rest = rebuilding ? rebuildRest : 0
+        options.afterStep = afterBackfillStep
+        options.afterWrite = afterBackfillWrite
+        return options
+    }
 }

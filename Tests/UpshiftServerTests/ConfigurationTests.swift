@@ -30,6 +30,7 @@ import UpshiftTestSupport
         ("UPSHIFT_STORE_SYNC_INTERVAL", "2592001"), ("UPSHIFT_STORE_LOOKUP_URL", "itunes.apple.com/lookup"),
         ("UPSHIFT_STORE_LOOKUP_URL", "ftp://itunes.apple.com/lookup"),
         ("UPSHIFT_BACKFILL_CHUNK_EVENTS", "999"), ("UPSHIFT_BACKFILL_CHUNK_EVENTS", "2e6"),
+        ("UPSHIFT_BACKFILL_ROWS_PER_WRITE", "99"), ("UPSHIFT_BACKFILL_ROWS_PER_WRITE", "20k"),
     ]
 
     @Test(arguments: invalid)
@@ -72,9 +73,12 @@ import UpshiftTestSupport
         #expect(configuration.pools.projectionConnections == 10)
         environment["UPSHIFT_PROJECTION_POOL_CONNECTIONS"] = "12"
         #expect(try AppConfiguration.fromEnvironment(environment).pools.projectionConnections == 12)
-        #expect(configuration.projections.backfillChunkEvents == 2_000_000)
-        environment["UPSHIFT_BACKFILL_CHUNK_EVENTS"] = "500000"
-        #expect(try AppConfiguration.fromEnvironment(environment).projections.backfillChunkEvents == 500_000)
+        #expect(configuration.projections.backfillChunkEvents == 16_000_000)
+        environment["UPSHIFT_BACKFILL_CHUNK_EVENTS"] = "2000000"
+        #expect(try AppConfiguration.fromEnvironment(environment).projections.backfillChunkEvents == 2_000_000)
+        #expect(configuration.projections.backfillRowsPerWrite == 20_000)
+        environment["UPSHIFT_BACKFILL_ROWS_PER_WRITE"] = "5000"
+        #expect(try AppConfiguration.fromEnvironment(environment).projections.backfillRowsPerWrite == 5_000)
         for host in ["0.0.0.0", "::", "::1", "localhost", "upshift-1.internal.example"] {
             environment["UPSHIFT_HOST"] = host
             #expect(try AppConfiguration.fromEnvironment(environment).host == host)

@@ -265,6 +265,36 @@ extension ProjectionRunnerTests {
         try await harness.expectRebuildEqualsActiveTables(backfill: false)
     }
 
+    /// A step that writes a row per install goes in several transactions, none holding a transaction id
+    /// for long; a catch-up that stops between two of them (half a step written) clears that step on
+    /// its next attempt and ends with the tables of one that ran through: no row twice, none missing,
+    /// each day counted once.
+    @Test func aCatchUpStoppedWithinAStepRewritesThatStep() async throws {
+        let (harness, events) = try await loggedFleet()
+        let writes = Mutex<[String: Int]>([:])
+        let stopped = Mutex(Set<String>())
+        var configuration = harness.configuration()
+        configuration.roles = [.projections]
+        configuration.projections.backfillThreshold = 1
+        configuration.projections.backfillChunkEvents = events.count / 2
+        configuration.projections.backfillRowsPerWrite = 7
+        configuration.projections.afterBackfillWrite = { projection, _ in
+            let count = writes.withLock { writes -> Int in
+                writes[projection, default: 0] += 1
+                return writes[projection]!
+            }
+            // Each projection's first attempt stops after the third write of some step, within it.
+            if count == 3, stopped.withLock({ $0.insert(projection).inserted }) { throw InjectedFailure() }
+        }
+        try await harness.run(configuration) { (_: Server) async throws in
+            try await harness.waitForProjections(timeout: .seconds(120))
+        }
+        #expect(stopped.withLock { $0 } == Set(Projections.all.map(\.name)))
+        #expect(try await harness.count("SELECT count(*) FROM projections WHERE backfill_tx IS NOT NULL") == 0)
+        try await harness.expectAdoptionMatchesTheLog()
+        try await harness.expectRebuildEqualsActiveTables(backfill: false)
+    }
+
     /// Each app's days close by its own events' recorded times: an app whose devices report weeks behind
     /// another's keeps its days open (with one horizon for the whole log, the busy app's events of today
     /// would have closed them before they were read).

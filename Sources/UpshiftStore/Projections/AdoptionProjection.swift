@@ -203,41 +203,66 @@ public struct AdoptionProjection: ProjectionDefinition {
             }
         }
         // Each install's last counted event of each day; the days of each app's open window stay as
-        // working state. An install range per step: the day counts of the ranges add up.
+        // working state. An install range per step: the day counts of the ranges add up. The read gives
+        // both: the open window's rows (`installs` NULL), then each day's counts (`install_id` NULL),
+        // which are added in the step's last transaction, so that a range counts once.
         let (days, daily) = (backfill.table("install_days"), backfill.table("adoption_daily"))
-        try await backfill.chunked("install_days", on: connection) { connection, chunk in
-            try await connection.query(
-                """
-                WITH \(versions.cte),
-                closing(app_id, day, tx, pos) AS (
-                    SELECT a, d::date, t::xid8, p
-                    FROM unnest(\(closing.apps)::text[], \(closing.days)::text[], \(closing.transactions)::text[],
-                                \(closing.positions)::int8[]) AS c(a, d, t, p)),
-                horizons(app_id, day) AS (
-                    SELECT a, d::date FROM unnest(\(horizons.apps)::text[], \(horizons.days)::text[]) AS h(a, d)),
-                last AS MATERIALIZED (
-                    SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
-                           e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
-                           v.normalized, v.sort_key, e.occurred_at
-                    FROM event_log e JOIN versions v ON v.raw = e.app_version
-                    LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
-                    WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
-                      AND \(backfill.installs("e.install_id", in: chunk))
-                      AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
-                    ORDER BY e.install_id, day, e.app_id, e.platform, e.occurred_at DESC, e.tx_id DESC, e.position DESC
-                ),
-                open AS (
-                    INSERT INTO \(days) (app_id, platform, install_id, day, version, version_key, last_at)
-                    SELECT l.app_id, l.platform, l.install_id, l.day, l.normalized, l.sort_key, l.occurred_at
+        for chunk in 0..<backfill.chunks {
+            var counts = RowBatch(columns: [], count: 0)
+            try await backfill.streamed(
+                "install_days \(chunk + 1)/\(backfill.chunks)", on: connection,
+                select: """
+                    WITH \(versions.cte),
+                    closing(app_id, day, tx, pos) AS (
+                        SELECT a, d::date, t::xid8, p
+                        FROM unnest(\(closing.apps)::text[], \(closing.days)::text[], \(closing.transactions)::text[],
+                                    \(closing.positions)::int8[]) AS c(a, d, t, p)),
+                    horizons(app_id, day) AS (
+                        SELECT a, d::date FROM unnest(\(horizons.apps)::text[], \(horizons.days)::text[]) AS h(a, d)),
+                    last AS MATERIALIZED (
+                        SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
+                               e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
+                               v.normalized, v.sort_key, e.occurred_at
+                        FROM event_log e JOIN versions v ON v.raw = e.app_version
+                        LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
+                        WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
+                          AND \(backfill.installs("e.install_id", in: chunk))
+                          AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
+                        ORDER BY e.install_id, day, e.app_id, e.platform, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                    )
+                    SELECT l.app_id, l.platform, l.install_id, l.day, l.normalized, l.sort_key, l.occurred_at, NULL::int8
                     FROM last l JOIN horizons h USING (app_id)
                     WHERE l.day >= h.day
-                    ORDER BY l.app_id, l.platform, l.install_id, l.day
-                )
-                INSERT INTO \(daily) AS a (app_id, platform, day, version, version_key, installs)
-                SELECT app_id, platform, day, normalized, min(sort_key), count(*) FROM last
-                GROUP BY day, normalized, app_id, platform
-                ON CONFLICT (app_id, platform, day, version) DO UPDATE SET installs = a.installs + excluded.installs
-                """ as SQL, logger: backfill.logger)
+                    UNION ALL
+                    SELECT app_id, platform, NULL::uuid, day, normalized, min(sort_key), NULL::timestamptz, count(*)
+                    FROM last GROUP BY day, normalized, app_id, platform
+                    ORDER BY 1, 2, 3, 4
+                    """,
+                clear: "DELETE FROM \(days) WHERE \(backfill.installs("install_id", in: chunk))",
+                write: { batch in
+                    counts.append(batch.rows(whereNull: 2, true))
+                    let open = batch.rows(whereNull: 7, true)
+                    guard open.count > 0 else { return [] }
+                    let columns = RowBatch(columns: Array(open.columns.prefix(7)), count: open.count)
+                    return [
+                        """
+                        INSERT INTO \(days) (app_id, platform, install_id, day, version, version_key, last_at)
+                        SELECT * FROM unnest(\(columns.arrays))
+                        """
+                    ]
+                },
+                finish: {
+                    guard counts.count > 0 else { return [] }
+                    return [
+                        """
+                        INSERT INTO \(daily) AS a (app_id, platform, day, version, version_key, installs)
+                        SELECT app_id, platform, day, version, version_key, installs
+                        FROM unnest(\(counts.arrays))
+                            AS c(app_id, platform, install_id, day, version, version_key, last_at, installs)
+                        ON CONFLICT (app_id, platform, day, version) DO UPDATE SET installs = a.installs + excluded.installs
+                        """
+                    ]
+                })
         }
         try await backfill.step("adoption_horizons", on: connection) { connection in
             try await connection.query(

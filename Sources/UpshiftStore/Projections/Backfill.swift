@@ -13,13 +13,37 @@ import UpshiftCore
 /// `RebuildEquivalenceTests` rebuild with both and compare). Versions are still parsed by `Version`,
 /// once per distinct spelling (`VersionSpellings`).
 ///
-/// The writes go in steps (``step(_:on:_:)``), each a transaction of its own that commits with the
-/// count of steps done: a transaction has a transaction id from its first write to its commit, and
-/// while it has one it holds back the feed of every projection and reader (DESIGN.md 5.2). A step's
-/// sorts and groups come first and take no id; its writes are bounded by splitting the statements that
-/// write a row per install (or more) into install ranges (``chunks``, ``installs(_:in:)``). A restart
-/// skips the steps that committed and continues with the same bound.
+/// The writes go in steps that commit with the count of steps done: a transaction has a transaction id
+/// from its first write to its commit, and while it has one it holds back the feed of every projection
+/// and reader (DESIGN.md 5.2). Small writes are a step of one transaction (``step(_:on:_:)``). The
+/// statements that write a row per install (or more) are split into install ranges (``chunks``,
+/// ``installs(_:in:)``), which bounds their sorts, and each range is read by one read-only statement
+/// (a cursor, which takes no transaction id however long it sorts) whose rows are written in
+/// transactions of at most ``Options/rowsPerWrite`` rows (``streamed(_:on:select:clear:write:finish:)``).
+/// A restart skips the steps that committed, clears what the interrupted step wrote, and continues
+/// with the same bound.
 public struct Backfill: Sendable {
+    /// How a backfill runs.
+    public struct Options: Sendable {
+        /// Events of the log per install range of the statements that write a row per install (or more).
+        public var chunkEvents = 16_000_000
+        /// Rows per transaction of a step that writes a row per install (or more).
+        public var rowsPerWrite = 20_000
+        /// After each step, a pause this many times as long as the step (0: none), leaving the machine
+        /// to the projections that serve meanwhile; above 0 the statements also run without parallel
+        /// workers.
+        public var rest: Double = 0
+        /// Tests only: runs after each committed step, with the projection, the step's name and its
+        /// number; what it throws stops the attempt there.
+        public var afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?
+        /// Tests only: runs after each committed write of a step that writes in several (not after its
+        /// last, which commits the step), with the projection and the step's name; what it throws stops
+        /// the attempt there, within the step.
+        public var afterWrite: (@Sendable (_ projection: String, _ step: String) async throws -> Void)?
+
+        public init() {}
+    }
+
     public let projection: String
     public let generation: Int
     /// The last event applied: everything at or before it in the feed, all of it committed.
@@ -28,23 +52,26 @@ public struct Backfill: Sendable {
     public let maxRecordedAt: Date
     /// How many install ranges the statements that write a row per install (or more) are split into.
     public let chunks: Int
-    /// After each step, a pause this many times as long as the step (0: none), leaving the machine to
-    /// the projections that serve meanwhile.
-    let rest: Double
+    let options: Options
     let progress: Progress
     let logger: Logger
 
+    /// `committedSteps`: the steps an earlier attempt committed; `resumed`: an earlier attempt began
+    /// this backfill (and may have stopped within step `committedSteps + 1`).
     init(
-        projection: String, generation: Int, through: FeedPosition, maxRecordedAt: Date, chunks: Int, rest: Double = 0,
-        committedSteps: Int, afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?, logger: Logger
+        projection: String, generation: Int, through: FeedPosition, maxRecordedAt: Date, chunks: Int, options: Options,
+        committedSteps: Int, resumed: Bool, logger: Logger
     ) {
         self.projection = projection
         self.generation = generation
         self.through = through
         self.maxRecordedAt = maxRecordedAt
         self.chunks = max(1, chunks)
-        self.rest = max(0, rest)
-        self.progress = Progress(committed: committedSteps, afterStep: afterStep)
+        var options = options
+        options.rest = max(0, options.rest)
+        options.rowsPerWrite = max(1, options.rowsPerWrite)
+        self.options = options
+        self.progress = Progress(committed: committedSteps, resumed: resumed)
         self.logger = logger
     }
 
@@ -52,14 +79,15 @@ public struct Backfill: Sendable {
     /// the dead letters written.
     final class Progress: @unchecked Sendable {
         let committed: Int
-        let afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?
+        /// The step an earlier attempt may have left half written, if any.
+        let interrupted: Int?
         private let lock = NSLock()
         private var reached = 0
         private var letters = 0
 
-        init(committed: Int, afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?) {
+        init(committed: Int, resumed: Bool) {
             self.committed = committed
-            self.afterStep = afterStep
+            self.interrupted = resumed ? committed + 1 : nil
         }
 
         /// The number of the next step.
@@ -91,29 +119,89 @@ public struct Backfill: Sendable {
         let index = progress.next()
         guard index > progress.committed else { return }
         let started = ContinuousClock.now
-        let (projection, generation, logger) = (projection, generation, logger)
         try await connection.transaction(logger: logger) { connection in
             try await body(connection)
-            try await connection.query(
-                """
-                UPDATE projections SET backfill_steps = \(index)
-                WHERE name = \(projection) AND generation = \(generation) AND backfill_steps = \(index - 1)
-                """, logger: logger)
+            try await commit(step: index, on: connection)
         }
+        try await finished(step: index, name, started: started)
+    }
+
+    /// Runs `select`, a read-only statement, as the next step: its rows are computed first, by a cursor
+    /// (which takes no transaction id however long it sorts), and handed to `write` in batches of at most
+    /// ``Options/rowsPerWrite``, each batch written in a transaction of its own by the statements `write`
+    /// returns; the last transaction also runs `finish` (writes that must happen once, with the step)
+    /// and counts the step as done. When an earlier attempt stopped within this step, the first
+    /// transaction first runs `clear`, which removes what `write`'s statements wrote. Skipped when an
+    /// earlier attempt committed it.
+    func streamed(
+        _ name: String, on connection: PostgresConnection, select: SQL, clear: SQL,
+        write: (RowBatch) -> [SQL], finish: () -> [SQL] = { [] }
+    ) async throws {
+        let index = progress.next()
+        guard index > progress.committed else { return }
+        let started = ContinuousClock.now
+        let (logger, rows) = (logger, options.rowsPerWrite)
+        try await connection.transaction(logger: logger) { connection in
+            try await connection.query("CLOSE ALL", logger: logger)
+            try await connection.query("DECLARE backfill_rows NO SCROLL CURSOR WITH HOLD FOR \(select)", logger: logger)
+        }
+        do {
+            var first = true
+            var arrayTypes: [UInt32: UInt32] = [:]
+            while true {
+                let batch = try await RowBatch.fetch(rows, from: "backfill_rows", arrayTypes: &arrayTypes, on: connection, logger: logger)
+                let last = batch.count < rows
+                let statements = (first && progress.interrupted == index ? [clear] : []) + (batch.count > 0 ? write(batch) : [])
+                    + (last ? finish() : [])
+                try await connection.transaction(logger: logger) { connection in
+                    for statement in statements { try await connection.query(statement, logger: logger) }
+                    if last { try await commit(step: index, on: connection) }
+                }
+                first = false
+                if last { break }
+                try await options.afterWrite?(projection, name)
+            }
+            try await connection.query("CLOSE backfill_rows", logger: logger)
+        } catch {
+            _ = try? await connection.query("CLOSE ALL", logger: logger)
+            throw error
+        }
+        try await finished(step: index, name, started: started)
+    }
+
+    /// Counts step `index` as done, in the transaction that commits it.
+    private func commit(step index: Int, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            UPDATE projections SET backfill_steps = \(index)
+            WHERE name = \(projection) AND generation = \(generation) AND backfill_steps = \(index - 1)
+            """, logger: logger)
+    }
+
+    /// After step `index` committed: logs it, runs the test hook, and rests.
+    private func finished(step index: Int, _ name: String, started: ContinuousClock.Instant) async throws {
         let took = ContinuousClock.now - started
         logger.debug(
             "projection backfill step committed",
             metadata: ["projection": "\(projection)", "step": "\(index) \(name)", "duration": "\(took)"])
-        try await progress.afterStep?(projection, name, index)
-        if rest > 0 { try await Task.sleep(for: took * rest) }
+        try await options.afterStep?(projection, name, index)
+        if options.rest > 0 { try await Task.sleep(for: took * options.rest) }
     }
 
-    /// Runs `body` once per install range, each range a step (`name` and the range's number).
-    func chunked(_ name: String, on connection: PostgresConnection, _ body: (PostgresConnection, Int) async throws -> Void)
-        async throws
-    {
+    /// Runs `select` once per install range (`installs(_:in:)` on its install column), each range a
+    /// ``streamed(_:on:select:clear:write:finish:)`` step that inserts its rows into `columns` of
+    /// `table` (the rows' columns in that order). `clear` removes the rows of a range (`where` and the
+    /// range), for a range an earlier attempt left half written.
+    func chunkedInsert(
+        _ name: String, into table: SQLIdentifier, columns: [String], where condition: SQL = "true",
+        on connection: PostgresConnection, select: (_ chunk: Int) -> SQL
+    ) async throws {
+        let list = SQL.joined(columns.map { "\(SQLIdentifier($0))" }, separator: ", ")
         for chunk in 0..<chunks {
-            try await step("\(name) \(chunk + 1)/\(chunks)", on: connection) { connection in try await body(connection, chunk) }
+            try await streamed(
+                "\(name) \(chunk + 1)/\(chunks)", on: connection, select: select(chunk),
+                clear: "DELETE FROM \(table) WHERE \(condition) AND \(installs("install_id", in: chunk))",
+                write: { batch in ["INSERT INTO \(table) (\(list)) SELECT * FROM unnest(\(batch.arrays))"] })
         }
     }
 

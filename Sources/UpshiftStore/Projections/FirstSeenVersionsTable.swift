@@ -59,18 +59,19 @@ enum FirstSeenVersionsTable {
     static func backfill(into table: SQLIdentifier, _ backfill: Backfill, versions: VersionSpellings, on connection: PostgresConnection)
         async throws
     {
-        try await backfill.chunked(table.name, on: connection) { connection, chunk in
-            try await connection.query(
+        try await backfill.chunkedInsert(
+            table.name, into: table, columns: ["app_id", "platform", "install_id", "version", "version_key", "first_at"],
+            on: connection
+        ) { chunk in
                 """
                 WITH \(versions.cte)
-                INSERT INTO \(table) (app_id, platform, install_id, version, version_key, first_at)
                 SELECT e.app_id, e.platform, e.install_id, v.normalized, min(v.sort_key), min(e.occurred_at)
                 FROM event_log e JOIN versions v ON v.raw = e.app_version
                 WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
                   AND \(backfill.installs("e.install_id", in: chunk))
                 GROUP BY e.app_id, e.platform, e.install_id, v.normalized
                 ORDER BY e.app_id, e.platform, e.install_id, v.normalized
-                """ as SQL, logger: backfill.logger)
+                """
         }
     }
 }

@@ -164,13 +164,16 @@ public struct InstallStateProjection: ProjectionDefinition {
         // The latest event of each install (ties: the later in the feed), and the earliest time. Sorts and
         // groups lead with the install: a leading key that rarely differs (the app) makes every
         // comparison fall through to the next key, three times slower.
-        try await backfill.chunked("install_state", on: connection) { connection, chunk in
-            try await connection.query(
+        try await backfill.chunkedInsert(
+            "install_state", into: state,
+            columns: [
+                "app_id", "install_id", "platform", "first_seen", "last_seen", "version", "version_key", "os_version", "locale",
+                "checked_at", "channel",
+            ],
+            on: connection
+        ) { chunk in
                 """
                 WITH \(versions.cte)
-                INSERT INTO \(state)
-                    (app_id, install_id, platform, first_seen, last_seen, version, version_key, os_version, locale,
-                     checked_at, channel)
                 SELECT DISTINCT ON (e.install_id, e.app_id)
                        e.app_id, e.install_id, e.platform, min(e.occurred_at) OVER install, e.occurred_at, v.normalized,
                        v.sort_key, NULLIF(e.data->>'osVersion', ''), NULLIF(e.data->>'locale', ''),
@@ -183,7 +186,7 @@ public struct InstallStateProjection: ProjectionDefinition {
                     PARTITION BY e.install_id, e.app_id ORDER BY e.occurred_at DESC, e.tx_id DESC, e.position DESC
                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
                 ORDER BY e.install_id, e.app_id, e.occurred_at DESC, e.tx_id DESC, e.position DESC
-                """ as SQL, logger: backfill.logger)
+                """
         }
         try await backfill.step("install_activity", on: connection) { connection in
             try await connection.query(

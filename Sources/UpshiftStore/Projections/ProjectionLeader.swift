@@ -155,21 +155,22 @@ public struct ProjectionLeader: Sendable {
     /// The bound (the last event covered) is stored when a backfill starts, and each step commits with
     /// the count of steps done: a backfill that stopped (its time limit, a lost connection, a restart)
     /// continues where it stopped, with the same bound. The statements that write a row per install (or
-    /// more) run in `chunkEvents`-sized install ranges, so that no step's transaction holds a transaction
-    /// id (and the feed's horizon, DESIGN.md 5.2) for more than a few seconds.
+    /// more) run in `options.chunkEvents`-sized install ranges, each read by a cursor and written in
+    /// transactions of `options.rowsPerWrite` rows, so that no transaction holds a transaction id (and
+    /// the feed's horizon, DESIGN.md 5.2) for more than a moment.
     ///
-    /// With a `rest` above 0 (a rebuild, beside an active generation that serves meanwhile) its statements
-    /// run without parallel workers and each step is followed by a pause `rest` times as long as the
-    /// step: the rebuild takes longer and leaves the machine to the projections that serve.
+    /// With `options.rest` above 0 (a rebuild, beside an active generation that serves meanwhile) its
+    /// statements run without parallel workers and each step is followed by a pause `rest` times as long
+    /// as the step: the rebuild takes longer and leaves the machine to the projections that serve.
     public func backfill(
-        from: ProjectionGeneration, leaving: Int, limit: Duration, chunkEvents: Int, rest: Double = 0,
-        afterStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)? = nil
+        from: ProjectionGeneration, leaving: Int, limit: Duration, options: Backfill.Options = .init()
     ) async throws -> Applied? {
         precondition(from.checkpoint == .start, "a backfill starts from the start of the log")
         let (definition, generation, logger) = (definition, generation, logger)
         return try await bounded(limit: limit) { connection in
             // A backfill under way: its bound and the steps it committed.
             var stored: (through: FeedPosition, steps: Int)?
+            var resumed = false
             for try await (tx, position, steps) in try await connection.query(
                 """
                 SELECT backfill_tx::text, backfill_pos, backfill_steps FROM projections
@@ -177,6 +178,7 @@ public struct ProjectionLeader: Sendable {
                 """, logger: logger
             ).decode((String, Int64, Int).self) {
                 stored = (FeedPosition(transaction: UInt64(tx) ?? 0, position: position), steps)
+                resumed = true
             }
             if stored == nil {
                 // The bound: the last event below the snapshot horizon. (The ORDER BY names the table's
@@ -223,14 +225,18 @@ public struct ProjectionLeader: Sendable {
             ).decode((Int, Date).self) { (count, maxRecordedAt) = (events, recorded) }
             // Settings of the session, for the steps' transactions and the reads between them; reset also
             // when a step fails, since the connection goes on to lead batches.
+            // (A cursor is planned for its whole result, as the statement it replaced was.)
             try await connection.query("SET work_mem = '128MB'", logger: logger)
-            if rest > 0 { try await connection.query("SET max_parallel_workers_per_gather = 0", logger: logger) }
+            try await connection.query("SET cursor_tuple_fraction = 1", logger: logger)
+            if options.rest > 0 { try await connection.query("SET max_parallel_workers_per_gather = 0", logger: logger) }
+            let chunkEvents = max(1, options.chunkEvents)
             let backfill = Backfill(
                 projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
-                chunks: (count + max(1, chunkEvents) - 1) / max(1, chunkEvents), rest: rest,
-                committedSteps: committed, afterStep: afterStep, logger: logger)
+                chunks: (count + chunkEvents - 1) / chunkEvents, options: options, committedSteps: committed,
+                resumed: resumed, logger: logger)
             @Sendable func reset() async throws {
                 try await connection.query("RESET work_mem", logger: logger)
+                try await connection.query("RESET cursor_tuple_fraction", logger: logger)
                 try await connection.query("RESET max_parallel_workers_per_gather", logger: logger)
             }
             do {
@@ -240,9 +246,11 @@ public struct ProjectionLeader: Sendable {
                 throw error
             }
             try await reset()
-            // Statistics now: the first reports must not be planned as if the tables were empty.
+            // Statistics now, since the first reports must not be planned as if the tables were empty; and
+            // the pages marked all-visible, since the tables were written in many transactions that
+            // autovacuum would otherwise visit while the first batches run.
             for table in definition.tables {
-                try await connection.query("ANALYZE \(ProjectionTables.name(table, generation: generation))", logger: logger)
+                try await connection.query("VACUUM (ANALYZE) \(ProjectionTables.name(table, generation: generation))", logger: logger)
             }
             try await connection.transaction(logger: logger) { connection in
                 try await Self.advance(

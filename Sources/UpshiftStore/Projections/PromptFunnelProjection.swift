@@ -212,8 +212,13 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             FROM event_log e LEFT JOIN versions v ON v.raw = e.app_version
             LEFT JOIN versions t ON t.raw = e.data->>'targetVersion'
             """
-        try await backfill.chunked("prompt_installs", on: connection) { connection, chunk in
-        try await connection.query(
+        try await backfill.chunkedInsert(
+            "prompt_installs", into: backfill.table("prompt_installs"),
+            columns: [
+                "app_id", "platform", "target_version", "target_key", "kind", "install_id", "first_shown_at", "dismissed_later",
+                "dismissed_skip", "update_started", "first_started_at", "blocked", "counted",
+            ], on: connection
+        ) { chunk in
             """
             WITH \(versions.cte),
             marks AS (
@@ -234,12 +239,9 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                        bool_or(type = \(blocked)) AS blocked
                 FROM marks GROUP BY install_id, target, kind, app_id, platform
             )
-            INSERT INTO \(backfill.table("prompt_installs"))
-                (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                 dismissed_skip, update_started, first_started_at, blocked, counted)
             SELECT p.*, \(Self.steps(versions: backfill.table("prompt_versions"))) FROM p
             ORDER BY p.app_id, p.platform, p.target_version, p.kind, p.install_id
-            """ as SQL, logger: backfill.logger)
+            """
         }
         let sums = SQL.joined(
             Self.steps.map { "count(*) FILTER (WHERE (counted & \($0.bit)) <> 0)" }, separator: ", ")

@@ -282,8 +282,14 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         // of its week.
         for release in tracked {
             let (key, releasedAt) = (release.key, release.releasedAt.forPostgres)
-            try await backfill.chunked("release_installs \(key.platform) \(key.version)", on: connection) { connection, chunk in
-            try await connection.query(
+            try await backfill.chunkedInsert(
+                "release_installs \(key.platform) \(key.version)", into: backfill.table("release_installs"),
+                columns: [
+                    "app_id", "platform", "version", "install_id", "last_before_at", "below", "reached_at", "counted_cohort",
+                    "counted_hour",
+                ],
+                where: "app_id = \(key.appId) AND platform = \(key.platform) AND version = \(key.version)", on: connection
+            ) { chunk in
                 """
                 WITH \(versions.cte),
                 candidates AS (
@@ -301,13 +307,11 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                       AND first_at >= \(releasedAt) AND \(backfill.installs("install_id", in: chunk))
                     GROUP BY install_id
                 )
-                INSERT INTO \(backfill.table("release_installs"))
-                    (app_id, platform, version, install_id, last_before_at, below, reached_at, counted_cohort, counted_hour)
                 SELECT c.app_id, c.platform, \(key.version), c.install_id, c.occurred_at, c.below, r.reached, c.below,
                        CASE WHEN c.below AND r.reached IS NOT NULL THEN \(Self.hour(reached: "r.reached", releasedAt: "\(releasedAt)")) END
                 FROM candidates c LEFT JOIN reached r USING (install_id)
                 ORDER BY c.install_id
-                """ as SQL, logger: backfill.logger)
+                """
             }
         }
         try await backfill.step("release figures", on: connection) { connection in
