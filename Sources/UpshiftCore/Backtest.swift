@@ -73,12 +73,24 @@ public enum Backtest {
             && release.rolloutPercent < 100
     }
 
+    /// The most buckets one backtest computes (an install's bucket for each partial release newer than
+    /// it): some 7 CPU-seconds, 3.5 s on two cores; a million installs below 20 partial releases.
+    public static let maximumBuckets = 20_000_000
+
+    /// Installs the hashing takes at a time, per task: about 65,536 buckets (some 20 ms), so that the
+    /// requests the server answers meanwhile wait no longer than that for a thread, however many partial
+    /// releases an install is below.
+    static func installsPerTask(buckets perInstall: Int) -> Int {
+        max(256, 65_536 / max(1, perInstall))
+    }
+
     /// Decides every cohort (`counts`: installs per cohort, whose buckets do not matter) and every install
-    /// (`installs`: the ids of each cohort whose buckets may matter) under both catalogs.
+    /// (`installs`: the ids of each cohort whose buckets may matter) under both catalogs. Throws a
+    /// ``FieldError`` on `releases` (answered `422`) when the installs' buckets number more than `maximumBuckets`.
     public static func run(
         app: String, platform: String, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog,
-        counts: [Cohort: Int], installs: [(Cohort, InstallIDs)], dataAsOf: Date?
-    ) async -> BacktestReport {
+        counts: [Cohort: Int], installs: [(Cohort, InstallIDs)], dataAsOf: Date?, maximumBuckets: Int = maximumBuckets
+    ) async throws -> BacktestReport {
         var rows: [RowKey: BacktestReport.Row] = [:]
         func record(_ cohort: Cohort, _ today: CheckDecision, _ next: CheckDecision, installs: Int) {
             let key = RowKey(version: cohort.version, osVersion: cohort.osVersion)
@@ -114,17 +126,27 @@ public enum Backtest {
         }
         // Buckets below these are admitted (0: none), today and proposed.
         let thresholds = partial.map { (admitted(current, $0) ?? 0, admitted(proposed, $0) ?? 0) }
-        // The installs' patterns, in parts of at most `part` installs hashed on all cores at once.
-        let part = 32_768
+        // Per cohort, the partial releases newer than its version: a bucket of each, for each install.
+        let relevant = installs.map { cohort in
+            Version(cohort.0.version).map { installed in partial.indices.filter { partial[$0] > installed } } ?? []
+        }
+        let buckets = zip(installs, relevant).reduce(0) { $0 + $1.0.1.count * $1.1.count }
+        guard buckets <= maximumBuckets else {
+            throw FieldError(
+                "releases",
+                "the backtest would compute \(buckets) rollout buckets (each install below a partial rollout, once per such "
+                    + "release), more than the \(maximumBuckets) it computes at once: propose fewer partial rollouts, or a shorter window",
+                kind: .inconsistent)
+        }
+        // The installs' patterns, in parts hashed on all cores at once.
         let work = installs.indices.flatMap { cohort in
-            stride(from: 0, to: installs[cohort].1.count, by: part).map { (cohort, $0 ..< min($0 + part, installs[cohort].1.count)) }
+            let part = installsPerTask(buckets: relevant[cohort].count)
+            return stride(from: 0, to: installs[cohort].1.count, by: part).map { (cohort, $0 ..< min($0 + part, installs[cohort].1.count)) }
         }
         let found = await withTaskGroup(of: (Int, Patterns).self) { group in
             for (cohort, range) in work {
-                guard let installed = Version(installs[cohort].0.version) else { continue }
-                let relevant = partial.indices.filter { partial[$0] > installed }
-                let (ids, hashers) = (installs[cohort].1, relevant.map { Rollout.Hasher(appId: app, version: partial[$0].text) })
-                let limits = relevant.map { thresholds[$0] }
+                let (ids, hashers) = (installs[cohort].1, relevant[cohort].map { Rollout.Hasher(appId: app, version: partial[$0].text) })
+                let limits = relevant[cohort].map { thresholds[$0] }
                 group.addTask { (cohort, Self.patterns(of: ids, range, hashers: hashers, thresholds: limits)) }
             }
             var found = [Patterns](repeating: [:], count: installs.count)

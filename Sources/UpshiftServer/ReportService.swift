@@ -38,7 +38,7 @@ struct ReportService: Sendable {
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
         let idsBelow = Backtest.idsBelow(platform: platform, catalogs: [current, proposed], now: now)
         let read = try await store.backtestInstalls(app: app, platform: platform, since: since, idsBelow: idsBelow)
-        return await Backtest.run(
+        return try await Backtest.run(
             app: app, platform: platform, windowDays: windowDays, now: now, current: current, proposed: proposed,
             counts: read.value.counts, installs: read.value.installs, dataAsOf: read.dataAsOf)
     }

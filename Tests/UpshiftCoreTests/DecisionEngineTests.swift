@@ -70,6 +70,43 @@ import UpshiftTestData
         #expect(Backtest.idsBelow(platform: "android", catalogs: [current, proposed], now: now) == nil)
     }
 
+    /// The hashing is bounded: an install costs one bucket per partial release newer than it, and a
+    /// backtest that would compute more than its limit is refused (`422` on `releases`) before it hashes.
+    @Test func theBacktestRefusesMoreBucketsThanItsLimit() async throws {
+        let now = try #require(Timestamp.parse("2026-07-01T12:00:00Z"))
+        let app = AppInfo(id: "expenses", name: "Expenses")
+        let catalog = AppCatalog(app: app, releases: ["1.0", "2.0", "2.1", "2.2"].map { version in
+            Release(platform: "ios", version: Version(version)!, releasedAt: now.addingTimeInterval(-86_400),
+                    rolloutPercent: version == "1.0" ? 100 : 40)
+        })
+        var random = SystemRandomNumberGenerator()
+        func ids(_ count: Int) -> Backtest.InstallIDs {
+            Backtest.InstallIDs(packed: (0..<16 * count).map { _ in UInt8.random(in: 0...255, using: &random) })
+        }
+        // 300 installs of 1.0 below three partial releases, 200 of 2.1 below one: 1,100 buckets.
+        let installs = [
+            (Backtest.Cohort(version: "1.0.0", osVersion: nil, channel: .live), ids(300)),
+            (Backtest.Cohort(version: "2.1.0", osVersion: "17.0", channel: .live), ids(200)),
+        ]
+        func run(limit: Int) async throws -> BacktestReport {
+            try await Backtest.run(
+                app: "expenses", platform: "ios", windowDays: 7, now: now, current: catalog, proposed: catalog,
+                counts: [:], installs: installs, dataAsOf: nil, maximumBuckets: limit)
+        }
+        let report = try await run(limit: 1_100)
+        #expect(report.installs == 500)
+        #expect(report.today.force + report.today.soft + report.today.none == 500)
+        #expect(report.rows.map(\.installs) == [200, 300], "by version, newest first")
+        do {
+            _ = try await run(limit: 1_099)
+            Issue.record("1,100 buckets computed under a limit of 1,099")
+        } catch let error as FieldError {
+            #expect(error.field == "releases")
+            #expect(error.kind == .inconsistent)
+            #expect(error.message.contains("1100"), "\(error.message)")
+        }
+    }
+
     @Test func scenarios() throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
