@@ -143,7 +143,7 @@ public struct FleetSimulation {
             }
             if day == plan.minimumRaiseDay {
                 // Before the raise, the backtest of it: what it predicts is checked against the fleet's own facts.
-                try await waitForStoredEvents(expected: recorder.storedCount)
+                try await waitForStoredEvents(expected: recorder.storedCount, http: http)
                 let report = try await http.post(
                     "/v1/apps/\(options.appId)/preview?platform=ios&window=\(Prediction.windowDays)", key: keys.read,
                     body: .object(["policy": plan.policy(minimum: true)]))
@@ -224,7 +224,7 @@ public struct FleetSimulation {
         }
         progress.finish(events: recorder.acceptedCount)
 
-        try await waitForStoredEvents(expected: recorder.storedCount)
+        try await waitForStoredEvents(expected: recorder.storedCount, http: http)
         let truth = GroundTruth(facts: recorder.facts, releases: plan.releases, start: start, end: options.end)
         var differences = try await truth.compare(with: http, app: options.appId, key: keys.read)
         var summary = truth.summary(app: options.appId)

@@ -244,18 +244,32 @@ struct GroundTruth {
 
 extension FleetSimulation {
     /// Waits until the log holds `expected` rows of the app (check observations are written in the
-    /// background) and every projection has applied every event.
-    func waitForStoredEvents(expected: Int) async throws {
-        let (settings, app) = (configuration.database, options.appId)
+    /// background) and every projection has applied every event. A check observation the server dropped
+    /// (its writer failed a flush, or refused observations for a moment after one) is never stored, so
+    /// the reports cannot equal the ground truth: that fails at once, naming the server's own counts.
+    func waitForStoredEvents(expected: Int, http: HTTP) async throws {
+        let (settings, app, token) = (configuration.database, options.appId, configuration.operatorToken)
         let deadline = ContinuousClock.now + .seconds(300)
+        @Sendable func serverCounts(stored: Int) async -> String {
+            let dropped = (try? await http.metric("upshift_check_observations_dropped_total", token: token)) ?? nil
+            let failures = (try? await http.metric("upshift_ingest_flush_failures_total", token: token)) ?? nil
+            return "stored \(stored) of \(expected) rows; the server counts \(dropped.map { "\(Int($0))" } ?? "no") check "
+                + "observations dropped and \(failures.map { "\(Int($0))" } ?? "no") failed flushes of its event log writer"
+        }
         try await Database.withClient(settings, logger: logger) { client, logger in
             let (log, projections) = (EventLog(client: client, logger: logger), ProjectionStore(client: client, logger: logger))
+            var stored = 0
             while ContinuousClock.now < deadline {
-                let stored = try await log.installEventCount(app: app)
+                stored = try await log.installEventCount(app: app)
                 if stored >= expected, try await projections.activeBehind() == 0 { return }
+                if let dropped = try await http.metric("upshift_check_observations_dropped_total", token: token), dropped > 0 {
+                    let counts = await serverCounts(stored: stored)
+                    throw HTTP.Failure(description: "the server dropped check observations, so its reports cannot equal the ground truth: \(counts)")
+                }
                 try await Task.sleep(for: .milliseconds(200))
             }
-            throw HTTP.Failure(description: "the server did not store and project \(expected) events within 300 s")
+            let counts = await serverCounts(stored: stored)
+            throw HTTP.Failure(description: "the server did not store and project \(expected) events within 300 s: \(counts)")
         }
     }
 }
