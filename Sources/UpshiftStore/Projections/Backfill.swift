@@ -19,7 +19,9 @@ import UpshiftCore
 /// statements that write a row per install (or more) are split into install ranges (``chunks``,
 /// ``installs(_:in:)``), which bounds their sorts, and each range is read by one read-only statement
 /// (a cursor, which takes no transaction id however long it sorts) whose rows are written in
-/// transactions of at most ``Options/rowsPerWrite`` rows (``streamed(_:on:select:clear:write:finish:)``).
+/// transactions of at most ``Options/rowsPerWrite`` rows, inside PostgreSQL
+/// (``chunkedInsert(_:into:columns:where:on:select:)``) or through this process when it must look at
+/// them (``streamed(_:on:select:clear:write:finish:)``).
 /// A restart skips the steps that committed, clears what the interrupted step wrote, and continues
 /// with the same bound.
 public struct Backfill: Sendable {
@@ -132,10 +134,34 @@ public struct Backfill: Sendable {
     /// returns; the last transaction also runs `finish` (writes that must happen once, with the step)
     /// and counts the step as done. When an earlier attempt stopped within this step, the first
     /// transaction first runs `clear`, which removes what `write`'s statements wrote. Skipped when an
-    /// earlier attempt committed it.
+    /// earlier attempt committed it. (The rows go through this process: for a step that needs them
+    /// here. ``chunkedInsert(_:into:columns:where:on:select:)`` keeps them inside PostgreSQL.)
     func streamed(
         _ name: String, on connection: PostgresConnection, select: SQL, clear: SQL,
         write: (RowBatch) -> [SQL], finish: () -> [SQL] = { [] }
+    ) async throws {
+        let (logger, rows) = (logger, options.rowsPerWrite)
+        var arrayTypes: [UInt32: UInt32] = [:]
+        try await cursorStep(name, on: connection, select: select, clear: clear, finish: finish) { connection in
+            let batch = try await RowBatch.fetch(rows, from: Self.cursor, arrayTypes: &arrayTypes, on: connection, logger: logger)
+            if batch.count > 0 {
+                for statement in write(batch) { try await connection.query(statement, logger: logger) }
+            }
+            return batch.count
+        }
+    }
+
+    /// The cursor of a streamed step (as `cursorStep` declares it).
+    private static let cursor = "backfill_rows"
+
+    /// Declares `select` as the cursor ``cursor`` (WITH HOLD: its rows are computed when the declaring
+    /// transaction commits, without a transaction id) and then runs `write`, which writes the cursor's
+    /// next rows (at most ``Options/rowsPerWrite``) and says how many it read, in a transaction each time
+    /// until it reads fewer; with `clear` first in the first transaction when an earlier attempt stopped
+    /// within this step, and `finish` and the step's count in the last.
+    private func cursorStep(
+        _ name: String, on connection: PostgresConnection, select: SQL, clear: SQL, finish: () -> [SQL],
+        write: (PostgresConnection) async throws -> Int
     ) async throws {
         let index = progress.next()
         guard index > progress.committed else { return }
@@ -147,15 +173,15 @@ public struct Backfill: Sendable {
         }
         do {
             var first = true
-            var arrayTypes: [UInt32: UInt32] = [:]
             while true {
-                let batch = try await RowBatch.fetch(rows, from: "backfill_rows", arrayTypes: &arrayTypes, on: connection, logger: logger)
-                let last = batch.count < rows
-                let statements = (first && progress.interrupted == index ? [clear] : []) + (batch.count > 0 ? write(batch) : [])
-                    + (last ? finish() : [])
-                try await connection.transaction(logger: logger) { connection in
-                    for statement in statements { try await connection.query(statement, logger: logger) }
-                    if last { try await commit(step: index, on: connection) }
+                let last = try await connection.transaction(logger: logger) { connection in
+                    if first && progress.interrupted == index { try await connection.query(clear, logger: logger) }
+                    let last = try await write(connection) < rows
+                    if last {
+                        for statement in finish() { try await connection.query(statement, logger: logger) }
+                        try await commit(step: index, on: connection)
+                    }
+                    return last
                 }
                 first = false
                 if last { break }
@@ -189,20 +215,73 @@ public struct Backfill: Sendable {
     }
 
     /// Runs `select` once per install range (`installs(_:in:)` on its install column), each range a
-    /// ``streamed(_:on:select:clear:write:finish:)`` step that inserts its rows into `columns` of
-    /// `table` (the rows' columns in that order). `clear` removes the rows of a range (`where` and the
-    /// range), for a range an earlier attempt left half written.
+    /// step whose rows go from its cursor into `columns` of `table` (the rows' columns in that order, of
+    /// those columns' types) inside PostgreSQL, through `upshift_fetch` (sql/0012), in transactions of at
+    /// most ``Options/rowsPerWrite`` rows. `clear` removes the rows of a range (`where` and the range),
+    /// for a range an earlier attempt left half written.
     func chunkedInsert(
         _ name: String, into table: SQLIdentifier, columns: [String], where condition: SQL = "true",
         on connection: PostgresConnection, select: (_ chunk: Int) -> SQL
     ) async throws {
         let list = SQL.joined(columns.map { "\(SQLIdentifier($0))" }, separator: ", ")
+        // The rows' record type, for `upshift_fetch`: the columns as the table declares them.
+        var types: [String: String] = [:]
+        for try await (column, type) in try await connection.query(
+            """
+            SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
+            WHERE attrelid = \(table.name)::regclass AND attnum > 0 AND NOT attisdropped
+            """, logger: logger
+        ).decode((String, String).self) { types[column] = type }
+        let record = try SQL.joined(
+            columns.map { column in
+                guard let type = types[column].flatMap(Self.recordType) else {
+                    throw UnwritableColumn(table: table.name, column: column, type: types[column])
+                }
+                return "\(SQLIdentifier(column)) \(type)"
+            }, separator: ", ")
+        let (logger, rows) = (logger, options.rowsPerWrite)
         for chunk in 0..<chunks {
-            try await streamed(
+            try await cursorStep(
                 "\(name) \(chunk + 1)/\(chunks)", on: connection, select: select(chunk),
-                clear: "DELETE FROM \(table) WHERE \(condition) AND \(installs("install_id", in: chunk))",
-                write: { batch in ["INSERT INTO \(table) (\(list)) SELECT * FROM unnest(\(batch.arrays))"] })
+                clear: "DELETE FROM \(table) WHERE \(condition) AND \(installs("install_id", in: chunk))", finish: { [] }
+            ) { connection in
+                var written = 0
+                for try await count in try await connection.query(
+                    """
+                    WITH written AS (
+                        INSERT INTO \(table) (\(list))
+                        SELECT * FROM upshift_fetch(\(Self.cursor)::refcursor, \(rows)) AS r(\(record))
+                        RETURNING 1)
+                    SELECT count(*)::int8 FROM written
+                    """, logger: logger
+                ).decode(Int.self) { written = count }
+                return written
+            }
         }
+    }
+
+    /// The type of a record's column as SQL text, for a column of type `type` (as `format_type` writes
+    /// it): the types of the projections' tables.
+    static func recordType(_ type: String) -> SQL? {
+        switch type {
+        case "text": "text"
+        case "uuid": "uuid"
+        case "boolean": "boolean"
+        case "integer": "integer"
+        case "bigint": "bigint"
+        case "date": "date"
+        case "timestamp with time zone": "timestamptz"
+        default: nil
+        }
+    }
+
+    /// A column `chunkedInsert` was asked to write that its table does not have, or of a type it
+    /// does not know.
+    struct UnwritableColumn: Error, CustomStringConvertible {
+        let table: String
+        let column: String
+        let type: String?
+        var description: String { "table \(table): column \(column) " + (type.map { "has type \($0), not one a backfill writes" } ?? "does not exist") }
     }
 
     /// Condition: the install id `column` lies in range `chunk` of ``chunks`` (equal ranges of the UUIDs'

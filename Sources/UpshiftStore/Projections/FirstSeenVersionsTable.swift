@@ -54,8 +54,10 @@ enum FirstSeenVersionsTable {
     }
 
     /// Fills the table from every install event of the backfill with a valid version (`versions`), an
-    /// install range per step, in the order of the table's key (an index filled in order is written
-    /// several times faster than one filled at random).
+    /// install range per step, sorted by install first: a sort led by a key that rarely differs (the
+    /// app) falls through to the next key on every comparison, three times slower (41 s against 15 s
+    /// for 10 M events). For one app that is also the order of the table's key, and an index filled in
+    /// order is written several times faster than one filled at random.
     static func backfill(into table: SQLIdentifier, _ backfill: Backfill, versions: VersionSpellings, on connection: PostgresConnection)
         async throws
     {
@@ -69,8 +71,8 @@ enum FirstSeenVersionsTable {
                 FROM event_log e JOIN versions v ON v.raw = e.app_version
                 WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
                   AND \(backfill.installs("e.install_id", in: chunk))
-                GROUP BY e.app_id, e.platform, e.install_id, v.normalized
-                ORDER BY e.app_id, e.platform, e.install_id, v.normalized
+                GROUP BY e.install_id, e.app_id, e.platform, v.normalized
+                ORDER BY e.install_id, e.app_id, e.platform, v.normalized
                 """
         }
     }
