@@ -117,18 +117,23 @@ public enum Backtest {
         }
         // Per install: the releases whose buckets may matter to the cohort, and the pattern of what each
         // admits under each catalog; one decision per cohort and pattern, with an install of that pattern.
-        let partial = Set(
-            [current, proposed].flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }.map(\.version)
-        ).sorted()
+        let partialReleases = [current, proposed].flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }
+        let partial = Set(partialReleases.map(\.version)).sorted()
+        // A live install is never offered a beta release: its bucket matters only where some catalog
+        // rolls the version out partly to live installs (as `IDsBelow`).
+        let partialForLive = Set(partialReleases.filter { $0.channel == .live }.map(\.version))
         func admitted(_ catalog: AppCatalog, _ version: Version) -> Int? {
             catalog.releases(for: platform).first { $0.version == version && isPartial($0, now: now) }
                 .map { Rollout.admittedBuckets(percent: $0.rolloutPercent) }
         }
         // Buckets below these are admitted (0: none), today and proposed.
         let thresholds = partial.map { (admitted(current, $0) ?? 0, admitted(proposed, $0) ?? 0) }
-        // Per cohort, the partial releases newer than its version: a bucket of each, for each install.
+        // Per cohort, the partial releases newer than its version that its channel sees: a bucket of
+        // each, for each install.
         let relevant = installs.map { cohort in
-            Version(cohort.0.version).map { installed in partial.indices.filter { partial[$0] > installed } } ?? []
+            Version(cohort.0.version).map { installed in
+                partial.indices.filter { partial[$0] > installed && (cohort.0.channel == .beta || partialForLive.contains(partial[$0])) }
+            } ?? []
         }
         let buckets = zip(installs, relevant).reduce(0) { $0 + $1.0.1.count * $1.1.count }
         guard buckets <= maximumBuckets else {

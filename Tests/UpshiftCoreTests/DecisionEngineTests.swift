@@ -107,6 +107,35 @@ import UpshiftTestData
         }
     }
 
+    @Test func liveInstallsAreNotHashedForABetaRollout() async throws {
+        let now = try #require(Timestamp.parse("2026-07-01T12:00:00Z"))
+        let app = AppInfo(id: "expenses", name: "Expenses")
+        let catalog = AppCatalog(app: app, releases: [
+            Release(platform: "ios", version: Version("1.0")!, releasedAt: now.addingTimeInterval(-86_400)),
+            Release(platform: "ios", version: Version("2.0")!, releasedAt: now.addingTimeInterval(-86_400), channel: .beta,
+                    rolloutPercent: 40),
+        ])
+        var random = SystemRandomNumberGenerator()
+        func ids(_ count: Int) -> Backtest.InstallIDs {
+            Backtest.InstallIDs(packed: (0..<16 * count).map { _ in UInt8.random(in: 0...255, using: &random) })
+        }
+        func run(_ channel: Channel, limit: Int) async throws -> BacktestReport {
+            try await Backtest.run(
+                app: "expenses", platform: "ios", windowDays: 7, now: now, current: catalog, proposed: catalog, counts: [:],
+                installs: [(Backtest.Cohort(version: "1.0.0", osVersion: nil, channel: channel), ids(300))], dataAsOf: nil,
+                maximumBuckets: limit)
+        }
+        // 300 live installs below a release only beta installs see: no bucket of theirs can change an answer.
+        let live = try await run(.live, limit: 0)
+        #expect(live.installs == 300)
+        #expect(live.today.none == 300, "a live install is never offered the beta release")
+        // 300 beta installs below it: one bucket each, and some of them admitted.
+        let beta = try await run(.beta, limit: 300)
+        #expect(beta.installs == 300)
+        #expect(beta.today.none < 300 && beta.today.none > 0, "about 40 % admitted: \(beta.today)")
+        await #expect(throws: FieldError.self) { try await run(.beta, limit: 299) }
+    }
+
     @Test func scenarios() throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
