@@ -530,6 +530,10 @@ struct ProjectionsBenchmark {
             throw BenchFailure("wrk failed during the rebuild under load (output: \(out))")
         }
         let run = try LiveRun(WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8)))
+        // The requests in flight when wrk stopped are still stored and applied: the final count waits
+        // for them, as after the first live run.
+        let drain = try waitUntilCounted(limit: 120)
+        log("rebuild under load: " + (drain.map { "all counted \(Format.fixed($0, 1)) s after wrk stopped" } ?? "not all counted 120 s after wrk stopped"))
         let lag = LagSummary(
             LagSample.parse((try? String(contentsOfFile: samples, encoding: .utf8)) ?? ""), from: start,
             to: min(end, start + Double(lagDuration) - 5))
