@@ -225,11 +225,15 @@ public final class ProjectionRunner: Service, Sendable {
                     "deadLetters": "\(result.deadLetters)", "duration": "\(ContinuousClock.now - started)",
                 ])
         }
+        // A building generation's batches are sized by time, as its catch-up's writes: each holds back
+        // the feeds of the generations that serve while it writes.
+        let paced = current.state == .building ? settings.rebuildWriteTarget : nil
+        var limit = paced == nil ? settings.batchSize : min(settings.batchSize, Backfill.firstTargetedWrite)
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }
             let seen = signal.count
             let checkpoint = current.checkpoint
-            let events = try await leader.read(after: checkpoint, limit: settings.batchSize)
+            let events = try await leader.read(after: checkpoint, limit: current.state == .building ? limit : settings.batchSize)
             if current.state == .active {
                 let behind =
                     events.count < settings.batchSize
@@ -255,7 +259,12 @@ public final class ProjectionRunner: Service, Sendable {
             let batch = Array(events.prefix(leader.definition.batchLength(events)))
             do {
                 let from = current
+                let began = ContinuousClock.now
                 let result = try await leader.apply(batch, from: from, beforeCommit: beforeCommit)
+                if let paced {
+                    limit = Backfill.nextRowsPerWrite(
+                        after: batch.count, took: ContinuousClock.now - began, target: paced, maximum: settings.batchSize)
+                }
                 current = result.checkpoint
                 progress?(current)
                 applied.increment(by: Int64(batch.count))

@@ -31,6 +31,11 @@ public struct ProjectionSettings: Sendable {
     /// step took, leaving the machine to the projections that serve; 0: at full speed, as a first start's
     /// catch-up always runs.
     public var rebuildRest: Double = 1
+    /// A rebuild sizes each write of its catch-up's large steps (at most ``backfillRowsPerWrite`` rows),
+    /// and then each of its batches until it is switched in (at most ``batchSize`` events), to take
+    /// about this long: a transaction that writes holds back every feed, so the projections that serve
+    /// meanwhile wait about that long for their events; nil: always those maxima.
+    public var rebuildWriteTarget: Duration? = .milliseconds(250)
     /// Tests only: runs after each committed step of a catch-up, with the projection, the step's name and
     /// its number; what it throws stops the attempt there.
     public var afterBackfillStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?
@@ -52,6 +57,7 @@ extension ProjectionSettings {
         options.chunkEvents = backfillChunkEvents
         options.rowsPerWrite = backfillRowsPerWrite
         options.rest = rebuilding ? rebuildRest : 0
+        options.writeTarget = rebuilding ? rebuildWriteTarget : nil
         options.afterStep = afterBackfillStep
         options.afterWrite = afterBackfillWrite
         return options

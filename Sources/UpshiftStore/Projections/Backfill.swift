@@ -29,8 +29,13 @@ public struct Backfill: Sendable {
     public struct Options: Sendable {
         /// Events of the log per install range of the statements that write a row per install (or more).
         public var chunkEvents = 16_000_000
-        /// Rows per transaction of a step that writes a row per install (or more).
+        /// Rows per transaction of a step that writes a row per install (or more); with ``writeTarget``,
+        /// the most.
         public var rowsPerWrite = 20_000
+        /// When set, the rows of each such transaction follow how long the last one took, so that each
+        /// holds a transaction id (and with it every feed, DESIGN.md 5.2) about this long: for a rebuild,
+        /// beside projections that serve (``nextRowsPerWrite(after:took:target:maximum:)``).
+        public var writeTarget: Duration?
         /// After each step, a pause this many times as long as the step (0: none), leaving the machine
         /// to the projections that serve meanwhile; above 0 the statements also run without parallel
         /// workers.
@@ -140,9 +145,9 @@ public struct Backfill: Sendable {
         _ name: String, on connection: PostgresConnection, select: SQL, clear: SQL,
         write: (RowBatch) -> [SQL], finish: () -> [SQL] = { [] }
     ) async throws {
-        let (logger, rows) = (logger, options.rowsPerWrite)
+        let logger = logger
         var arrayTypes: [UInt32: UInt32] = [:]
-        try await cursorStep(name, on: connection, select: select, clear: clear, finish: finish) { connection in
+        try await cursorStep(name, on: connection, select: select, clear: clear, finish: finish) { connection, rows in
             let batch = try await RowBatch.fetch(rows, from: Self.cursor, arrayTypes: &arrayTypes, on: connection, logger: logger)
             if batch.count > 0 {
                 for statement in write(batch) { try await connection.query(statement, logger: logger) }
@@ -156,17 +161,19 @@ public struct Backfill: Sendable {
 
     /// Declares `select` as the cursor ``cursor`` (WITH HOLD: its rows are computed when the declaring
     /// transaction commits, without a transaction id) and then runs `write`, which writes the cursor's
-    /// next rows (at most ``Options/rowsPerWrite``) and says how many it read, in a transaction each time
-    /// until it reads fewer; with `clear` first in the first transaction when an earlier attempt stopped
-    /// within this step, and `finish` and the step's count in the last.
+    /// next rows (at most the number it is given: ``Options/rowsPerWrite``, or fewer with
+    /// ``Options/writeTarget``) and says how many it read, in a transaction each time until it reads
+    /// fewer; with `clear` first in the first transaction when an earlier attempt stopped within this
+    /// step, and `finish` and the step's count in the last.
     private func cursorStep(
         _ name: String, on connection: PostgresConnection, select: SQL, clear: SQL, finish: () -> [SQL],
-        write: (PostgresConnection) async throws -> Int
+        write: (PostgresConnection, _ rows: Int) async throws -> Int
     ) async throws {
         let index = progress.next()
         guard index > progress.committed else { return }
         let started = ContinuousClock.now
-        let (logger, rows) = (logger, options.rowsPerWrite)
+        let logger = logger
+        var rows = options.writeTarget == nil ? options.rowsPerWrite : min(options.rowsPerWrite, Self.firstTargetedWrite)
         try await connection.transaction(logger: logger) { connection in
             try await connection.query("CLOSE ALL", logger: logger)
             try await connection.query("DECLARE backfill_rows NO SCROLL CURSOR WITH HOLD FOR \(select)", logger: logger)
@@ -174,9 +181,10 @@ public struct Backfill: Sendable {
         do {
             var first = true
             while true {
+                let began = ContinuousClock.now
                 let last = try await connection.transaction(logger: logger) { connection in
                     if first && progress.interrupted == index { try await connection.query(clear, logger: logger) }
-                    let last = try await write(connection) < rows
+                    let last = try await write(connection, rows) < rows
                     if last {
                         for statement in finish() { try await connection.query(statement, logger: logger) }
                         try await commit(step: index, on: connection)
@@ -185,6 +193,10 @@ public struct Backfill: Sendable {
                 }
                 first = false
                 if last { break }
+                if let target = options.writeTarget {
+                    rows = Self.nextRowsPerWrite(
+                        after: rows, took: ContinuousClock.now - began, target: target, maximum: options.rowsPerWrite)
+                }
                 try await options.afterWrite?(projection, name)
             }
             try await connection.query("CLOSE backfill_rows", logger: logger)
@@ -193,6 +205,18 @@ public struct Backfill: Sendable {
             throw error
         }
         try await finished(step: index, name, started: started)
+    }
+
+    /// Rows of the first write of a step with a ``Options/writeTarget``.
+    public static let firstTargetedWrite = 1_000
+
+    /// Rows of the next write after one of `rows` rows that took `took`, so that it takes about
+    /// `target`: in proportion, growing at most twofold from one write to the next, between 100 and
+    /// `maximum`.
+    public static func nextRowsPerWrite(after rows: Int, took: Duration, target: Duration, maximum: Int) -> Int {
+        let ratio = took > .zero ? target / took : 2
+        let next = Double(rows) * min(2, ratio)
+        return max(min(100, maximum), min(maximum, next.isFinite ? Int(next) : maximum))
     }
 
     /// Counts step `index` as done, in the transaction that commits it.
@@ -239,12 +263,12 @@ public struct Backfill: Sendable {
                 }
                 return "\(SQLIdentifier(column)) \(type)"
             }, separator: ", ")
-        let (logger, rows) = (logger, options.rowsPerWrite)
+        let logger = logger
         for chunk in 0..<chunks {
             try await cursorStep(
                 "\(name) \(chunk + 1)/\(chunks)", on: connection, select: select(chunk),
                 clear: "DELETE FROM \(table) WHERE \(condition) AND \(installs("install_id", in: chunk))", finish: { [] }
-            ) { connection in
+            ) { connection, rows in
                 var written = 0
                 for try await count in try await connection.query(
                     """
