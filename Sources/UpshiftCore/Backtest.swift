@@ -63,9 +63,14 @@ public enum Backtest {
     /// Where buckets may matter under `catalogs`; nil when no release of `platform` has a partial rollout,
     /// so that no install's bucket matters.
     public static func idsBelow(platform: String, catalogs: [AppCatalog], now: Date) -> IDsBelow? {
-        let partial = catalogs.flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }
+        let partial = partialReleases(platform: platform, catalogs: catalogs, now: now)
         guard let beta = partial.map(\.version).max() else { return nil }
         return IDsBelow(live: partial.filter { $0.channel == .live }.map(\.version).max(), beta: beta)
+    }
+
+    /// The releases of `platform` with a partial rollout in any of `catalogs` (one entry per catalog).
+    static func partialReleases(platform: String, catalogs: [AppCatalog], now: Date) -> [Release] {
+        catalogs.flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }
     }
 
     static func isPartial(_ release: Release, now: Date) -> Bool {
@@ -117,11 +122,11 @@ public enum Backtest {
         }
         // Per install: the releases whose buckets may matter to the cohort, and the pattern of what each
         // admits under each catalog; one decision per cohort and pattern, with an install of that pattern.
-        let partialReleases = [current, proposed].flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }
-        let partial = Set(partialReleases.map(\.version)).sorted()
+        let rolling = partialReleases(platform: platform, catalogs: [current, proposed], now: now)
+        let partial = Set(rolling.map(\.version)).sorted()
         // A live install is never offered a beta release: its bucket matters only where some catalog
         // rolls the version out partly to live installs (as `IDsBelow`).
-        let partialForLive = Set(partialReleases.filter { $0.channel == .live }.map(\.version))
+        let partialForLive = Set(rolling.filter { $0.channel == .live }.map(\.version))
         func admitted(_ catalog: AppCatalog, _ version: Version) -> Int? {
             catalog.releases(for: platform).first { $0.version == version && isPartial($0, now: now) }
                 .map { Rollout.admittedBuckets(percent: $0.rolloutPercent) }
