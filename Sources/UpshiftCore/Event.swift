@@ -38,13 +38,17 @@ public struct EventData {
     public mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
         separator()
-        text += JSONText.quoted(key) + ":" + JSONText.quoted(value)
+        JSONText.appendQuoted(key, to: &text)
+        text += ":"
+        JSONText.appendQuoted(value, to: &text)
     }
 
     public mutating func add(_ key: String, _ value: Int?) {
         guard let value else { return }
         separator()
-        text += JSONText.quoted(key) + ":" + String(value)
+        JSONText.appendQuoted(key, to: &text)
+        text += ":"
+        text += String(value)
     }
 
     public var json: String { text + "}" }

@@ -37,17 +37,40 @@ public struct IncomingEvent: Sendable {
     public enum Field: String, CaseIterable, Sendable {
         case id, type, occurredAt, installId, platform, appVersion, build, osVersion, locale, appId
         case promptKind, targetVersion, dismissAction, fromVersion
+
+        /// The field's place in ``IncomingEvent``'s values (declaration order).
+        fileprivate var position: Int {
+            switch self {
+            case .id: 0
+            case .type: 1
+            case .occurredAt: 2
+            case .installId: 3
+            case .platform: 4
+            case .appVersion: 5
+            case .build: 6
+            case .osVersion: 7
+            case .locale: 8
+            case .appId: 9
+            case .promptKind: 10
+            case .targetVersion: 11
+            case .dismissAction: 12
+            case .fromVersion: 13
+            }
+        }
     }
+
+    private static let fieldCount = Field.allCases.count
 
     /// False when the element was not a JSON object.
     public private(set) var isObject = true
-    public private(set) var strings: [Field: String] = [:]
+    /// The string value of each field, by ``Field/position`` (a dictionary hashed every field of every event).
+    private var strings = [String?](repeating: nil, count: Self.fieldCount)
     public private(set) var build: Int?
     /// The first field present with a value it may not have, and why.
     public private(set) var invalid: (field: Field, message: String)?
 
     public init(strings: [Field: String], build: Int? = nil) {
-        self.strings = strings
+        for (field, text) in strings { self.strings[field.position] = text }
         self.build = build
     }
 
@@ -58,7 +81,7 @@ public struct IncomingEvent: Sendable {
             isObject = false
             return
         }
-        var strings: [Field: String] = [:]
+        var strings = [String?](repeating: nil, count: Self.fieldCount)
         var build: Int?
         var invalid: (field: Field, message: String)?
         try parser.members(depth: depth) { (parser, key) throws(JSONParseError) in
@@ -72,7 +95,7 @@ public struct IncomingEvent: Sendable {
             }
             switch try parser.value(depth: depth + 1) {
             case .null: break
-            case .string(let text) where field != .build: strings[field] = text
+            case .string(let text) where field != .build: strings[field.position] = text
             case .number(let number) where field == .build:
                 if let value = number.integer(in: 0...EventValidator.maximumBuild) {
                     build = value
@@ -88,7 +111,7 @@ public struct IncomingEvent: Sendable {
         self.invalid = invalid
     }
 
-    public subscript(field: Field) -> String? { strings[field] }
+    public subscript(field: Field) -> String? { strings[field.position] }
 }
 
 /// Why one event of a batch was rejected.

@@ -32,19 +32,40 @@ public struct IngestResponse: Codable, Sendable, Equatable {
     /// The response as JSON text, written by hand: it is on every ingestion request, and JSONEncoder
     /// was a large part of that request's cost.
     public var json: String {
-        var text = "{\"accepted\":\(accepted),\"duplicates\":\(duplicates),\"rejected\":\(rejected),\"results\":["
+        var text = "{\"accepted\":"
         text.reserveCapacity(64 + results.count * 80)
+        text += String(accepted)
+        text += ",\"duplicates\":"
+        text += String(duplicates)
+        text += ",\"rejected\":"
+        text += String(rejected)
+        text += ",\"results\":["
         for (position, result) in results.enumerated() {
-            if position > 0 { text += "," }
-            text += "{\"index\":\(result.index)"
-            if let id = result.id { text += ",\"id\":" + JSONText.quoted(id) }
-            text += ",\"status\":\"\(result.status.rawValue)\""
-            if let error = result.error { text += ",\"error\":" + JSONText.quoted(error) }
-            if let field = result.field { text += ",\"field\":" + JSONText.quoted(field) }
-            if let message = result.message { text += ",\"message\":" + JSONText.quoted(message) }
+            text += position > 0 ? ",{\"index\":" : "{\"index\":"
+            text += String(result.index)
+            if let id = result.id {
+                text += ",\"id\":"
+                JSONText.appendQuoted(id, to: &text)
+            }
+            text += ",\"status\":\""
+            text += result.status.rawValue
+            text += "\""
+            if let error = result.error {
+                text += ",\"error\":"
+                JSONText.appendQuoted(error, to: &text)
+            }
+            if let field = result.field {
+                text += ",\"field\":"
+                JSONText.appendQuoted(field, to: &text)
+            }
+            if let message = result.message {
+                text += ",\"message\":"
+                JSONText.appendQuoted(message, to: &text)
+            }
             text += "}"
         }
-        return text + "]}"
+        text += "]}"
+        return text
     }
 
     public init(results: [Result]) {

@@ -67,7 +67,7 @@ public struct JSONParser {
         depth: Int, _ body: (inout JSONParser, String) throws(JSONParseError) -> Void
     ) throws(JSONParseError) {
         try open(UInt8(ascii: "{"), depth: depth)
-        var seen = Set<String>()
+        var seen = MemberNames()
         if try peek() == UInt8(ascii: "}") {
             index += 1
             return
@@ -76,7 +76,7 @@ public struct JSONParser {
             guard try peek() == UInt8(ascii: "\"") else { throw error("expected a member name in quotes") }
             let key = try string()
             path.append(.key(key))
-            guard seen.insert(key).inserted else { throw error("the same member twice") }
+            guard seen.insert(key) else { throw error("the same member twice") }
             guard try peek() == UInt8(ascii: ":") else { throw error("expected ':' after the member name") }
             index += 1
             try body(&self, key)
@@ -335,5 +335,25 @@ public struct JSONParser {
             }
         }
         return JSONParseError(path: text, message: message)
+    }
+}
+
+/// The names an object has shown so far: compared one by one while they are few (an event has about ten,
+/// and hashing each one cost more than the comparisons), in a set past that.
+private struct MemberNames {
+    private static let listed = 16
+    private var list: [String] = []
+    private var set: Set<String>?
+
+    /// False when `name` was seen already.
+    mutating func insert(_ name: String) -> Bool {
+        if set != nil { return set!.insert(name).inserted }
+        if list.contains(name) { return false }
+        list.append(name)
+        if list.count > Self.listed {
+            set = Set(list)
+            list = []
+        }
+        return true
     }
 }

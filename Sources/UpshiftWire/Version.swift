@@ -43,14 +43,24 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
             }
             rest = rest[..<dash]
         }
-        let parts = rest.split(separator: ".", omittingEmptySubsequences: false)
-        guard (1...Self.maximumComponentCount).contains(parts.count) else { return nil }
+        // 1 to 6 components of 1 to 12 ASCII digits, each at most maximumComponent, read in one pass
+        // (the ingestion path reads two versions per event).
         var numbers: [Int] = []
-        numbers.reserveCapacity(parts.count)
-        for part in parts {
-            guard let value = Self.component(part) else { return nil }
-            numbers.append(value)
+        numbers.reserveCapacity(Self.maximumComponentCount)
+        var (value, digits) = (0, 0)
+        for byte in rest.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, value <= Self.maximumComponent, numbers.count < Self.maximumComponentCount - 1 else { return nil }
+                numbers.append(value)
+                (value, digits) = (0, 0)
+            } else {
+                guard byte >= 0x30, byte <= 0x39, digits < 12 else { return nil }
+                value = value * 10 + Int(byte - 0x30)
+                digits += 1
+            }
         }
+        guard digits > 0, value <= Self.maximumComponent else { return nil }
+        numbers.append(value)
         while numbers.count > 1, numbers.last == 0 { numbers.removeLast() }
         if numbers == [0] { numbers = [] }
         self.text = text
@@ -153,14 +163,6 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
             }
         }
         return lhs.count < rhs.count
-    }
-
-    private static func component(_ part: Substring) -> Int? {
-        guard !part.isEmpty, part.utf8.count <= 12, part.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-            return nil
-        }
-        guard let value = Int(part), value <= maximumComponent else { return nil }
-        return value
     }
 
     private static func validIdentifiers(_ text: Substring) -> Bool {

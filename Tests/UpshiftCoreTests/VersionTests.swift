@@ -73,4 +73,29 @@ import UpshiftTestData
     @Test func equalNumericPartsHaveNoUpdateType() {
         #expect(Version.updateType(from: Version("2.0.0-beta.1")!, to: Version("2.0.0")!) == nil)
     }
+
+    /// The numeric part read in one pass accepts exactly what the rules of DESIGN.md section 3 say, written
+    /// here the plain way (split at dots, each part checked), over random texts of digits and dots near the limits.
+    @Test func numericPartsFollowTheRulesOnRandomTexts() {
+        func byTheRules(_ text: String) -> [Int]? {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard (1...6).contains(parts.count) else { return nil }
+            var numbers: [Int] = []
+            for part in parts {
+                guard (1...12).contains(part.utf8.count), part.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                    let value = Int(part), value <= 999_999_999
+                else { return nil }
+                numbers.append(value)
+            }
+            while numbers.count > 1, numbers.last == 0 { numbers.removeLast() }
+            return numbers == [0] ? [] : numbers
+        }
+        var random = SplitMix64(seed: 20_261_127)
+        // Digits (9s to reach the largest component), dots (empty parts, too many parts) and a letter.
+        let alphabet = Array("0000000009999999991..........x")
+        for _ in 0..<50_000 {
+            let text = String((0..<random.int(0...24)).map { _ in alphabet[random.int(0...(alphabet.count - 1))] })
+            #expect(Version(text)?.components == byTheRules(text), "\(text)")
+        }
+    }
 }
