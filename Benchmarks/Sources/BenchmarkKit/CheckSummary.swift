@@ -76,6 +76,9 @@ public struct CheckSummary: Sendable {
     public var memory: Measured
     public var memoryServer: Server
     public var memoryPeakRSSMiB: Double
+    /// The roles `upshift serve` ran with in (c), (d) and (e), as the summary states them; nil in runs
+    /// from before, when they ran with both roles.
+    public var roles: String?
 
     public init(
         facts: RunFacts, nginxVersion: String, durationSeconds: Int, connections: Int, cpus: Int,
@@ -143,6 +146,7 @@ public struct CheckSummary: Sendable {
         out.line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion); \(nginxVersion)")
         out.line(facts.durability.line(Durability.serverSetsItToo))
         out.line("rate limiter: off for (c) and (d) (UPSHIFT_CHECK_RATE_LIMIT=0); none in nginx and bench-static")
+        if let roles { out.line("roles of upshift serve: \(roles)") }
         out.line("load: wrk -t 2 -c \(connections) --latency, \(durationSeconds) s; paced: delay() = \(connections) connections / (half the max req/s of the case)")
         out.line("body of (a) and (b): .bench/\(body.file), \(body.bytes) bytes, the answer of upshift serve to")
         out.line("    GET \(body.path)?\(body.query) (\(body.decision))")

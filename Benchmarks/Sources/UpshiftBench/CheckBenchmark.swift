@@ -12,7 +12,11 @@ struct CheckBenchmark {
     static let query = "platform=ios&version=3.9.0&os=16.4&locale=de"
     static let bodyFile = "check-body.json"
     static let connections = 64
-    static let noRateLimit = ["UPSHIFT_CHECK_RATE_LIMIT": "0"]
+    /// (c), (d) and (e) run the check as an instance of the `http` role serves it (docs/OPERATIONS.md,
+    /// deployment), as the ingestion benchmark does: with the `projections` role too, the same process would
+    /// fold every `checked` event of (d) into the read models (the projections have their own benchmark).
+    static let serverSettings = ["UPSHIFT_CHECK_RATE_LIMIT": "0", "UPSHIFT_ROLES": "http"]
+    static let roles = "http for (c), (d) and (e): the check as an instance of that role serves it (docs/OPERATIONS.md, deployment; the projections, which fold each checked event of (d), have their own benchmark)"
 
     func run() throws -> Summary {
         let nginx = try nginxPath()
@@ -40,14 +44,14 @@ struct CheckBenchmark {
         _ = reference.process.stop()
 
         // (c) the check without install, then paced at half its rate.
-        var server = try bench.startServer(log: bench.path("c-serve.log"), settings: Self.noRateLimit)
+        var server = try bench.startServer(log: bench.path("c-serve.log"), settings: Self.serverSettings)
         let c = try wrk("c", url: server.url + Self.path, mode: "vary")
         let cPaced = try wrk("c-paced", url: server.url + Self.path, mode: "vary", pacedAfter: c)
         let cServer = try stop(server, tag: "c")
 
         // (d) a distinct install per request: every answered check is stored as a "checked" event.
         try bench.resetEvents()
-        server = try bench.startServer(log: bench.path("d-serve.log"), settings: Self.noRateLimit)
+        server = try bench.startServer(log: bench.path("d-serve.log"), settings: Self.serverSettings)
         let d = try wrk("d", url: server.url + Self.path, mode: "install")
         // Let the last group commit finish, so that a failed flush shows in the metric too.
         Thread.sleep(forTimeInterval: 1)
@@ -61,18 +65,20 @@ struct CheckBenchmark {
         // 16 KiB), the others are distinct valid questions (version, OS, locale, previous) about releases with
         // long notes; the cache has its default budget (64 MiB). Peak RSS against DESIGN.md's 200 MB.
         try createNotesCatalog()
-        server = try bench.startServer(log: bench.path("e-serve.log"), settings: Self.noRateLimit)
+        server = try bench.startServer(log: bench.path("e-serve.log"), settings: Self.serverSettings)
         let e = try wrk("e", url: server.url + "/v1/apps/bench-notes/check", mode: "memory")
         let eServer = try stop(server, tag: "e")
 
-        return CheckSummary(
+        var summary = CheckSummary(
             facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
             nginxVersion: try nginxVersion(nginx), durationSeconds: duration, connections: Self.connections,
             cpus: bench.cpus, outputFolder: bench.output, body: body, nginx: a, trivialRoute: b, trivialRoutePaced: bPaced,
             check: c, checkPaced: cPaced, checkServer: cServer, checkWithInstall: d, checkWithInstallServer: dServer,
             checkedRows: stored[0], checkedInstalls: stored[1], memory: e, memoryServer: eServer,
             memoryPeakRSSMiB: eServer.usage.peakRSSMiB
-        ).render()
+        )
+        summary.roles = Self.roles
+        return summary.render()
     }
 
     // MARK: the catalogs
@@ -130,7 +136,7 @@ struct CheckBenchmark {
     /// Captures one typical check answer into .bench/check-body.json (and the run's folder).
     private func captureBody() throws -> CheckSummary.Body {
         let file = bench.environment.root + "/.bench/" + Self.bodyFile
-        let server = try bench.startServer(log: bench.path("capture-serve.log"), settings: Self.noRateLimit)
+        let server = try bench.startServer(log: bench.path("capture-serve.log"), settings: Self.serverSettings)
         let status = try Processes.run(Command("curl", [
             "-fsS", "--max-time", "10", "-D", bench.path("check-body.headers"), "-o", file,
             server.url + Self.path + "?" + Self.query,

@@ -57,6 +57,16 @@ import Testing
         #expect(lines[1] == "SMOKE RUN: under 10 s per case, these figures do not count")
     }
 
+    /// The roles the servers ran with follow the rate limiter's line; older runs print none.
+    @Test func theRolesOfTheServersAreStated() throws {
+        var run = try Self.recorded()
+        #expect(!run.render().text.contains("roles of upshift serve"))
+        run.roles = "http for (c), (d) and (e)"
+        let lines = run.render().text.split(separator: "\n").map(String.init)
+        let limiter = try #require(lines.firstIndex { $0.hasPrefix("rate limiter:") })
+        #expect(lines[limiter + 1] == "roles of upshift serve: http for (c), (d) and (e)")
+    }
+
     @Test func everyAnsweredCheckMustBeStoredOnce() throws {
         var run = try Self.recorded()
         run.checkedRows = 164_921
