@@ -2,6 +2,7 @@
 public enum JSONText {
     public static func quoted(_ string: String) -> String {
         var result = ""
+        result.reserveCapacity(string.utf8.count + 2)
         appendQuoted(string, to: &result)
         return result
     }
@@ -9,7 +10,6 @@ public enum JSONText {
     /// Appends `string` in quotes, escaped, to `text`. Only ASCII bytes are ever escaped, so a string
     /// without `"`, `\` or a control character (almost every one: ids, versions, codes) is copied whole.
     public static func appendQuoted(_ string: String, to text: inout String) {
-        text.reserveCapacity(text.utf8.count + string.utf8.count + 2)
         text.append("\"")
         guard string.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) else {
             text.append(string)
