@@ -79,7 +79,8 @@ struct CatalogSnapshotService: Service {
             readiness.mark(.catalog)
             logger.debug("catalog reloaded", metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
         } catch {
-            logger.warning("catalog reload failed; serving the last snapshot", metadata: ["error": "\(error)"])
+            logger.warning(
+                "catalog reload failed; serving the last snapshot", metadata: ["error": "\(DatabaseUnreachable.cause(of: error))"])
         }
     }
 
@@ -96,7 +97,8 @@ struct CatalogSnapshotService: Service {
                 }
             } catch {
                 if Task.isCancelledOrShuttingDown { return }
-                logger.warning("catalog listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+                logger.warning(
+                    "catalog listener lost its connection; reconnecting", metadata: ["error": "\(DatabaseUnreachable.cause(of: error))"])
             }
             if ContinuousClock.now - started > .seconds(30) { backoff = .milliseconds(100) }
             let wait = backoff

@@ -73,7 +73,8 @@ public struct DatabaseUnreachable: Error, CustomStringConvertible, Sendable {
         "cannot connect to PostgreSQL at \(host):\(port) (database \(database), user \(username)): \(cause)"
     }
 
-    static func cause(of error: any Error) -> Cause {
+    /// Why a connection or a statement failed, in words: PSQLError's own description names no cause.
+    public static func cause(of error: any Error) -> Cause {
         switch error {
         case is DeadlineExceeded:
             return .timedOut
