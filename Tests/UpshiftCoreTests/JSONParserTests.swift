@@ -79,6 +79,30 @@ import UpshiftCore
         }
     }
 
+    /// A name twice is refused however many members the object has: among its first names (compared one
+    /// by one), past them (kept in a set), and a name spelled another way that is the same text.
+    @Test func aMemberTwiceIsRefusedInObjectsLargeAndSmall() throws {
+        let names = (0..<40).map { "m\($0)" }
+        func object(_ names: [String]) -> [UInt8] {
+            Array(("{" + names.map { "\"\($0)\": 0" }.joined(separator: ", ") + "}").utf8)
+        }
+        guard case .object(let all) = try JSONParser.parse(object(names)) else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(all.count == 40)
+        for (first, second) in [(3, 5), (3, 30), (20, 35), (38, 39)] {
+            var repeated = names
+            repeated[second] = names[first]
+            #expect(throws: JSONParseError(path: names[first], message: "the same member twice")) {
+                try JSONParser.parse(object(repeated))
+            }
+        }
+        #expect(throws: JSONParseError(path: "é", message: "the same member twice")) {
+            try JSONParser.parse(Array(#"{"é": 1, "e\u0301": 2}"#.utf8))
+        }
+    }
+
     @Test func bytesThatAreNotUTF8AreRefused() throws {
         for bytes: [UInt8] in [[0xFF], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xE2, 0x82], [0xF4, 0x90, 0x80, 0x80]] {
             let document = Array(#"{"name": ""#.utf8) + bytes + Array(#""}"#.utf8)
