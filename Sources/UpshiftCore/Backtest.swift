@@ -68,6 +68,12 @@ public enum Backtest {
         return IDsBelow(live: partial.filter { $0.channel == .live }.map(\.version).max(), beta: beta)
     }
 
+    /// Whether an install's channel may change its answer under `catalogs`: only where a release of
+    /// `platform` is in the beta channel (a live install is never offered one; DecisionEngine's candidates).
+    public static func channelMatters(platform: String, catalogs: [AppCatalog]) -> Bool {
+        catalogs.contains { $0.releases(for: platform).contains { $0.channel == .beta } }
+    }
+
     /// The releases of `platform` with a partial rollout in any of `catalogs` (one entry per catalog).
     static func partialReleases(platform: String, catalogs: [AppCatalog], now: Date) -> [Release] {
         catalogs.flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }

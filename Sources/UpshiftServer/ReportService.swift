@@ -37,7 +37,9 @@ struct ReportService: Sendable {
     ) async throws -> BacktestReport {
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
         let idsBelow = Backtest.idsBelow(platform: platform, catalogs: [current, proposed], now: now)
-        let read = try await store.backtestInstalls(app: app, platform: platform, since: since, idsBelow: idsBelow)
+        let read = try await store.backtestInstalls(
+            app: app, platform: platform, since: since, idsBelow: idsBelow,
+            channelMatters: Backtest.channelMatters(platform: platform, catalogs: [current, proposed]))
         return try await Backtest.run(
             app: app, platform: platform, windowDays: windowDays, now: now, current: current, proposed: proposed,
             counts: read.value.counts, installs: read.value.installs, dataAsOf: read.dataAsOf)

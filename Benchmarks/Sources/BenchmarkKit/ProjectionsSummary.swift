@@ -126,14 +126,20 @@ public struct ProjectionsSummary: Sendable {
         public var lag: LagSummary
         public var eventsPerSecond: Double
         public var non2xx: Int
+        /// How long the second live load ran (`--rebuild-duration`).
+        public var loadSeconds: Int
 
-        public init(projection: String, seconds: Double, exitStatus: Int32, lag: LagSummary, eventsPerSecond: Double, non2xx: Int) {
+        public init(
+            projection: String, seconds: Double, exitStatus: Int32, lag: LagSummary, eventsPerSecond: Double, non2xx: Int,
+            loadSeconds: Int
+        ) {
             self.projection = projection
             self.seconds = seconds
             self.exitStatus = exitStatus
             self.lag = lag
             self.eventsPerSecond = eventsPerSecond
             self.non2xx = non2xx
+            self.loadSeconds = loadSeconds
         }
     }
 
@@ -351,9 +357,12 @@ public struct ProjectionsSummary: Sendable {
             }
         }
         if let rebuild = rebuildUnderLoad {
-            out.line("rebuild under load: upshift projections rebuild \(rebuild.projection), started 5 s into a second live run of \(lagDurationSeconds) s")
+            out.line("rebuild under load: upshift projections rebuild \(rebuild.projection), started 5 s into a second live run of \(rebuild.loadSeconds) s")
             out.line("    (\(Format.fixed(rebuild.eventsPerSecond, 1)) events/s accepted, non-2xx \(rebuild.non2xx)): \(Format.fixed(rebuild.seconds, 1)) s, exit status \(rebuild.exitStatus); the lag above is of the")
             out.line("    active generations (the rebuilt projection's current one included) from its start to its end or the load's")
+            if rebuild.seconds + 5 > Double(rebuild.loadSeconds) {
+                out.line("    the rebuild outlasted the load: its lag is of the load's \(rebuild.loadSeconds - 5) s alone (--rebuild-duration longer to cover it)")
+            }
             if rebuild.exitStatus != 0 || rebuild.non2xx != 0 { out.fail() }
         }
         if let holds = xidHolds {

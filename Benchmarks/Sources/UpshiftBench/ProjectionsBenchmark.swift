@@ -19,6 +19,8 @@ struct ProjectionsBenchmark {
     let reportDuration: Int
     let rebuild: ProjectionName?
     let rebuildLive: ProjectionName?
+    /// Seconds of the live load during the rebuild under load.
+    let rebuildDuration: Int
 
     static let app = "fleet"
     /// Releases 1.0.0 ... 1.9.0: days before the end of the history they came out, and the major of their
@@ -39,7 +41,7 @@ struct ProjectionsBenchmark {
 
     init(
         bench: Bench, events: Int, installs: Int, lagDuration: Int, reportDuration: Int, rebuild: ProjectionName?,
-        rebuildLive: ProjectionName?
+        rebuildLive: ProjectionName?, rebuildDuration: Int
     ) {
         self.bench = bench
         self.events = events
@@ -48,6 +50,7 @@ struct ProjectionsBenchmark {
         self.reportDuration = reportDuration
         self.rebuild = rebuild
         self.rebuildLive = rebuildLive
+        self.rebuildDuration = rebuildDuration
     }
 
     func run() throws -> Summary {
@@ -505,7 +508,7 @@ struct ProjectionsBenchmark {
     }
 
     /// `upshift projections rebuild NAME` from zero over the whole log, started 5 s into a second live load
-    /// of ``lagDuration`` seconds, while the lag of the active generations (the rebuilt projection's
+    /// of ``rebuildDuration`` seconds, while the lag of the active generations (the rebuilt projection's
     /// current one included) is sampled.
     private func rebuildUnderLoad(_ projection: ProjectionName, server: Server, key: String) throws -> RebuildUnderLoad {
         let pool = bench.path("live-installs.csv")
@@ -513,8 +516,8 @@ struct ProjectionsBenchmark {
         let samples = bench.path("rebuild-lag-samples.txt")
         let rebuildOut = bench.path("rebuild-live.txt")
         let sampler = try startLagSampler(writingTo: samples, errors: bench.path("rebuild-lag-sampler.err"))
-        log("rebuild under load: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(lagDuration)s; upshift projections rebuild \(projection.rawValue) 5 s in")
-        let load = try startLiveLoad(server, key: key, seconds: lagDuration, installs: pool, output: out)
+        log("rebuild under load: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(rebuildDuration)s; upshift projections rebuild \(projection.rawValue) 5 s in")
+        let load = try startLiveLoad(server, key: key, seconds: rebuildDuration, installs: pool, output: out)
         Thread.sleep(forTimeInterval: 5)
         let start = Date().timeIntervalSince1970
         let rebuild = try Processes.start(
@@ -536,10 +539,10 @@ struct ProjectionsBenchmark {
         log("rebuild under load: " + (drain.map { "all counted \(Format.fixed($0, 1)) s after wrk stopped" } ?? "not all counted 120 s after wrk stopped"))
         let lag = LagSummary(
             LagSample.parse((try? String(contentsOfFile: samples, encoding: .utf8)) ?? ""), from: start,
-            to: min(end, start + Double(lagDuration) - 5))
+            to: min(end, start + Double(rebuildDuration) - 5))
         let figures = ProjectionsSummary.RebuildUnderLoad(
             projection: projection.rawValue, seconds: end - start, exitStatus: status, lag: lag,
-            eventsPerSecond: run.events.perSecond, non2xx: run.non2xx)
+            eventsPerSecond: run.events.perSecond, non2xx: run.non2xx, loadSeconds: rebuildDuration)
         log("rebuild under load: \(projection.rawValue) in \(Format.fixed(end - start, 1)) s, exit \(status); lag p99 \(lag.p99.map { Format.fixed($0, 3) } ?? "-") s")
         return RebuildUnderLoad(figures: figures, start: start, end: end)
     }

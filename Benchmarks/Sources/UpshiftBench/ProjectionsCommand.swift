@@ -32,13 +32,19 @@ struct Projections: ParsableCommand {
 
     @Option(help: """
         After the live run, rebuild this projection from zero with `upshift projections rebuild` while the \
-        live load runs again for --lag-duration seconds, and sample the lag of the projections that serve meanwhile.
+        live load runs again for --rebuild-duration seconds, and sample the lag of the projections that serve meanwhile.
         """)
     var rebuildLive: ProjectionName?
 
+    @Option(help: """
+        Seconds of the live load during --rebuild-live (default: --lag-duration); longer than the rebuild, so that \
+        the lag is sampled until it ends.
+        """)
+    var rebuildDuration: Int?
+
     func validate() throws {
         for (name, value) in [("events", events), ("installs", installs), ("lag-duration", lagDuration),
-                              ("report-duration", reportDuration)] where value <= 0 {
+                              ("report-duration", reportDuration), ("rebuild-duration", rebuildDuration ?? 1)] where value <= 0 {
             throw ValidationError("--\(name) must be a positive whole number, not \(value)")
         }
         guard events >= installs else {
@@ -51,7 +57,8 @@ struct Projections: ParsableCommand {
         try BenchmarkRun.run("projections") { bench in
             try ProjectionsBenchmark(
                 bench: bench, events: events, installs: installs, lagDuration: lagDuration,
-                reportDuration: reportDuration, rebuild: rebuild, rebuildLive: rebuildLive
+                reportDuration: reportDuration, rebuild: rebuild, rebuildLive: rebuildLive,
+                rebuildDuration: rebuildDuration ?? lagDuration
             ).run()
         }
     }

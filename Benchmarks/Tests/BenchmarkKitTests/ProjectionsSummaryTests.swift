@@ -85,7 +85,7 @@ import Testing
         let lag = LagSummary(
             [LagSample(epoch: 10, maximum: 0.4, lags: ["adoption": 0.4]), LagSample(epoch: 10.2, maximum: 1.6, lags: ["adoption": 1.6])],
             from: 10, to: 11)
-        summary.rebuildUnderLoad = .init(projection: "release_cohorts", seconds: 171.2, exitStatus: 0, lag: lag, eventsPerSecond: 2000, non2xx: 0)
+        summary.rebuildUnderLoad = .init(projection: "release_cohorts", seconds: 171.2, exitStatus: 0, lag: lag, eventsPerSecond: 2000, non2xx: 0, loadSeconds: 300)
         summary.xidHolds = .init(
             catchUp: XidHold(pid: 1, xid: "9", first: 1, last: 4.4, query: "INSERT"), live: nil,
             rebuild: XidHold(pid: 2, xid: "10", first: 1, last: 7, query: "INSERT INTO x"))
@@ -97,6 +97,9 @@ import Testing
         #expect(holdLine.contains("3.4 / 0 / 6.0 s") && holdLine.hasSuffix("MISSED"))
         #expect(lines.contains("    rebuild: 6.0 s, pid 2, last seen in: INSERT INTO x"))
         #expect(text.mustsHold)
+        #expect(!lines.contains { $0.contains("the rebuild outlasted the load") })
+        summary.rebuildUnderLoad?.loadSeconds = 120
+        #expect(summary.render().text.contains("the rebuild outlasted the load: its lag is of the load's 115 s alone"))
         summary.rebuildUnderLoad?.exitStatus = 1
         #expect(!summary.render().mustsHold)
     }

@@ -204,8 +204,12 @@ public struct ReportStore: Sendable {
     /// buckets may matter comes with their ids (one value per cohort, 16 bytes per install, read in the
     /// same pass: `version_key` compares as the versions do); every other cohort with its count.
     ///
-    /// Reading the ids of a million installs is PostgreSQL's work of half a second or more (a scan and a
-    /// grouping on one core), so a table of more than ``backtestSplitPages`` pages is read in two halves of
+    /// When neither ids nor channels matter (no partial rollout, no release in the beta channel), the
+    /// counts are the projection's installs last seen per day and hour (``activeInstalls(app:platform:since:)``),
+    /// every cohort in the live channel: no install is read but those of `since`'s hour.
+    ///
+    /// Reading a million installs one by one is PostgreSQL's work of half a second or more with their ids
+    /// (a scan and a grouping on one core), so a table of more than ``backtestSplitPages`` pages is read in two halves of
     /// its pages at once, the second on another connection of the pool that imports the first's snapshot
     /// (`pg_export_snapshot`): the halves see one state of the table, so no install is counted twice or
     /// missed. A pool with no connection free within its wait bound cannot lend a second: then the second
@@ -214,9 +218,18 @@ public struct ReportStore: Sendable {
     /// those read the table in one pass.
     public func backtestInstalls(
         app: String, platform: String, since: Date,
-        idsBelow: Backtest.IDsBelow?
+        idsBelow: Backtest.IDsBelow?, channelMatters: Bool = true
     ) async throws -> ReportRead<(counts: [Backtest.Cohort: Int], installs: [(Backtest.Cohort, Backtest.InstallIDs)])> {
         try await read(["install_state"]) { [logger, pool, backtestSplitPages] connection, tables in
+            if idsBelow == nil && !channelMatters {
+                var counts: [Backtest.Cohort: Int] = [:]
+                for (version, os, installs) in try await Self.activeInstallCounts(
+                    app: app, platform: platform, since: since, on: connection, tables: tables, logger: logger)
+                {
+                    counts[Backtest.Cohort(version: version, osVersion: os, channel: .live), default: 0] += installs
+                }
+                return (counts, [])
+            }
             let state = tables.name("install_state", of: "install_state")
             // The ids as one value per cohort, 16 bytes each (no array to build or to decode), of the
             // installs below the newest partial release their channel sees.
@@ -224,15 +237,25 @@ public struct ReportStore: Sendable {
             @Sendable func cohorts(_ pages: String, on connection: PostgresConnection) async throws
                 -> [(Backtest.Cohort, count: Int, ids: ByteBuffer?)]
             {
+                // Where no release is in the beta channel, every install is read as live: its channel, the
+                // row's last column, is not read at all (a quarter of PostgreSQL's time for a million).
                 let rows = try await connection.query(
-                    """
-                    SELECT version, os_version, coalesce(channel, 'live'), count(*)::int8,
-                           string_agg(uuid_send(install_id), ''::bytea)
-                               FILTER (WHERE version_key < \(live) OR (channel = 'beta' AND version_key < \(beta)))
-                    FROM \(state)
-                    WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(unescaped: pages)
-                    GROUP BY 1, 2, 3
-                    """, logger: logger)
+                    channelMatters
+                        ? """
+                        SELECT version, os_version, coalesce(channel, 'live'), count(*)::int8,
+                               string_agg(uuid_send(install_id), ''::bytea)
+                                   FILTER (WHERE version_key < \(live) OR (channel = 'beta' AND version_key < \(beta)))
+                        FROM \(state)
+                        WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(unescaped: pages)
+                        GROUP BY 1, 2, 3
+                        """
+                        : """
+                        SELECT version, os_version, 'live', count(*)::int8,
+                               string_agg(uuid_send(install_id), ''::bytea) FILTER (WHERE version_key < \(live))
+                        FROM \(state)
+                        WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(unescaped: pages)
+                        GROUP BY 1, 2
+                        """, logger: logger)
                 var found: [(Backtest.Cohort, count: Int, ids: ByteBuffer?)] = []
                 for try await (version, os, channel, count, ids) in rows.decode((String, String?, String, Int, ByteBuffer?).self) {
                     found.append((Backtest.Cohort(version: version, osVersion: os, channel: Channel(rawValue: channel) ?? .live), count, ids))
@@ -240,7 +263,7 @@ public struct ReportStore: Sendable {
                 return found
             }
             var parts: [[(Backtest.Cohort, count: Int, ids: ByteBuffer?)]]
-            let (pages, snapshot) = idsBelow != nil && pool.bounds != nil
+            let (pages, snapshot) = pool.bounds != nil
                 ? try await Self.pagesAndSnapshot(of: state, above: backtestSplitPages, on: connection, logger: logger) : (0, nil)
             if let snapshot {
                 let (first, second) = (" AND ctid < '(\(pages / 2),0)'::tid", " AND ctid >= '(\(pages / 2),0)'::tid")
@@ -292,34 +315,43 @@ public struct ReportStore: Sendable {
         return (0, nil)
     }
 
-    /// Installs last seen at or after `since`, by current version and OS version: the days after the one
-    /// `since` falls in, then that day's hours after `since`'s, from the projection's counts; the rest of
-    /// `since`'s hour from the installs themselves.
+    /// Installs last seen at or after `since`, by current version and OS version (nil: none sent), from the
+    /// projection's counts (``activeInstallCounts(app:platform:since:on:tables:logger:)``).
     public func activeInstalls(app: String, platform: String, since: Date) async throws
         -> ReportRead<[(version: String, osVersion: String?, installs: Int)]>
     {
         try await read(["install_state"]) { [logger] connection, tables in
-            let hour = Int(floor(Double(since.microseconds) / 3_600_000_000))
-            let day = hour >= 0 ? hour / 24 : (hour - 23) / 24
-            let nextHour = Date(timeIntervalSince1970: Double(hour + 1) * 3_600).forPostgres
-            let rows = try await connection.query(
-                """
-                SELECT version, NULLIF(os_version, ''), sum(installs)::int8 FROM (
-                    SELECT version, os_version, installs FROM \(tables.name("install_activity_daily", of: "install_state"))
-                    WHERE app_id = \(app) AND platform = \(platform) AND day > \(day)
-                    UNION ALL
-                    SELECT version, os_version, installs FROM \(tables.name("install_activity", of: "install_state"))
-                    WHERE app_id = \(app) AND platform = \(platform) AND hour > \(hour) AND hour < \((day + 1) * 24)
-                    UNION ALL
-                    SELECT version, coalesce(os_version, ''), 1 FROM \(tables.name("install_state", of: "install_state"))
-                    WHERE app_id = \(app) AND platform = \(platform)
-                      AND last_seen >= \(since.forPostgres) AND last_seen < \(nextHour)
-                ) AS active
-                GROUP BY version, os_version
-                """, logger: logger)
-            var result: [(version: String, osVersion: String?, installs: Int)] = []
-            for try await row in rows.decode((String, String?, Int).self) { result.append(row) }
-            return result
+            try await Self.activeInstallCounts(app: app, platform: platform, since: since, on: connection, tables: tables, logger: logger)
         }
+    }
+
+    /// Installs last seen at or after `since`, by current version and OS version: the days after the one
+    /// `since` falls in, then that day's hours after `since`'s, from the projection's counts; the rest of
+    /// `since`'s hour from the installs themselves. Some thousand rows read where `install_state` holds
+    /// a row per install.
+    private static func activeInstallCounts(
+        app: String, platform: String, since: Date, on connection: PostgresConnection, tables: Tables, logger: Logger
+    ) async throws -> [(version: String, osVersion: String?, installs: Int)] {
+        let hour = Int(floor(Double(since.microseconds) / 3_600_000_000))
+        let day = hour >= 0 ? hour / 24 : (hour - 23) / 24
+        let nextHour = Date(timeIntervalSince1970: Double(hour + 1) * 3_600).forPostgres
+        let rows = try await connection.query(
+            """
+            SELECT version, NULLIF(os_version, ''), sum(installs)::int8 FROM (
+                SELECT version, os_version, installs FROM \(tables.name("install_activity_daily", of: "install_state"))
+                WHERE app_id = \(app) AND platform = \(platform) AND day > \(day)
+                UNION ALL
+                SELECT version, os_version, installs FROM \(tables.name("install_activity", of: "install_state"))
+                WHERE app_id = \(app) AND platform = \(platform) AND hour > \(hour) AND hour < \((day + 1) * 24)
+                UNION ALL
+                SELECT version, coalesce(os_version, ''), 1 FROM \(tables.name("install_state", of: "install_state"))
+                WHERE app_id = \(app) AND platform = \(platform)
+                  AND last_seen >= \(since.forPostgres) AND last_seen < \(nextHour)
+            ) AS active
+            GROUP BY version, os_version
+            """, logger: logger)
+        var result: [(version: String, osVersion: String?, installs: Int)] = []
+        for try await row in rows.decode((String, String?, Int).self) { result.append(row) }
+        return result
     }
 }
