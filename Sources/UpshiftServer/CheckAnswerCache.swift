@@ -51,9 +51,9 @@ struct CheckTiming: Sendable {
 /// `build` and other spellings of one version (`1.0+a`, `1.0+b`, `01.0`) neither split nor grow it.
 /// The answer repeats the version as the request wrote it (`installedVersion`), so an answer kept for
 /// one spelling is served to another with that field respelled (``Answer/respelled(as:)``). In front of it, a GET's raw query (without `install`, at most
-/// ``maximumIndexedQuery`` bytes) maps to the request it parses to, so that a repeated question skips
-/// parsing; the request kept there carries the build, OS and locale of that very query, which the
-/// `checked` observation records.
+/// ``maximumIndexedQuery`` bytes) maps to the request it parses to and its question, so that a repeated
+/// query skips parsing and normalizing; the request kept there carries the build, OS and locale of that
+/// very query, which the `checked` observation records.
 final class CheckAnswerCache: Sendable {
     struct Answer: Sendable {
         var body: ByteBuffer
@@ -240,7 +240,7 @@ final class CheckAnswerCache: Sendable {
     }
 
     private enum Entry {
-        case request(CheckRequest)
+        case request(CheckRequest, Question)
         case answer(Answer)
         case feed(FeedAnswer)
     }
@@ -262,18 +262,19 @@ final class CheckAnswerCache: Sendable {
     /// The bytes held now (never above ``byteLimit``).
     var bytes: Int { table.withLock { $0.used } }
 
-    /// The request a raw query parsed to earlier, for this app's current catalog.
-    func request(app: String, generation: Int, query: String) -> CheckRequest? {
+    /// The request a raw query parsed to earlier, and its question, for this app's current catalog.
+    func request(app: String, generation: Int, query: String) -> (request: CheckRequest, question: Question)? {
         guard query.utf8.count <= Self.maximumIndexedQuery else { return nil }
         let entry = table.withLock { $0.value(for: .query(app: app, generation: generation, query: query)) }
-        if case .request(let request) = entry { return request }
+        if case .request(let request, let question) = entry { return (request, question) }
         return nil
     }
 
-    func store(_ request: CheckRequest, app: String, generation: Int, query: String) {
+    func store(_ request: CheckRequest, question: Question, query: String) {
         guard query.utf8.count <= Self.maximumIndexedQuery else { return }
-        let cost = Self.entryOverhead + app.utf8.count + query.utf8.count + Self.bytes(of: request)
-        table.withLock { $0.set(.request(request), for: .query(app: app, generation: generation, query: query), cost: cost) }
+        let cost = Self.entryOverhead + query.utf8.count + Self.bytes(of: request) + question.bytes
+        let key = Key.query(app: question.app, generation: question.generation, query: query)
+        table.withLock { $0.set(.request(request, question), for: key, cost: cost) }
     }
 
     /// The answer to `question`, when the clock is still in the interval it was computed in.

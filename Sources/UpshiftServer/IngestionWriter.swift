@@ -37,8 +37,8 @@ final class IngestionWriter: Service, Sendable {
     private struct Submission {
         var events: [Event]
         var kind: Kind
-        /// Called once with the events (by app and id) that were new, or with why nothing was stored.
-        var completion: @Sendable (Result<Set<EventKey>, IngestionError>) -> Void
+        /// Called once with whether each of `events`, by position, was new and stored, or with why nothing was.
+        var completion: @Sendable (Result<[Bool], IngestionError>) -> Void
     }
 
     private struct State {
@@ -92,8 +92,9 @@ final class IngestionWriter: Service, Sendable {
         for (meter, count) in zip(queued, pending) { meter.set(count) }
     }
 
-    /// Appends `events` (distinct app and id) and returns those that were new, once they are committed.
-    func append(_ events: [Event]) async throws -> Set<EventKey> {
+    /// Appends `events` (distinct app and id) and returns whether each, by position, was new, once they
+    /// are committed.
+    func append(_ events: [Event]) async throws -> [Bool] {
         guard !events.isEmpty else { return [] }
         return try await withCheckedThrowingContinuation { continuation in
             submit(events, kind: .posted, limit: settings.maximumPendingEvents) { continuation.resume(with: $0) }
@@ -114,13 +115,13 @@ final class IngestionWriter: Service, Sendable {
 
     /// Queues `events` without waiting for them (check observations): `completion` learns the outcome.
     /// Refuses at once, calling `completion` with the error, when the buffer of `limit` events is full.
-    func offer(_ events: [Event], limit: Int, completion: @escaping @Sendable (Result<Set<EventKey>, IngestionError>) -> Void) {
+    func offer(_ events: [Event], limit: Int, completion: @escaping @Sendable (Result<[Bool], IngestionError>) -> Void) {
         submit(events, kind: .observation, limit: limit, completion: completion)
     }
 
     private func submit(
         _ events: [Event], kind: Kind, limit: Int,
-        completion: @escaping @Sendable (Result<Set<EventKey>, IngestionError>) -> Void
+        completion: @escaping @Sendable (Result<[Bool], IngestionError>) -> Void
     ) {
         let now = ContinuousClock.now
         let outcome: Result<(CheckedContinuation<Void, Never>?, [Int]), IngestionError> = state.withLock { state in
@@ -256,26 +257,30 @@ final class IngestionWriter: Service, Sendable {
             return
         }
         // One row per app and id: the first submission that carries it owns it; the requests of later
-        // copies compare them with the stored event (a resend or a conflict).
-        var owner: [EventKey: Int] = [:]
+        // copies compare them with the stored event (a resend or a conflict). `rowOf` holds, for each
+        // event of each submission, its row, or nil when an earlier submission owns it.
+        let total = batch.reduce(0) { $0 + $1.events.count }
+        var owned = Set<EventKey>(minimumCapacity: total)
         var rows: [Event] = []
-        rows.reserveCapacity(batch.reduce(0) { $0 + $1.events.count })
-        for (index, submission) in batch.enumerated() {
-            for event in submission.events where owner[event.key] == nil {
-                owner[event.key] = index
+        rows.reserveCapacity(total)
+        var rowOf: [[Int?]] = []
+        rowOf.reserveCapacity(batch.count)
+        for submission in batch {
+            rowOf.append(submission.events.map { event in
+                guard owned.insert(event.key).inserted else { return nil }
                 rows.append(event)
-            }
+                return rows.count - 1
+            })
         }
         let rowsToWrite = rows
         flushRows.record(rows.count)
         do {
-            let inserted = try await withDeadline(timeout) {
+            let stored = try await withDeadline(timeout) {
                 try await self.log.append(rowsToWrite, recordedAt: self.clock.now())
             }
             flushed.increment()
-            for (index, submission) in batch.enumerated() {
-                let mine = Set(submission.events.lazy.map(\.key).filter { inserted.contains($0) && owner[$0] == index })
-                submission.completion(.success(mine))
+            for (submission, rows) in zip(batch, rowOf) {
+                submission.completion(.success(rows.map { $0.map { stored[$0] } ?? false }))
             }
             wake()
         } catch {

@@ -17,9 +17,11 @@ public struct EventLog: Sendable {
         self.logger = logger
     }
 
-    /// Appends `events` in one transaction (group commit), recorded at `recordedAt`, and returns the ids it
-    /// stored, once COMMIT has succeeded (the rows of a statement in an implicit transaction reach the
-    /// client before its commit, so the transaction is explicit).
+    /// Appends `events` in one transaction (group commit), recorded at `recordedAt`, and returns, for each
+    /// of them by position, whether this append stored it, once COMMIT has succeeded (the rows of a
+    /// statement in an implicit transaction reach the client before its commit, so the transaction is
+    /// explicit). PostgreSQL answers with the positions it did not store, usually none: no row per event
+    /// crosses the connection.
     ///
     /// Client events first claim their (app, id) in `event_ids`, in key order, so that concurrent appends
     /// sharing ids wait for each other in one order and never deadlock; an event whose (app, id) is
@@ -29,7 +31,7 @@ public struct EventLog: Sendable {
     /// server's own and go straight to the log.
     ///
     /// Callers pass distinct (app, id) pairs.
-    public func append(_ events: [Event], recordedAt: Date) async throws -> Set<EventKey> {
+    public func append(_ events: [Event], recordedAt: Date) async throws -> [Bool] {
         guard !events.isEmpty else { return [] }
         var ids: [UUID] = [], occurred: [Date] = [], apps: [String] = [], types: [String] = []
         var installs: [UUID] = [], platforms: [String] = [], versions: [String] = [], data: [String] = []
@@ -48,11 +50,11 @@ public struct EventLog: Sendable {
             ids: ids, occurred: occurred, apps: apps, types: types, installs: installs, platforms: platforms,
             versions: versions, data: data, recordedAt: recordedAt.forPostgres)
         return try await pool.transaction(logger: logger) { [logger] connection in
-            var inserted = Set<EventKey>(minimumCapacity: events.count)
-            for try await (app, id) in try await connection.execute(statement, logger: logger) {
-                inserted.insert(EventKey(appId: app, id: id))
+            var stored = [Bool](repeating: true, count: events.count)
+            for try await position in try await connection.execute(statement, logger: logger) {
+                if position >= 1, position <= stored.count { stored[Int(position) - 1] = false }
             }
-            return inserted
+            return stored
         }
     }
 
@@ -123,28 +125,32 @@ extension Calendar {
 /// The group insert of ``EventLog/append(_:recordedAt:)``, prepared once per connection (PostgresNIO keeps
 /// it by name): PostgreSQL parses and plans it once instead of on every flush.
 struct AppendEvents: PostgresPreparedStatement {
-    typealias Row = (String, UUID)
+    /// A position (from 1) of an event not stored.
+    typealias Row = Int64
 
     static let sql = """
         WITH input AS (
             SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::uuid[], $6::text[], $7::text[],
-                                 $8::text[])
-                 AS e(id, occurred_at, app_id, type, install_id, platform, app_version, data)
+                                 $8::text[]) WITH ORDINALITY
+                 AS e(id, occurred_at, app_id, type, install_id, platform, app_version, data, position)
         ), claimed AS (
             INSERT INTO event_ids (app_id, event_id, occurred_at)
             SELECT app_id, id, occurred_at FROM input WHERE type <> 'checked'
             ORDER BY app_id, id
             ON CONFLICT DO NOTHING
             RETURNING app_id, event_id
+        ), stored AS (
+            INSERT INTO event_log
+                (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
+            SELECT e.id, e.occurred_at, $9::timestamptz, e.app_id, e.type, e.install_id, e.platform, e.app_version,
+                   e.data::jsonb
+            FROM input e
+            WHERE e.type = 'checked' OR EXISTS (SELECT 1 FROM claimed c WHERE c.app_id = e.app_id AND c.event_id = e.id)
+            ON CONFLICT DO NOTHING
+            RETURNING app_id, event_id
         )
-        INSERT INTO event_log
-            (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
-        SELECT e.id, e.occurred_at, $9::timestamptz, e.app_id, e.type, e.install_id, e.platform, e.app_version,
-               e.data::jsonb
-        FROM input e
-        WHERE e.type = 'checked' OR EXISTS (SELECT 1 FROM claimed c WHERE c.app_id = e.app_id AND c.event_id = e.id)
-        ON CONFLICT DO NOTHING
-        RETURNING app_id, event_id
+        SELECT e.position FROM input e
+        WHERE NOT EXISTS (SELECT 1 FROM stored s WHERE s.app_id = e.app_id AND s.event_id = e.id)
         """
 
     var ids: [UUID]
@@ -172,6 +178,6 @@ struct AppendEvents: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        try row.decode((String, UUID).self)
+        try row.decode(Int64.self)
     }
 }

@@ -33,12 +33,7 @@ struct Serve: AsyncParsableCommand {
         }
         let level = configuration.logLevel
         let json = ProcessInfo.processInfo.environment["UPSHIFT_LOG_FORMAT"]?.lowercased() == "json"
-        LoggingSystem.bootstrap { label in
-            if json { return JSONLogHandler(label: label, logLevel: level) }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in LineLogHandler(label: label, format: json ? .json : .text, logLevel: level) }
         let app = try await buildApplication(configuration)
         try await runUntilTerminated(app, configuration: configuration)
     }

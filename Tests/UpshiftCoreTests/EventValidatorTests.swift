@@ -191,6 +191,32 @@ import UpshiftCore
         #expect(UUIDText.parse(text) == nil)
     }
 
+    /// A key's stored form is the lowercase hex SHA-256 of its bytes (FIPS 180-4's test vectors).
+    @Test func keyDigestsAreLowercaseHexSHA256() {
+        #expect(SHA256Hex.digest(Data("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256Hex.digest(Data()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(KeySecret.digest("abc") == SHA256Hex.digest(Data("abc".utf8)))
+    }
+
+    /// Random ids are version 4 and variant 10 (as `UUID()` makes them), and not repeated.
+    @Test func randomUUIDsAreVersion4AndDistinct() {
+        let ids = (0..<10_000).map { _ in UUIDText.random() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(id.uuid.6 >> 4 == 4)
+            #expect(id.uuid.8 >> 6 == 0b10)
+            #expect(UUIDText.parse(id.uuidString) == id)
+        }
+        // Every other bit takes both values across the ids.
+        let bytes = ids.map { id in withUnsafeBytes(of: id.uuid) { Array($0) } }
+        for position in 0..<16 {
+            let fixed: UInt8 = position == 6 ? 0xF0 : position == 8 ? 0xC0 : 0
+            let ored = bytes.reduce(UInt8(0)) { $0 | $1[position] }
+            let anded = bytes.reduce(UInt8(0xFF)) { $0 & $1[position] }
+            #expect(ored | fixed == 0xFF && anded & ~fixed == 0, "byte \(position)")
+        }
+    }
+
     @Test func ingestResponseJSONDecodesToItself() throws {
         let response = IngestResponse(results: [
             .init(index: 0, id: "a\"b", status: .accepted),

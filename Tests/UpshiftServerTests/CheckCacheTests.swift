@@ -7,6 +7,35 @@ import UpshiftCore
 
 /// The check-answer cache holds at most its budget of bytes, whatever it is asked.
 @Suite struct CheckCacheTests {
+    /// The query index's split of `install` out of a query, in one pass over its bytes, against the
+    /// plain definition: split at `&` without empty parameters, `install=…` taken out, the rest joined by `&`.
+    @Test func splittingTheInstallOutOfAQueryAgreesWithThePlainDefinition() {
+        func plain(_ query: String) -> (rest: String, install: Substring?, clean: Bool) {
+            let encodedName = query.split(separator: "&").contains { $0.prefix { $0 != "=" }.contains("%") }
+            guard query.split(separator: "&", omittingEmptySubsequences: false).contains(where: { $0.hasPrefix("install=") }) else {
+                return (query, nil, !encodedName)
+            }
+            let parts = query.split(separator: "&")
+            let installs = parts.filter { $0.hasPrefix("install=") }
+            return (
+                parts.filter { !$0.hasPrefix("install=") }.joined(separator: "&"), installs.last?.dropFirst(8),
+                !encodedName && installs.count == 1
+            )
+        }
+        let pieces = ["install=", "install", "instal=", "install=abc", "&", "&&", "=", "%69nstall=x", "a=%26", "platform=ios", "x", "é=1", "v=1.0"]
+        var generator = SplitMix64(seed: 11)
+        for _ in 0..<20_000 {
+            let query = (0..<generator.int(0...6)).map { _ in pieces[generator.int(0...(pieces.count - 1))] }.joined()
+            let (rest, install, clean) = CheckController.splitInstall(query)
+            let expected = plain(query)
+            #expect(rest == expected.rest && install == expected.install && clean == expected.clean, "\(query)")
+        }
+        let split = CheckController.splitInstall("platform=ios&install=0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d&version=1.0")
+        #expect(split.rest == "platform=ios&version=1.0")
+        #expect(split.install == "0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d")
+        #expect(split.clean)
+    }
+
     @Test func theTableNeverHoldsMoreThanItsCapacityAndForgetsTheLeastRecentlyUsed() {
         var table = LRUTable<Int, String>(capacity: 10_000)
         var generator = SplitMix64(seed: 7)
@@ -93,7 +122,7 @@ import UpshiftCore
                     installedVersion: request.version.text, offered: nil, stalenessDays: nil),
                 for: question)
             let junk = String(repeating: "x", count: generator.int(0...1_100))
-            cache.store(request, app: "app", generation: 1, query: "platform=ios&junk=\(junk)")
+            cache.store(request, question: question, query: "platform=ios&junk=\(junk)")
             #expect(cache.bytes <= cache.byteLimit)
         }
         #expect(cache.bytes > cache.byteLimit / 2, "the budget is used, not cleared")

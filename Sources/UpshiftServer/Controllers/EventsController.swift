@@ -108,9 +108,9 @@ struct EventsController: Sendable {
             }
         }
 
-        let inserted = try await writer.append(valid)
+        let new = try await writer.append(valid)
         var unsettled: [(index: Int, event: Event)] = []  // not new: a resend, or another event under its id
-        for (position, event) in valid.enumerated() where !inserted.contains(event.key) {
+        for (position, event) in valid.enumerated() where !new[position] {
             unsettled.append((resultIndex[position], event))
         }
         // Events not stored now, and events too old to store: compared with what the log holds.
