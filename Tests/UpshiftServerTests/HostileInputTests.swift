@@ -1,13 +1,30 @@
 import Foundation
+import Hummingbird
 import NIOHTTP1
 import Testing
 import UpshiftCore
 import UpshiftTestSupport
 
+@testable import UpshiftServer
+
 /// Every public input probed as an attacker would: numbers of every class in every numeric field of
 /// every JSON body, text that is not Unicode or holds control characters in bodies, queries, paths and
 /// headers, parameters sent twice. Nothing crashes, nothing is a 5xx, and a refusal names its field.
 @Suite struct HostileInputTests {
+    /// A body's media type is read as HTTP writes it: parameters after `;`, spaces and tabs around the
+    /// type, any ASCII case; nothing else passes for it.
+    @Test func aContentTypeIsTheMediaTypeBeforeItsParametersInAnyCase() {
+        for value in ["application/json", "Application/JSON", " application/json ; charset=utf-8", "\tapplication/json\t",
+                      "application/json;charset=utf-8", "APPLICATION/JSON;"] {
+            #expect(Request.contentType(value, is: "application/json"), "\(value)")
+        }
+        for value in ["", ";", "application/jsonx", "application/json x", "application /json", "text/json", "application/json\u{00A0}",
+                      "\u{00A0}application/json", "application/jsoN\u{301}", "application/x-www-form-urlencoded"] {
+            #expect(!Request.contentType(value, is: "application/json"), "\(value)")
+        }
+        #expect(Request.contentType("Application/X-WWW-Form-URLEncoded", is: "application/x-www-form-urlencoded"))
+    }
+
     /// The classes of JSON numbers the issue names, as written on the wire, and decimals at and beyond
     /// the places a decimal field takes (`1e-400` once became 0, a rounding the fields must not do).
     static let numberClasses = [

@@ -144,10 +144,22 @@ extension UpshiftRequestContext {
 extension Request {
     /// `Content-Type` is `mediaType` (parameters such as `charset=utf-8` aside), else `415`.
     func requireContentType(_ mediaType: String) throws {
-        let value = headers[.contentType] ?? ""
-        let type = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-        guard type.lowercased() == mediaType else {
+        guard Self.contentType(headers[.contentType] ?? "", is: mediaType) else {
             throw ProblemDetails(.unsupportedMediaType, detail: "send Content-Type: \(mediaType)")
         }
+    }
+
+    /// Whether a `Content-Type` value names `mediaType` (lowercase ASCII): the part before any `;`, without
+    /// the spaces and tabs around it (RFC 9110's optional whitespace), compared without ASCII case. Bytes,
+    /// not Foundation's trimming, which took 3 % of the server's CPU under one event per request.
+    static func contentType(_ value: String, is mediaType: String) -> Bool {
+        func blank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var type = value.utf8.prefix { $0 != UInt8(ascii: ";") }
+        while let first = type.first, blank(first) { type = type.dropFirst() }
+        while let last = type.last, blank(last) { type = type.dropLast() }
+        return type.count == mediaType.utf8.count
+            && zip(type, mediaType.utf8).allSatisfy { byte, expected in
+                (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == expected
+            }
     }
 }
