@@ -20,10 +20,7 @@ public enum AdvisoryLeadership {
         _ key: String, settings: DatabaseSettings, applicationName: String, timeout: Duration, logger: Logger,
         _ body: @Sendable (Lease) async throws -> T
     ) async throws -> T? {
-        let connection = try await withDeadline(timeout) {
-            try await PostgresConnection.connect(
-                configuration: try settings.connectionConfiguration(applicationName: applicationName), id: 0, logger: logger)
-        }
+        let connection = try await Database.connect(settings, applicationName: applicationName, within: timeout, logger: logger)
         do {
             let leading = try await withDeadline(timeout, abandonWhen: { connection.isClosed }) {
                 let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -20,15 +21,62 @@ public enum Database {
     /// hides the cause behind its circuit breaker; this is how the CLI and `serve`'s start-up say it.
     public static func diagnose(_ settings: DatabaseSettings, logger: Logger) async -> DatabaseUnreachable? {
         do {
-            let connection = try await withDeadline(.seconds(5)) {
-                try await PostgresConnection.connect(
-                    configuration: try settings.connectionConfiguration(applicationName: "upshift-probe"), id: 0,
-                    logger: logger)
-            }
+            let connection = try await connect(settings, applicationName: "upshift-probe", within: .seconds(5), logger: logger)
             try? await connection.close()
             return nil
         } catch {
             return DatabaseUnreachable(settings, error: error)
+        }
+    }
+
+    /// Opens one connection outside any pool within `limit` (``DeadlineExceeded`` after it). A connection
+    /// that opens once its caller has stopped waiting (the deadline passed, or the caller was cancelled)
+    /// is closed, never dropped: dropped, it would keep a session of PostgreSQL open, and PostgresNIO
+    /// stops a debug build that lets a connection go unclosed.
+    public static func connect(
+        _ settings: DatabaseSettings, applicationName: String, within limit: Duration, logger: Logger
+    ) async throws -> PostgresConnection {
+        let configuration = try settings.connectionConfiguration(applicationName: applicationName)
+        let handoff = Handoff<PostgresConnection>()
+        do {
+            return try await withDeadline(limit) {
+                let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+                guard handoff.offer(connection) else {
+                    try? await connection.close()
+                    throw CancellationError()
+                }
+                return connection
+            }
+        } catch {
+            if let late = handoff.abandon() { try? await late.close() }
+            throw error
+        }
+    }
+}
+
+/// Where a value made under a deadline (a connection) passes to its caller: whichever of the two comes
+/// second (the value, or the caller giving up) sees the other, so a value that comes late is always
+/// cleaned up by one of them, whatever the order.
+final class Handoff<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var opened: Value?
+    private var abandoned = false
+
+    /// Keeps `value` for the caller; false when the caller gave up already (the maker cleans it up).
+    func offer(_ value: Value) -> Bool {
+        lock.withLock {
+            if abandoned { return false }
+            opened = value
+            return true
+        }
+    }
+
+    /// The caller gives up: the value offered meanwhile, if one was (the caller cleans it up).
+    func abandon() -> Value? {
+        lock.withLock {
+            abandoned = true
+            defer { opened = nil }
+            return opened
         }
     }
 }

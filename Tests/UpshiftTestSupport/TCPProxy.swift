@@ -13,6 +13,10 @@ public final class TCPProxy: Sendable {
         let value = Mutex<(open: Bool, channels: [any Channel])>((true, []))
         /// Connections are held and nothing is forwarded (``TCPProxy/stall()``).
         let stalled = Mutex(false)
+        /// How long a new connection waits before it is forwarded (``TCPProxy/delay(_:)``).
+        let delay = Mutex(Duration.zero)
+        /// Connections forwarded to the target so far.
+        let forwarded = Mutex(0)
         func withLock<T>(_ body: (inout (open: Bool, channels: [any Channel])) -> T) -> T {
             value.withLock { body(&$0) }
         }
@@ -38,10 +42,13 @@ public final class TCPProxy: Sendable {
                     state.withLock { $0.channels.append(inbound) }
                     return inbound.eventLoop.makeSucceededVoidFuture()
                 }
-                return ClientBootstrap(group: inbound.eventLoop)
-                    .connect(host: targetHost, port: targetPort)
+                let (seconds, attoseconds) = state.delay.withLock { $0 }.components
+                let wait = TimeAmount.nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+                return inbound.eventLoop.scheduleTask(in: wait) {}.futureResult
+                    .flatMap { ClientBootstrap(group: inbound.eventLoop).connect(host: targetHost, port: targetPort) }
                     .flatMap { outbound in
                         state.withLock { $0.channels.append(contentsOf: [inbound, outbound]) }
+                        state.forwarded.withLock { $0 += 1 }
                         return inbound.pipeline.addHandler(Glue(peer: outbound, state: state)).flatMap {
                             outbound.pipeline.addHandler(Glue(peer: inbound, state: state))
                         }
@@ -74,6 +81,15 @@ public final class TCPProxy: Sendable {
     public func stall() {
         state.stalled.withLock { $0 = true }
     }
+
+    /// A database slow to accept (a long network path, a busy server): each new connection is forwarded,
+    /// and answered, only `duration` after it arrives.
+    public func delay(_ duration: Duration) {
+        state.delay.withLock { $0 = duration }
+    }
+
+    /// How many connections reached the target so far.
+    public var forwarded: Int { state.forwarded.withLock { $0 } }
 
     public func stop() async {
         await cut()
