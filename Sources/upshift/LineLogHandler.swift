@@ -45,7 +45,8 @@ struct LineLogHandler: LogHandler {
             for (key, value) in sorted { line += ",\(JSONText.quoted(key)):\(JSONText.quoted(value.description))" }
             line += "}\n"
         }
-        FileHandle.standardError.write(Data(line.utf8))
+        // A line that cannot be written (a full disk, a closed stream) is lost, and the server goes on.
+        try? FileHandle.standardError.write(contentsOf: Data(line.utf8))
     }
 
     /// Local time as `StreamLogHandler` writes it: `%Y-%m-%dT%H:%M:%S%z`.

@@ -213,7 +213,8 @@ struct CheckController: Sendable {
                     let part = query[partStart..<index]
                     if isInstall(part.utf8) {
                         if install != nil { clean = false }
-                        install = part.dropFirst(installPrefix.count)
+                        // By bytes: a combining mark after `=` would join it in one Character.
+                        install = query[bytes.index(partStart, offsetBy: installPrefix.count)..<index]
                     } else {
                         if !rest.isEmpty { rest += "&" }
                         rest += part
