@@ -270,8 +270,13 @@ public final class ProjectionRunner: Service, Sendable {
                 applied.increment(by: Int64(batch.count))
                 if result.deadLetters > 0 { deadLettered.increment(by: Int64(result.deadLetters)) }
             } catch is ProjectionLeader.CheckpointMoved {
+                // A rebuild switched in (by the CLI or another instance) retires this generation: an
+                // operator's doing, not a fault. A checkpoint moved by another runner is one.
+                guard let reloaded = try await leader.current() else {
+                    logger.notice("projection generation retired under the runner (a rebuild switched in)", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
+                    return .retired
+                }
                 logger.warning("projection checkpoint moved under the runner; reloading", metadata: ["projection": "\(name)"])
-                guard let reloaded = try await leader.current() else { return .retired }
                 current = reloaded
             }
         }

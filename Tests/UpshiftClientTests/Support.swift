@@ -184,9 +184,18 @@ final class Lines: @unchecked Sendable {
 }
 
 enum Fixture {
+    /// A storage folder for one test, not yet created, inside one folder of the test process that is
+    /// removed when the process exits (this target has the SDK alone, not the server's test support).
     static func directory() -> URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("upshift-client-\(UUID().uuidString)")
+        root.appendingPathComponent("client-\(UUID().uuidString)")
     }
+
+    private static let root: URL = {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-client-tests-\(getpid())")
+        try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(at: Fixture.root) }
+        return root
+    }()
 
     static func configuration(
         version: String = "1.0", directory: URL, server: FakeServer = FakeServer(),

@@ -14,7 +14,7 @@ import UpshiftTestSupport
 
     @Test func serveRunsFromAFolderWithoutSqlAndServesItsAPIDescription() async throws {
         let harness = try await Harness.make()
-        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-elsewhere-\(UUID())")
+        let elsewhere = TestEnvironment.scratch("elsewhere")
         try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: elsewhere) }
         let server = try ServerProcess(

@@ -481,7 +481,7 @@ import UpshiftTestSupport
     static let start = Timestamp.parse("2026-06-01T12:00:00Z")!
 
     static func directory() -> URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("upshift-sdk-\(UUID().uuidString)")
+        TestEnvironment.scratch("sdk")
     }
 
     static func configuration(

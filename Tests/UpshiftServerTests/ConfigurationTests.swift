@@ -107,7 +107,7 @@ import UpshiftTestSupport
 
     /// What is wrong inside the migrations folder names the variable that points at it.
     @Test func aMigrationsFolderThatDoesNotReadIsNamed() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-migrations-\(UUID().uuidString)")
+        let folder = TestEnvironment.scratch("migrations")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         try Data("SELECT 1;".utf8).write(to: folder.appendingPathComponent("first.sql"))

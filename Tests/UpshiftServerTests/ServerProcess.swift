@@ -15,7 +15,7 @@ final class ServerProcess: @unchecked Sendable {
         database: DatabaseSettings, port: Int, extraEnvironment: [String: String] = [:], workingDirectory: URL? = nil
     ) throws {
         self.port = port
-        output = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-serve-\(UUID().uuidString).log")
+        output = TestEnvironment.scratch("serve").appendingPathExtension("log")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.executableURL = try TestEnvironment.binary()
         process.arguments = ["serve"]

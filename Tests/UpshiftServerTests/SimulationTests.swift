@@ -55,7 +55,7 @@ import UpshiftTestSupport
         environment["UPSHIFT_MIGRATIONS_DIR"] = TestEnvironment.migrationsDirectory.path
         for (key, value) in extra { environment[key] = value }
         process.environment = environment
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-simulate-\(UUID().uuidString).log")
+        let output = TestEnvironment.scratch("simulate").appendingPathExtension("log")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle

@@ -19,6 +19,20 @@ public enum TestEnvironment {
 
     public static var migrationsDirectory: URL { packageRoot.appendingPathComponent("sql", isDirectory: true) }
 
+    /// A path for one test's files, not yet created: `name-<UUID>` inside one folder of the test process,
+    /// which is removed when the process exits, so that a suite run leaves nothing in the temporary
+    /// directory (it used to leave hundreds of folders and logs behind).
+    public static func scratch(_ name: String) -> URL {
+        scratchRoot.appendingPathComponent("\(name)-\(UUID().uuidString)")
+    }
+
+    private static let scratchRoot: URL = {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-tests-\(getpid())")
+        try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(at: TestEnvironment.scratchRoot) }
+        return root
+    }()
+
     public static let logger: Logger = {
         var logger = Logger(label: "upshift-tests")
         logger.logLevel = ProcessInfo.processInfo.environment["UPSHIFT_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .critical
