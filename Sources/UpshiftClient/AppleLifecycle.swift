@@ -14,6 +14,9 @@ import Foundation
     extension Upshift {
         /// Follows the app's lifecycle as the system reports it: a check on returning to the foreground, a
         /// flush on going to the background (in a background task on iOS). Runs until its task is cancelled.
+        /// Sessions are tracked (`abnormal_exit`) on iOS, tvOS, visionOS and watchOS, where an app goes to
+        /// the background before the system ends it; an app launched in the background starts so. Not on
+        /// macOS, where an app quits from the foreground.
         public nonisolated func followSystemLifecycle() async {
             let (events, continuation) = AsyncStream.makeStream(of: AppLifecycleEvent.self)
             let names: [(Notification.Name, AppLifecycleEvent)] = Self.lifecycleNotifications
@@ -22,8 +25,21 @@ import Foundation
                     for await _ in NotificationCenter.default.notifications(named: name) { continuation.yield(event) }
                 }
             }
+            #if os(iOS) || os(tvOS) || os(visionOS)
+                let tracksSessions = true
+                if await MainActor.run(body: { UIApplication.shared.applicationState == .background }) {
+                    continuation.yield(.background)
+                }
+            #elseif os(watchOS)
+                let tracksSessions = true
+                if await MainActor.run(body: { WKApplication.shared().applicationState == .background }) {
+                    continuation.yield(.background)
+                }
+            #else
+                let tracksSessions = false
+            #endif
             await withTaskCancellationHandler {
-                await follow(events, whileInBackground: Self.inBackgroundTask)
+                await follow(events, tracksSessions: tracksSessions, whileInBackground: Self.inBackgroundTask)
             } onCancel: {
                 for watcher in watchers { watcher.cancel() }
                 continuation.finish()

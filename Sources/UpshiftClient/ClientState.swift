@@ -5,7 +5,8 @@ import UpshiftWire
 /// with a default, so a file written by an older or newer SDK loads (`schemaVersion` says which wrote it).
 struct ClientState: Codable, Sendable, Equatable {
     /// 3: the crash-loop marker names the app version and build; dropped events are counted in the queue file.
-    static let schemaVersion = 3
+    /// 4: the open foreground session.
+    static let schemaVersion = 4
 
     struct StoredDecision: Codable, Sendable, Equatable {
         /// The app version and build the decision was made for: it is never used for another.
@@ -24,6 +25,15 @@ struct ClientState: Codable, Sendable, Equatable {
         var build: Int?
     }
 
+    /// A session in the foreground, opened when the app is in the foreground and the SDK follows its
+    /// lifecycle, closed when the app goes to the background. Found open by the next process, it ended
+    /// without the app saying so: `abnormal_exit`.
+    struct Session: Codable, Sendable, Equatable {
+        var appVersion: String
+        var build: Int?
+        var since: Date
+    }
+
     var schemaVersion = ClientState.schemaVersion
     /// The version (and build) of the last launch: a different one is an update.
     var launchedVersion: String?
@@ -39,6 +49,7 @@ struct ClientState: Codable, Sendable, Equatable {
     /// The version of the last migration step that completed; nil while the data's version is unknown.
     var migratedThrough: String?
     var stepUnderWay: StepUnderWay?
+    var session: Session?
     /// Events dropped from a full queue as SDK versions that counted them here did (moved to the queue file).
     var legacyEvictedEvents = 0
     /// The user opted out: nothing is recorded, checks carry no install id.
@@ -50,7 +61,7 @@ struct ClientState: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case schemaVersion, launchedVersion, launchedBuild, previousVersion, whatsNew, decision, remindAfter
-        case skippedVersions, migratedThrough, stepUnderWay, optedOut
+        case skippedVersions, migratedThrough, stepUnderWay, session, optedOut
         case legacyInstallId = "installId"
         case legacyEvictedEvents = "evictedEvents"
     }
@@ -68,6 +79,7 @@ struct ClientState: Codable, Sendable, Equatable {
         skippedVersions = try container.decodeIfPresent(Set<String>.self, forKey: .skippedVersions) ?? []
         migratedThrough = try container.decodeIfPresent(String.self, forKey: .migratedThrough)
         stepUnderWay = try container.decodeIfPresent(StepUnderWay.self, forKey: .stepUnderWay)
+        session = try container.decodeIfPresent(Session.self, forKey: .session)
         legacyEvictedEvents = try container.decodeIfPresent(Int.self, forKey: .legacyEvictedEvents) ?? 0
         optedOut = try container.decodeIfPresent(Bool.self, forKey: .optedOut) ?? false
         legacyInstallId = try container.decodeIfPresent(UUID.self, forKey: .legacyInstallId)
@@ -85,6 +97,7 @@ struct ClientState: Codable, Sendable, Equatable {
         try container.encode(skippedVersions.sorted(), forKey: .skippedVersions)
         try container.encodeIfPresent(migratedThrough, forKey: .migratedThrough)
         try container.encodeIfPresent(stepUnderWay, forKey: .stepUnderWay)
+        try container.encodeIfPresent(session, forKey: .session)
         try container.encode(optedOut, forKey: .optedOut)
     }
 }

@@ -16,19 +16,26 @@ extension Upshift {
     }
 
     func record(_ event: UpshiftEvent, id uuid: UUID) {
+        record(event.type, fields: event.fields, id: uuid)
+    }
+
+    /// Queues an event of `type`; `session` gives the app version, build and time of an event about an
+    /// earlier session (`abnormal_exit`), else they are the running app's and now.
+    func record(_ type: EventType, fields: [String: String], id uuid: UUID, session: ClientState.Session? = nil) {
         guard recording else { return }
         let id = uuid.uuidString.lowercased()
         guard !queue.contains(id) else { return }
         var body: [String: JSONValue] = [
-            "id": .string(id), "type": .string(event.type.rawValue),
-            "occurredAt": .string(Timestamp.format(configuration.clock.now())),
+            "id": .string(id), "type": .string(type.rawValue),
+            "occurredAt": .string(Timestamp.format(session?.since ?? configuration.clock.now())),
             "appId": .string(configuration.appId),
-            "platform": .string(configuration.platform), "appVersion": .string(configuration.appVersion),
+            "platform": .string(configuration.platform),
+            "appVersion": .string(session?.appVersion ?? configuration.appVersion),
         ]
-        if let build = configuration.build { body["build"] = .number(JSONNumber(build)) }
+        if let build = session.map(\.build) ?? configuration.build { body["build"] = .number(JSONNumber(build)) }
         if let os = configuration.osVersion { body["osVersion"] = .string(os) }
         if let locale = configuration.locale { body["locale"] = .string(locale) }
-        for (key, value) in event.fields { body[key] = .string(value) }
+        for (key, value) in fields { body[key] = .string(value) }
         let evicted = queue.evicted
         // At capacity the oldest event goes: one line appended says so (no rewrite per event).
         let write = queue.append(QueuedEvent(id: id, body: body), capacity: configuration.queueCapacity)

@@ -68,23 +68,30 @@ extension Upshift {
 
     /// Takes what the files held. Events recorded while they could not be read come after those stored,
     /// and an opt-out made meanwhile holds.
+    /// A session the files hold open was a process's before this one (this one writes nothing before it
+    /// has read them): it ended without the app saying so, and `abnormal_exit` is queued before the state
+    /// that closes it is saved.
     func use(_ loaded: Files) {
         let optedOut = loaded.state.optedOut || state.optedOut
         var stored = loaded.queue
         stored.adopt(queue, capacity: configuration.queueCapacity)
+        let abandoned = loaded.state.session
+        let session = state.session  // opened by this process while the files could not be read
         history = loaded.history
         installIdentifier = loaded.installId
         state = loaded.state
         state.optedOut = optedOut
+        state.session = session
         queue = stored
         storageReady = true
         savedState = loaded.history == .known && !loaded.stateHasLegacyFields ? loaded.state : nil
-        persistState()
         if optedOut {
             persistQueue(queue.removeAll())
         } else if queue.fileIsStale {
             persistQueue(.rewrite)
         }
+        if let abandoned { recordAbnormalExit(of: abandoned) }
+        persistState()
     }
 
     /// Uses the files: those `init` read, or, while they could not be read, the files read again now.

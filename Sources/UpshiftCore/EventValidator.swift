@@ -85,7 +85,7 @@ public struct EventValidator: Sendable {
             data.add("fromVersion", try version(event, .fromVersion, required: true))
         case .blocked:
             data.add("targetVersion", try version(event, .targetVersion, required: true))
-        case .launched, .whatsNewShown, .checked:
+        case .launched, .whatsNewShown, .abnormalExit, .checked:
             break
         }
         let parsed = Event(

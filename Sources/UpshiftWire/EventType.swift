@@ -7,6 +7,9 @@ public enum EventType: String, Sendable, CaseIterable, Codable {
     case updated
     case blocked
     case whatsNewShown = "whats_new_shown"
+    /// The previous session of `appVersion` ended without the app saying so (a crash, a kill in the
+    /// foreground): reported once, at the next launch, by the SDK.
+    case abnormalExit = "abnormal_exit"
     /// Written by the server for each check that carries an install id; clients may not post it.
     case checked
 

@@ -59,6 +59,66 @@ import Testing
         await sdk.stop()
     }
 
+    /// A process that ends in the foreground (a crash, a kill) leaves its session open: the next process
+    /// reports it once, as `abnormal_exit` with the version, build and start of that session, even when
+    /// the app was updated in between; the one after it reports nothing more.
+    @Test func aSessionLeftOpenIsReportedOnceByTheNextProcess() async throws {
+        let server = FakeServer()
+        let clock = TestClock()
+        let directory = Fixture.directory()
+        let began = clock.now()
+        let crashed = Upshift(configuration: Fixture.configuration(version: "1.0", directory: directory, server: server, clock: clock))
+        await crashed.launch()
+        await crashed.enteredForeground()
+        await crashed.stop()  // and the process dies: no background
+
+        clock.advance(3_600)
+        let next = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory, server: server, clock: clock))
+        await next.launch()
+        await next.flush()
+        let exits = server.events.filter { $0["type"] == .string("abnormal_exit") }
+        #expect(exits.count == 1)
+        let exit = try #require(exits.first)
+        #expect(exit["appVersion"] == .string("1.0"))
+        #expect(exit["build"] == .number(JSONNumber(7)))
+        #expect(exit["occurredAt"] == .string(Timestamp.format(began)))
+        #expect(server.types().sorted() == ["abnormal_exit", "updated"])
+        await next.stop()
+
+        let third = Upshift(configuration: Fixture.configuration(version: "1.1", directory: directory, server: server, clock: clock))
+        await third.launch()
+        await third.flush()
+        #expect(server.types().sorted() == ["abnormal_exit", "updated"])
+        await third.stop()
+    }
+
+    /// A session that ends in the background is no abnormal exit, and an app that does not follow its
+    /// lifecycle opens no session: nothing is reported for either.
+    @Test func sessionsEndedInTheBackgroundOrNeverOpenedAreNotReported() async throws {
+        for followsLifecycle in [true, false] {
+            let server = FakeServer()
+            let directory = Fixture.directory()
+            let first = Upshift(configuration: Fixture.configuration(directory: directory, server: server))
+            await first.launch()
+            if followsLifecycle {
+                let (events, lifecycle) = AsyncStream.makeStream(of: AppLifecycleEvent.self)
+                let following = Task { await first.follow(events) }
+                lifecycle.yield(.foreground)
+                lifecycle.yield(.background)
+                lifecycle.finish()
+                await following.value
+            }
+            await first.record(.launched)
+            await first.stop()
+
+            let next = Upshift(configuration: Fixture.configuration(directory: directory, server: server))
+            await next.launch()
+            await next.flush()
+            #expect(server.types() == ["launched"], "follows its lifecycle: \(followsLifecycle)")
+            await next.stop()
+        }
+    }
+
     /// Background time granted and given back by the test, as UIKit does: the grants begun and ended,
     /// and the handler for when time is up.
     @MainActor final class System {

@@ -119,6 +119,7 @@ import UpshiftCore
         #expect(rejection(Self.event([.type: "blocked"]))?.field == "targetVersion")
         #expect(rejection(Self.event([.type: "update_started", .promptKind: "force", .targetVersion: "2.0"])) == nil)
         #expect(rejection(Self.event([.type: "whats_new_shown"])) == nil)
+        #expect(rejection(Self.event([.type: "abnormal_exit"])) == nil)
     }
 
     @Test func negativeBuildIsRejected() {

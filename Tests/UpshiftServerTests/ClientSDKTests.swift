@@ -348,6 +348,38 @@ import UpshiftTestSupport
         }
     }
 
+    /// A process that ends in the foreground is reported by the next one: the server stores its
+    /// `abnormal_exit` under the version and build of the session that ended, at the time it began (so
+    /// before the new version's events: the install's current version is the one it runs now).
+    @Test func aSessionThatEndedInTheForegroundIsStoredAsAnAbnormalExit() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let directory = Self.directory()
+            var first = Self.configuration(server, harness, version: "1.0", directory: directory)
+            first.build = 10
+            let crashed = Upshift(configuration: first)
+            await crashed.launch()
+            await crashed.enteredForeground()
+            await crashed.stop()
+
+            harness.clock.advance(by: 600)
+            var second = Self.configuration(server, harness, version: "1.1", directory: directory)
+            second.build = 11
+            let next = Upshift(configuration: second)
+            #expect(await next.launch() == "1.0")
+            await next.flush()
+            #expect(await next.pendingEvents == 0)
+            await next.stop()
+            let install = try #require(await next.installId).uuidString.lowercased()
+            let stored = try await harness.strings(
+                """
+                SELECT type || ' ' || app_version || ' ' || coalesce(data->>'build', '') || ' ' || to_char(occurred_at AT TIME ZONE 'UTC', 'HH24:MI')
+                FROM event_log WHERE install_id = \(install)::uuid AND type <> 'checked' ORDER BY type
+                """)
+            #expect(stored == ["abnormal_exit 1.0 10 12:00", "updated 1.1 11 12:10"])
+        }
+    }
+
     /// Device locale identifiers as Apple devices report them: the SDK reduces them to tags, and the server
     /// takes them as they are too (from SDKs that send them raw), dropping the ICU keywords after `@`.
     @Test func deviceLocalesAreAcceptedInChecksAndEvents() async throws {
