@@ -126,6 +126,26 @@ import UpshiftCore
         #expect(rejection(Self.event(build: -1))?.field == "build")
     }
 
+    /// A member is read as a field exactly when its name is the field's, byte for byte: other cases,
+    /// prefixes, extensions, accents and snake case are members no rule reads.
+    @Test func membersAreReadAsFieldsOnlyUnderTheirExactNames() throws {
+        var names = IncomingEvent.Field.allCases.map(\.rawValue)
+        for field in IncomingEvent.Field.allCases {
+            let name = field.rawValue
+            names += [name.uppercased(), String(name.dropLast()), name + "s", String(name.dropLast()) + "X",
+                      String(name.prefix(1)) + String(name.dropFirst().reversed()), name.replacingOccurrences(of: "e", with: "\u{E9}")]
+        }
+        names += ["", "i", "ty", "appid", "install_id", "osversion", "promptkind", "fromversion", "targetversion"]
+        for name in Set(names) {
+            let body = Array(#"{"events": [{"\#(name)": "x"}]}"#.utf8)
+            let event = try #require(try IncomingBatch.parse(body, maximumEvents: 500).events.first)
+            for field in IncomingEvent.Field.allCases where field != .build {
+                #expect((event[field] == "x") == (field.rawValue == name), "\(name) read as \(field)")
+            }
+            #expect((event.invalid?.field == .build) == (name == "build"), "\(name)")
+        }
+    }
+
     @Test func wrongJSONTypesAreRejectedPerEvent() throws {
         let body = #"{"events": [42, {"id": 7}, {"build": "12"}]}"#
         let batch = try IncomingBatch.parse(Array(body.utf8), maximumEvents: 500)

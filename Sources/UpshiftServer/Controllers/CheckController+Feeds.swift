@@ -33,7 +33,8 @@ extension CheckController {
         }
     }
 
-    /// `GET …/lookup` and `GET …/{cc}/lookup`, as Apple's `itunes.apple.com/lookup` answers: always `200`.
+    /// `GET …/lookup` and `GET …/{cc}/lookup`, as Apple's `itunes.apple.com/lookup` answers: for an app that exists,
+    /// always `200` (an unknown app is `404`, like every feed's).
     @Sendable func lookup(_ request: Request, context: UpshiftRequestContext) throws -> Response {
         if let country = context.parameters.get("country") {  // as sent: two letters need no decoding
             guard country.utf8.count == 2, country.utf8.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A }) else {
