@@ -210,27 +210,27 @@ public struct AppConfiguration: Sendable {
     }
 
     /// Parses `http,projections`.
-    public static func parseRoles(_ text: String) throws -> Set<ServerRole> {
+    public static func parseRoles(_ text: String, name: String = "UPSHIFT_ROLES") throws -> Set<ServerRole> {
         var roles = Set<ServerRole>()
-        for name in text.split(separator: ",") {
-            let trimmed = name.trimmingCharacters(in: .whitespaces)
+        for entry in text.split(separator: ",") {
+            let trimmed = entry.trimmingCharacters(in: .whitespaces)
             guard let role = ServerRole(rawValue: trimmed) else {
-                throw ConfigurationError.invalid("UPSHIFT_ROLES", String(name))
+                throw ConfigurationError.invalid(name, String(entry))
             }
             roles.insert(role)
         }
-        guard !roles.isEmpty else { throw ConfigurationError.invalid("UPSHIFT_ROLES", text) }
+        guard !roles.isEmpty else { throw ConfigurationError.invalid(name, text) }
         return roles
     }
 
     /// Comma-separated IPv4 or IPv6 addresses, each as the TCP peer's address is written.
-    public static func parseTrustedProxies(_ text: String) throws -> Set<String> {
+    public static func parseTrustedProxies(_ text: String, name: String = "UPSHIFT_TRUSTED_PROXIES") throws -> Set<String> {
         var proxies = Set<String>()
         for entry in text.split(separator: ",") {
             let address = entry.trimmingCharacters(in: .whitespaces)
             guard !address.isEmpty else { continue }
             guard let parsed = try? SocketAddress(ipAddress: address, port: 0), let canonical = parsed.ipAddress else {
-                throw ConfigurationError.invalid("UPSHIFT_TRUSTED_PROXIES", address)
+                throw ConfigurationError.invalid(name, address)
             }
             proxies.insert(canonical)
         }

@@ -116,4 +116,37 @@ import UpshiftTestSupport
         #expect(log.contains("127.0.0.1:\(closed)") && log.contains("connection refused"), "\(log)")
         server.kill9()
     }
+    /// `serve`'s flags override the environment (DESIGN.md section 8): it runs on the database of
+    /// `--database-url`, or of `--postgres-*`, while `DATABASE_URL` names one nobody listens on; a bad
+    /// `--trusted-proxies` stops it with a message naming the flag.
+    @Test func serveFlagsOverrideTheEnvironment() async throws {
+        let harness = try await Harness.make()
+        let database = harness.database
+        let nowhere = "postgres://postgres@127.0.0.1:\(try await freePort())/nothing"
+        var url = "postgres://\(database.username)"
+        if let password = database.password { url += ":\(password)" }
+        url += "@\(database.host):\(database.port)/\(database.database)"
+        var parts = ["DATABASE_URL": nowhere, "POSTGRES_USER": database.username]
+        if let password = database.password { parts["POSTGRES_PASSWORD"] = password }
+        let runs: [(environment: [String: String], arguments: [String])] = [
+            (["DATABASE_URL": nowhere], ["--database-url", url, "--trusted-proxies", "127.0.0.1, ::1"]),
+            (parts, ["--postgres-host", database.host, "--postgres-port", String(database.port), "--postgres-db", database.database]),
+        ]
+        for run in runs {
+            let server = try ServerProcess(
+                database: database, port: try await freePort(), extraEnvironment: run.environment,
+                arguments: ["--roles", "http"] + run.arguments)
+            try await server.start()
+            #expect(await server.terminate() == 0, "\(run.arguments): \(server.log())")
+        }
+
+        let refused = try ServerProcess(
+            database: database, port: try await freePort(), arguments: ["--roles", "http", "--trusted-proxies", "10.0.0.0/8"])
+        try refused.process.run()
+        let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+        while refused.process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!refused.process.isRunning, "serve started with a bad --trusted-proxies")
+        #expect(await refused.terminate() != 0)
+        #expect(refused.log().contains("--trusted-proxies"), "\(refused.log())")
+    }
 }

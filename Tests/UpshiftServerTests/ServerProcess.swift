@@ -12,13 +12,14 @@ final class ServerProcess: @unchecked Sendable {
     let output: URL
 
     init(
-        database: DatabaseSettings, port: Int, extraEnvironment: [String: String] = [:], workingDirectory: URL? = nil
+        database: DatabaseSettings, port: Int, extraEnvironment: [String: String] = [:], workingDirectory: URL? = nil,
+        arguments: [String] = []
     ) throws {
         self.port = port
         output = TestEnvironment.scratch("serve").appendingPathExtension("log")
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.executableURL = try TestEnvironment.binary()
-        process.arguments = ["serve"]
+        process.arguments = ["serve"] + arguments
         var environment = ProcessInfo.processInfo.environment
         var url = "postgres://\(database.username)"
         if let password = database.password { url += ":\(password)" }
