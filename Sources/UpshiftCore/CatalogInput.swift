@@ -55,14 +55,21 @@ public enum CatalogInput {
     /// and `version` are the path's.
     public static func releasePatch(_ body: JSONValue, to release: Release, now: Date) throws(FieldError) -> Release {
         let fields = try Fields(body, allowed: releaseFields.union(["reason", "rolloutSchedule", "rolloutAction"]))
+        // The rollout's fields are read before any rule that weighs them against each other or against the
+        // stored release: a value of the wrong shape is a 400 whatever else the edit says or the revision is.
+        var action: RolloutAction?
+        if let name = try fields.string("rolloutAction", required: false) {
+            guard let named = RolloutAction(rawValue: name) else {
+                throw FieldError("rolloutAction", "must be pause, resume, halt or release")
+            }
+            action = named
+        }
+        if let value = fields.object["rolloutSchedule"], !value.isNull { _ = try RolloutSchedule.parse(value) }
         var edited = release
         if let releasedAt = try fields.date("releasedAt") { edited.releasedAt = releasedAt }
         try apply(fields, to: &edited)
         try edited.reconcileSchedule(with: release, now: now)
-        if let name = try fields.string("rolloutAction", required: false) {
-            guard let action = RolloutAction(rawValue: name) else {
-                throw FieldError("rolloutAction", "must be pause, resume, halt or release")
-            }
+        if let action {
             let others = ["rolloutPercent", "rolloutPaused"].filter { fields.object[$0].map { !$0.isNull } == true }
             guard others.isEmpty, !fields.has("rolloutSchedule") else {
                 throw FieldError(

@@ -184,4 +184,23 @@ import UpshiftWire
             try CatalogInput.checkReleasePatch(.object(["rolloutAction": .string("later")]), platform: "ios", version: Version("2.0")!, now: Self.start)
         }
     }
+
+    /// A rollout field of the wrong shape is refused as such (`400`, before the revision is compared) even
+    /// when the edit also breaks a rule between fields (an action sent with a schedule), which alone is
+    /// judged against the stored release (found by schemathesis, seed 424242: a stale `If-Match` then won).
+    @Test func aMalformedRolloutFieldIsRefusedBeforeAnyRuleBetweenFields() {
+        let malformed: [(JSONValue, String)] = [
+            (.object(["rolloutAction": .string("resume"), "rolloutSchedule": .number(JSONNumber(-7))]), "rolloutSchedule"),
+            (.object(["rolloutAction": .string("resume"), "rolloutSchedule": .array([.number(JSONNumber(5))])]), "rolloutSchedule"),
+            (.object(["rolloutAction": .number(JSONNumber(1)), "rolloutPercent": .number(JSONNumber(5))]), "rolloutAction"),
+        ]
+        for (body, field) in malformed {
+            do {
+                try CatalogInput.checkReleasePatch(body, platform: "ios", version: Version("2.0")!, now: Self.start)
+                Issue.record("\(body) was taken")
+            } catch {
+                #expect(error.kind != .inconsistent && error.field.hasPrefix(field), "\(body): \(error)")
+            }
+        }
+    }
 }
