@@ -135,12 +135,20 @@ public struct FleetSimulation {
         var prediction: Prediction?
         for day in 0..<options.days {
             let dayStart = start.addingTimeInterval(Double(day) * 86_400)
-            // The team's actions of the day, at 09:00.
+            // The team's actions of the day, at 09:00; each release of the day at its own time, when the
+            // launches reach it. (Published at 09:00, the clock, which never goes back, stood at the release's
+            // time through every launch before it: an update and the new version's first launch then shared
+            // one instant, and the order the server stored them in decided adoption's ties.)
             clock.set(dayStart.addingTimeInterval(9 * 3_600))
-            for release in plan.releases where release.day == day {
-                clock.set(release.at)
-                try await http.admin(.POST, "/v1/apps/\(options.appId)/releases", key: keys.admin, body: release.body)
+            var unpublished = plan.releases.filter { $0.day == day }.sorted { $0.at < $1.at }
+            func publish(through time: Date) async throws {
+                while let release = unpublished.first, release.at <= time {
+                    unpublished.removeFirst()
+                    clock.set(release.at)
+                    try await http.admin(.POST, "/v1/apps/\(options.appId)/releases", key: keys.admin, body: release.body)
+                }
             }
+            try await publish(through: dayStart.addingTimeInterval(9 * 3_600))
             if day == plan.minimumRaiseDay {
                 // Before the raise, the backtest of it: what it predicts is checked against the fleet's own facts.
                 try await waitForStoredEvents(expected: recorder.storedCount, http: http)
@@ -172,6 +180,7 @@ public struct FleetSimulation {
                     slot.append(launch)
                     return true
                 }
+                try await publish(through: slotStart)
                 clock.set(slotStart)
                 try await schedule.awaitStep(at: slotStart, http: http)
                 let available = plan.releases.filter { $0.at <= slotStart }
@@ -204,6 +213,7 @@ public struct FleetSimulation {
                     }
                 }
             }
+            try await publish(through: .distantFuture)
             progress.update(day: day + 1, events: recorder.acceptedCount)
         }
         // Everything still queued reaches the server at the end of the period.
