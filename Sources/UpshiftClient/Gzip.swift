@@ -1,3 +1,5 @@
+import UpshiftWire
+
 /// gzip (RFC 1952) of one DEFLATE block with the fixed Huffman codes (RFC 1951 §3.2.6) and LZ77 matches
 /// found through a hash of 3 bytes: what event batches need (their JSON repeats the same names and values
 /// in every event) without a compression library, which Foundation does not offer on every platform.
@@ -133,13 +135,3 @@ struct BitWriter {
     }
 }
 
-/// CRC-32 (ISO-HDLC, as gzip uses it).
-enum CRC32 {
-    private static let table: [UInt32] = (0..<256).map { index in
-        (0..<8).reduce(UInt32(index)) { crc, _ in crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
-    }
-
-    static func checksum(_ bytes: [UInt8]) -> UInt32 {
-        ~bytes.reduce(~UInt32(0)) { crc, byte in table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
-    }
-}

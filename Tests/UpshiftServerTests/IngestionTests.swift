@@ -128,8 +128,30 @@ import UpshiftTestSupport
             let corrupt = try await server.postEvents(
                 body: Data("not gzip".utf8), key: harness.ingestKey, extraHeaders: [("Content-Encoding", "gzip")])
             #expect(corrupt.status == 400)
+
+            // A stream whose JSON is whole but whose gzip is not: each is refused and stores nothing, where
+            // zlib alone reads up to the end of the first member and takes a cut-off stream for one still coming.
+            let more = try JSONSerialization.data(withJSONObject: ["events": (0..<3).map { _ in clientEvent(occurredAt: now) }])
+            let whole = try gzip(more)
+            var badChecksum = whole
+            badChecksum[badChecksum.count - 8] ^= 0x01
+            let broken: [(String, Data)] = [
+                ("the trailer cut off", whole.dropLast(8)),
+                ("the last byte cut off", whole.dropLast(1)),
+                ("bytes after the stream", whole + Data("garbage".utf8)),
+                ("a second member", whole + (try gzip(Data(#"{"events": []}"#.utf8)))),
+                ("a wrong checksum", badChecksum),
+                ("the header alone", whole.prefix(10)),
+                ("no byte at all", Data()),
+            ]
+            for (what, body) in broken {
+                let reply = try await server.postEvents(body: body, key: harness.ingestKey, extraHeaders: [("Content-Encoding", "gzip")])
+                #expect(reply.status == 400, "\(what): \(reply.status)")
+                #expect(try reply.json()["field"] as? String == "body", "\(what)")
+            }
+            #expect(try await server.postEvents(body: whole, key: harness.ingestKey, extraHeaders: [("Content-Encoding", "gzip")]).status == 200)
         }
-        #expect(try await harness.count("SELECT count(*)::int FROM event_log WHERE install_id IS NOT NULL") == 200)
+        #expect(try await harness.count("SELECT count(*)::int FROM event_log WHERE install_id IS NOT NULL") == 203)
     }
 
     @Test func keysAreCheckedAndScoped() async throws {

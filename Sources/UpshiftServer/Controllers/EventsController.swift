@@ -163,7 +163,7 @@ struct EventsController: Sendable {
     }
 
     /// The body, decompressed when `Content-Encoding: gzip`, refused (413) past 1 MiB as received or
-    /// after decompression.
+    /// after decompression, and (400) unless it is one whole gzip member.
     private func readBody(_ request: Request) async throws -> ByteBuffer {
         let encoding = request.headers[.contentEncoding]?.lowercased() ?? "identity"
         guard ["identity", "gzip", "x-gzip"].contains(encoding) else {
@@ -176,6 +176,7 @@ struct EventsController: Sendable {
             throw ProblemDetails.tooLarge("at most 1 MiB per request")
         }
         guard encoding != "identity" else { return body }
+        let received = body
         let decompressed: ByteBuffer
         do {
             // One byte past the limit tells a body that is too large from one that fits exactly.
@@ -188,6 +189,22 @@ struct EventsController: Sendable {
         guard decompressed.readableBytes <= Self.maximumBytes else {
             throw ProblemDetails.tooLarge("at most 1 MiB per request after decompression")
         }
+        // zlib stops at the end of the first member and takes a stream cut off before its end for one still
+        // coming: a body must be one whole member, its trailer (CRC-32 and length) matching what it inflated to.
+        guard body.readableBytes == 0, Self.trailerMatches(of: received, decompressed) else {
+            throw ProblemDetails.badRequest("the body is not one whole gzip stream", field: "body")
+        }
         return decompressed
+    }
+
+    /// Whether the last 8 bytes of a gzip body are the CRC-32 and the length of `decompressed`.
+    private static func trailerMatches(of body: ByteBuffer, _ decompressed: ByteBuffer) -> Bool {
+        let end = body.writerIndex
+        guard body.readableBytes >= 18,  // a header of 10 bytes and the trailer
+            let crc = body.getInteger(at: end - 8, endianness: .little, as: UInt32.self),
+            let length = body.getInteger(at: end - 4, endianness: .little, as: UInt32.self)
+        else { return false }
+        return length == UInt32(truncatingIfNeeded: decompressed.readableBytes)
+            && crc == decompressed.withUnsafeReadableBytes { CRC32.checksum($0) }
     }
 }
