@@ -47,7 +47,7 @@ public enum CatalogInput {
         guard let releasedAt = try fields.date("releasedAt") else { throw FieldError("releasedAt", "is required") }
         var release = Release(platform: platform, version: version, releasedAt: releasedAt)
         try apply(fields, to: &release)
-        try schedule(fields, of: &release, previous: nil, now: now)
+        try ScheduleEdit(fields)?.apply(fields, to: &release, previous: nil, now: now)
         return release
     }
 
@@ -64,7 +64,7 @@ public enum CatalogInput {
             }
             action = named
         }
-        if let value = fields.object["rolloutSchedule"], !value.isNull { _ = try RolloutSchedule.parse(value) }
+        let scheduleEdit = try ScheduleEdit(fields)
         var edited = release
         if let releasedAt = try fields.date("releasedAt") { edited.releasedAt = releasedAt }
         try apply(fields, to: &edited)
@@ -78,7 +78,7 @@ public enum CatalogInput {
             }
             try edited.perform(action, now: now)
         }
-        try schedule(fields, of: &edited, previous: release, now: now)
+        try scheduleEdit?.apply(fields, to: &edited, previous: release, now: now)
         return edited
     }
 
@@ -130,19 +130,36 @@ public enum CatalogInput {
         } catch where error.kind == .inconsistent && ["rolloutSchedule", "rolloutAction"].contains(error.field) {}
     }
 
-    /// `rolloutSchedule`: `"appStore"` or a list of steps starts a schedule, `null` ends one.
-    private static func schedule(_ fields: Fields, of release: inout Release, previous: Release?, now: Date) throws(FieldError) {
-        guard let value = fields.object["rolloutSchedule"] else { return }
-        guard !value.isNull else {
-            release.rolloutSchedule = nil
-            return
+    /// `rolloutSchedule`: `"appStore"` or a list of steps starts a schedule, `null` ends one. Read (its shape
+    /// checked) before the rest of an edit, applied after it.
+    private enum ScheduleEdit {
+        case end
+        case start(RolloutSchedule.Kind, [RolloutSchedule.Step])
+
+        /// nil when the edit does not name `rolloutSchedule`.
+        init?(_ fields: Fields) throws(FieldError) {
+            guard let value = fields.object["rolloutSchedule"] else { return nil }
+            if value.isNull {
+                self = .end
+            } else {
+                let (kind, steps) = try RolloutSchedule.parse(value)
+                self = .start(kind, steps)
+            }
         }
-        let (kind, steps) = try RolloutSchedule.parse(value)
-        if fields.object["rolloutPercent"].map({ !$0.isNull }) == true {
-            throw FieldError(
-                "rolloutPercent", "the schedule sets the rollout: send rolloutPercent or rolloutSchedule, not both", kind: .inconsistent)
+
+        func apply(_ fields: Fields, to release: inout Release, previous: Release?, now: Date) throws(FieldError) {
+            switch self {
+            case .end:
+                release.rolloutSchedule = nil
+            case .start(let kind, let steps):
+                if fields.object["rolloutPercent"].map({ !$0.isNull }) == true {
+                    throw FieldError(
+                        "rolloutPercent", "the schedule sets the rollout: send rolloutPercent or rolloutSchedule, not both",
+                        kind: .inconsistent)
+                }
+                try release.startSchedule(kind, steps, now: now, previous: previous)
+            }
         }
-        try release.startSchedule(kind, steps, now: now, previous: previous)
     }
 
     /// A minimum above the target would block installs from the versions the policy offers.
