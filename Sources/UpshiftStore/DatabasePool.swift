@@ -100,7 +100,7 @@ public struct DatabasePool: Sendable {
         _ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line
     ) async throws -> Rows {
         try await withConnection { connection in
-            Rows(try await connection.query(query, logger: logger, file: file, line: line).collect())
+            try await connection.rows(query, logger: logger, file: file, line: line)
         }
     }
 

@@ -51,8 +51,8 @@ public struct EventLog: Sendable {
             versions: versions, data: data, recordedAt: recordedAt.forPostgres)
         return try await pool.transaction(logger: logger) { [logger] connection in
             var stored = [Bool](repeating: true, count: events.count)
-            for try await position in try await connection.execute(statement, logger: logger) {
-                if position >= 1, position <= stored.count { stored[Int(position) - 1] = false }
+            for try await positions in try await connection.execute(statement, logger: logger) {
+                for position in positions where position >= 1 && position <= stored.count { stored[Int(position) - 1] = false }
             }
             return stored
         }
@@ -123,10 +123,12 @@ extension Calendar {
 }
 
 /// The group insert of ``EventLog/append(_:recordedAt:)``, prepared once per connection (PostgresNIO keeps
-/// it by name): PostgreSQL parses and plans it once instead of on every flush.
+/// it by name): PostgreSQL parses and plans it once instead of on every flush. It answers one row, so
+/// that its answer never waits on its reader between parts (see ``PostgresConnection/rows(_:logger:file:line:)``:
+/// a prepared statement's rows come only as PostgresNIO's async sequence).
 struct AppendEvents: PostgresPreparedStatement {
-    /// A position (from 1) of an event not stored.
-    typealias Row = Int64
+    /// The positions (from 1) of the events not stored.
+    typealias Row = [Int64]
 
     static let sql = """
         WITH input AS (
@@ -149,7 +151,7 @@ struct AppendEvents: PostgresPreparedStatement {
             ON CONFLICT DO NOTHING
             RETURNING app_id, event_id
         )
-        SELECT e.position FROM input e
+        SELECT coalesce(array_agg(e.position), '{}') FROM input e
         WHERE NOT EXISTS (SELECT 1 FROM stored s WHERE s.app_id = e.app_id AND s.event_id = e.id)
         """
 
@@ -178,6 +180,6 @@ struct AppendEvents: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        try row.decode(Int64.self)
+        try row.decode([Int64].self)
     }
 }

@@ -67,7 +67,7 @@ public struct FeedReader: Sendable {
         """
 
     /// Events from rows that select `columns`, each field read by its column's name.
-    static func decode(_ rows: PostgresRowSequence, reserving capacity: Int = 0) async throws -> [ProjectionEvent] {
+    static func decode(_ rows: Rows, reserving capacity: Int = 0) async throws -> [ProjectionEvent] {
         var events: [ProjectionEvent] = []
         events.reserveCapacity(capacity)
         for try await row in rows {

@@ -159,7 +159,7 @@ public struct Migrator: Sendable {
             do {
                 try await connection.withTransaction(logger: logger) { connection in
                     for statement in statements {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await connection.rows(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
                     try await connection.query(
                         """

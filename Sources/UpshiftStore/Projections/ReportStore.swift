@@ -270,7 +270,7 @@ public struct ReportStore: Sendable {
                 async let other = pool.withConnection { other in
                     try await other.transaction(logger: logger) { other in
                         try await other.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
-                        try await other.query(PostgresQuery(unsafeSQL: "SET TRANSACTION SNAPSHOT '\(snapshot)'"), logger: logger)
+                        try await other.rows(PostgresQuery(unsafeSQL: "SET TRANSACTION SNAPSHOT '\(snapshot)'"), logger: logger)
                         return try await cohorts(second, on: other)
                     }
                 }

@@ -34,7 +34,7 @@ struct RowBatch: Sendable {
     static func fetch(
         _ limit: Int, from cursor: String, arrayTypes: inout [UInt32: UInt32], on connection: PostgresConnection, logger: Logger
     ) async throws -> RowBatch {
-        let rows = try await connection.query(PostgresQuery(unsafeSQL: "FETCH FORWARD \(limit) FROM \(cursor)"), logger: logger)
+        let rows = try await connection.rows(PostgresQuery(unsafeSQL: "FETCH FORWARD \(limit) FROM \(cursor)"), logger: logger)
         var cells: [CellArray] = []
         var count = 0
         for try await row in rows {

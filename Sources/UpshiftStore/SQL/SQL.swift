@@ -73,9 +73,21 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation {
 }
 
 extension PostgresConnection {
-    /// Runs a composed statement (``SQL``).
+    /// Runs a composed statement (``SQL``) and reads all its rows (``rows(_:logger:file:line:)``).
     @discardableResult
-    public func query(_ sql: SQL, logger: Logger) async throws -> PostgresRowSequence {
-        try await query(try sql.query(), logger: logger)
+    public func query(_ sql: SQL, logger: Logger) async throws -> Rows {
+        try await rows(try sql.query(), logger: logger)
+    }
+
+    /// Runs a statement and reads all its rows on the connection's event loop, asking for each next part
+    /// as it comes. Every statement of the store goes through here rather than PostgresNIO's async row
+    /// sequence: that sequence stops reading the socket while its reader is behind, and if the connection
+    /// closes then (a PostgreSQL restart, a failover, `pg_terminate_backend`), NIO still delivers the
+    /// socket's last bytes and a read-complete, which PostgresNIO 1.33.2's row stream meets with a
+    /// `preconditionFailure` that ends the process (`ConnectionLossTests`). Results here are bounded by
+    /// their statements (`LIMIT`, a batch, a report), so reading them whole costs no more memory.
+    @discardableResult
+    public func rows(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> Rows {
+        Rows(try await self.query(query, logger: logger, file: file, line: line).get().rows)
     }
 }
