@@ -85,7 +85,8 @@ extension PostgresConnection {
     /// closes then (a PostgreSQL restart, a failover, `pg_terminate_backend`), NIO still delivers the
     /// socket's last bytes and a read-complete, which PostgresNIO 1.33.2's row stream meets with a
     /// `preconditionFailure` that ends the process (`ConnectionLossTests`). Results here are bounded by
-    /// their statements (`LIMIT`, a batch, a report), so reading them whole costs no more memory.
+    /// their statements (`LIMIT`, a batch, a report): reading one whole holds its rows as received until
+    /// the caller is done with them, one batch or one report at a time.
     @discardableResult
     public func rows(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> Rows {
         Rows(try await self.query(query, logger: logger, file: file, line: line).get().rows)
