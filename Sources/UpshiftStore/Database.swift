@@ -173,9 +173,11 @@ public struct ConnectionLost: Error, CustomStringConvertible {
 
 /// Runs `operation` and returns what it returns, unless it takes longer than `limit` (throws
 /// ``DeadlineExceeded``) or `abandonWhen` turns true first (polled every 100 ms; throws
-/// ``ConnectionLost``). Either way the operation is cancelled and no longer waited for: PostgresNIO
-/// 1.33 never completes a statement sent on a connection that already closed, so a caller that
-/// waited for it would wait for ever. Cancelling the caller cancels the operation.
+/// ``ConnectionLost``). Either way the operation is cancelled and no longer waited for: a statement
+/// that PostgreSQL never answers, or one sent through PostgresNIO's own API on a connection that
+/// already closed (PostgresNIO 1.33 never completes it; ``PostgresConnection/rows(_:logger:file:line:)``
+/// fails it at once), would keep a caller that waited for it waiting for ever. Cancelling the caller
+/// cancels the operation.
 public func withDeadline<T: Sendable>(
     _ limit: Duration?, abandonWhen lost: (@Sendable () -> Bool)? = nil,
     _ operation: @escaping @Sendable () async throws -> T
@@ -194,21 +196,26 @@ public func withDeadline<T: Sendable>(
 }
 
 extension PostgresConnection {
-    /// `withTransaction`, rethrowing what `body` threw as itself rather than wrapped in a
-    /// `PostgresTransactionError` (callers want their own errors back), and so the error of a `BEGIN`
-    /// or `COMMIT` that failed: a connection that closed under either is then a connection error
-    /// like any other (`503`, not `500`). A connection whose `ROLLBACK` failed is closed: it may still be
-    /// inside the transaction, and its pool must not lend it out again.
+    /// Runs `body` in one transaction: `BEGIN`, then `COMMIT` when `body` returns, `ROLLBACK` when it
+    /// throws, every statement through ``rows(_:logger:file:line:)`` (PostgresNIO's `withTransaction`
+    /// sends them through its async `query`, which waits for ever on a connection that closed). What
+    /// `body` throws is rethrown as itself, and so is the error of a `BEGIN` or `COMMIT` that failed: a
+    /// connection that closed under either is then a connection error like any other (`503`, not
+    /// `500`). A connection whose `ROLLBACK` failed is closed: it may still be inside the transaction,
+    /// and its pool must not lend it out again.
     public func transaction<T: Sendable>(
         logger: Logger, _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
+        try await rows("BEGIN", logger: logger)
+        let value: T
         do {
-            return try await withTransaction(logger: logger) { connection in try await body(connection) }
-        } catch let error as PostgresTransactionError {
-            if error.rollbackError != nil { try? await close() }
-            if let inner = error.closureError ?? error.beginError ?? error.commitError { throw inner }
+            value = try await body(self)
+        } catch {
+            do { try await rows("ROLLBACK", logger: logger) } catch { try? await close() }
             throw error
         }
+        try await rows("COMMIT", logger: logger)
+        return value
     }
 }
 

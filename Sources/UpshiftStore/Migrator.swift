@@ -157,7 +157,7 @@ public struct Migrator: Sendable {
             }
             let statements = SQLScript.statements(migration.sql)
             do {
-                try await connection.withTransaction(logger: logger) { connection in
+                try await connection.transaction(logger: logger) { connection in
                     for statement in statements {
                         try await connection.rows(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
@@ -167,9 +167,8 @@ public struct Migrator: Sendable {
                         VALUES (\(migration.version), \(migration.name), \(migration.checksum))
                         """, logger: logger)
                 }
-            } catch let error as PostgresTransactionError {
-                let cause = (error.closureError ?? error.beginError ?? error.commitError).map(Self.message) ?? "\(error)"
-                throw MigrationError.failed(migration.name, cause)
+            } catch {
+                throw MigrationError.failed(migration.name, Self.message(error))
             }
             logger.info("applied migration", metadata: ["migration.name": "\(migration.name)"])
             applied.append(migration.name)

@@ -73,5 +73,26 @@ upshift_ensure_browser() {
 
 # Native libraries the Swift build links against (compress-nio needs zlib headers).
 upshift_ensure_build_deps() {
-    upshift_apt_install zlib1g-dev
+    # binutils: nm, for upshift_check_statement_paths.
+    upshift_apt_install zlib1g-dev binutils
+}
+
+# Every statement of the server goes through `PostgresConnection.rows` (docs/ARCHITECTURE.md, "Lost
+# connections"): PostgresNIO's async `query` and `withTransaction` wait for ever, or end the process, when
+# PostgreSQL closes the connection under them. A string interpolation that `SQL` cannot take (a new kind of
+# value) makes Swift pick PostgresNIO's `query` without a word, so the debug build's objects are checked.
+upshift_check_statement_paths() {
+    local bin object source found=()
+    bin="$(swift build --show-bin-path)"
+    for object in "$bin"/{UpshiftStore,UpshiftServer,UpshiftSimulation,upshift}.build/*.swift.o; do
+        [[ -e "$object" ]] || continue
+        source="$(basename "$object" .o)"
+        # The object of a file since removed stays in the build folder until a clean build.
+        [[ -n "$(find "$(upshift_root)/Sources" -name "$source" -print -quit)" ]] || continue
+        if nm -u "$object" | grep -qE 'PostgresNIO0A10ConnectionC(5query_6logger4file4lineAA0A11RowSequence|15withTransaction)'; then
+            found+=("$source")
+        fi
+    done
+    ((${#found[@]} == 0)) ||
+        upshift_die "${found[*]}: a statement goes through PostgresNIO's async query or withTransaction, not PostgresConnection.rows (an interpolation SQL cannot take?)"
 }

@@ -234,7 +234,7 @@ public struct ReportStore: Sendable {
             // The ids as one value per cohort, 16 bytes each (no array to build or to decode), of the
             // installs below the newest partial release their channel sees.
             let (live, beta) = (idsBelow?.live?.sortKey ?? "", idsBelow?.beta.sortKey ?? "")
-            @Sendable func cohorts(_ pages: String, on connection: PostgresConnection) async throws
+            @Sendable func cohorts(_ pages: SQL, on connection: PostgresConnection) async throws
                 -> [(Backtest.Cohort, count: Int, ids: ByteBuffer?)]
             {
                 // Where no release is in the beta channel, every install is read as live: its channel, the
@@ -246,14 +246,14 @@ public struct ReportStore: Sendable {
                                string_agg(uuid_send(install_id), ''::bytea)
                                    FILTER (WHERE version_key < \(live) OR (channel = 'beta' AND version_key < \(beta)))
                         FROM \(state)
-                        WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(unescaped: pages)
+                        WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(pages)
                         GROUP BY 1, 2, 3
                         """
                         : """
                         SELECT version, os_version, 'live', count(*)::int8,
                                string_agg(uuid_send(install_id), ''::bytea) FILTER (WHERE version_key < \(live))
                         FROM \(state)
-                        WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(unescaped: pages)
+                        WHERE app_id = \(app) AND platform = \(platform) AND last_seen >= \(since.forPostgres)\(pages)
                         GROUP BY 1, 2
                         """, logger: logger)
                 var found: [(Backtest.Cohort, count: Int, ids: ByteBuffer?)] = []
@@ -266,7 +266,8 @@ public struct ReportStore: Sendable {
             let (pages, snapshot) = pool.bounds != nil
                 ? try await Self.pagesAndSnapshot(of: state, above: backtestSplitPages, on: connection, logger: logger) : (0, nil)
             if let snapshot {
-                let (first, second) = (" AND ctid < '(\(pages / 2),0)'::tid", " AND ctid >= '(\(pages / 2),0)'::tid")
+                let half = "(\(pages / 2),0)"
+                let (first, second): (SQL, SQL) = (" AND ctid < \(half)::tid", " AND ctid >= \(half)::tid")
                 async let other = pool.withConnection { other in
                     try await other.transaction(logger: logger) { other in
                         try await other.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
@@ -282,7 +283,7 @@ public struct ReportStore: Sendable {
                     parts.append(try await cohorts(second, on: connection))
                 }
             } else {
-                parts = [try await cohorts("", on: connection)]
+                parts = [try await cohorts("" as SQL, on: connection)]
             }
             var counts: [Backtest.Cohort: Int] = [:]
             var packed: [Backtest.Cohort: [UInt8]] = [:]

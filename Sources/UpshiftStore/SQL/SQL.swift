@@ -9,6 +9,7 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation {
     fileprivate enum Part: Sendable {
         case text(String)
         case bind(any PostgresThrowingDynamicTypeEncodable & Sendable)
+        case null
     }
 
     fileprivate var parts: [Part]
@@ -44,6 +45,11 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation {
         public mutating func appendInterpolation(_ value: some PostgresThrowingDynamicTypeEncodable & Sendable) {
             parts.append(.bind(value))
         }
+
+        /// A value that may be absent: a bind, `NULL` when nil.
+        public mutating func appendInterpolation<Value: PostgresThrowingDynamicTypeEncodable & Sendable>(_ value: Value?) {
+            parts.append(value.map { .bind($0) } ?? .null)
+        }
     }
 
     /// `parts` joined by `separator` (`", "`, `" AND "`).
@@ -66,6 +72,9 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation {
             case .bind(let value):
                 try binds.append(value)
                 text += "$\(binds.count)"
+            case .null:
+                binds.appendNull()
+                text += "$\(binds.count)"
             }
         }
         return PostgresQuery(unsafeSQL: text, binds: binds)
@@ -80,15 +89,29 @@ extension PostgresConnection {
     }
 
     /// Runs a statement and reads all its rows on the connection's event loop, asking for each next part
-    /// as it comes. Every statement of the store goes through here rather than PostgresNIO's async row
-    /// sequence: that sequence stops reading the socket while its reader is behind, and if the connection
-    /// closes then (a PostgreSQL restart, a failover, `pg_terminate_backend`), NIO still delivers the
-    /// socket's last bytes and a read-complete, which PostgresNIO 1.33.2's row stream meets with a
-    /// `preconditionFailure` that ends the process (`ConnectionLossTests`). Results here are bounded by
-    /// their statements (`LIMIT`, a batch, a report): reading one whole holds its rows as received until
-    /// the caller is done with them, one batch or one report at a time.
+    /// as it comes. Every statement of the store goes through here (``SQL``, ``transaction(logger:_:)``)
+    /// rather than PostgresNIO's async `query`, for two faults of PostgresNIO 1.33.2 when PostgreSQL
+    /// closes a connection (a restart, a failover, `pg_terminate_backend`, `ConnectionLossTests`):
+    ///
+    /// - its async row sequence stops reading the socket while its reader is behind, and if the
+    ///   connection closes then, NIO still delivers the socket's last bytes and a read-complete, which
+    ///   the row stream meets with a `preconditionFailure` that ends the process;
+    /// - a statement written to a connection that has closed is dropped with its promise (the channel
+    ///   fails the write, and PostgresNIO writes without a promise), so its caller waits for ever.
+    ///   Here the statement is written on the event loop in the same turn that finds the connection
+    ///   open; a closed one fails the statement at once with ``ConnectionLost``.
+    ///
+    /// Results here are bounded by their statements (`LIMIT`, a batch, a report): reading one whole holds
+    /// its rows as received until the caller is done with them, one batch or one report at a time.
     @discardableResult
     public func rows(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> Rows {
-        Rows(try await self.query(query, logger: logger, file: file, line: line).get().rows)
+        let eventLoop = self.eventLoop
+        let result = eventLoop.flatSubmit { () -> EventLoopFuture<PostgresQueryResult> in
+            // On the loop, an open channel still has its handlers: the statement reaches PostgresNIO's
+            // state machine, which fails it properly if the connection closes later.
+            guard !self.isClosed else { return eventLoop.makeFailedFuture(ConnectionLost()) }
+            return self.query(query, logger: logger, file: file, line: line)
+        }
+        return Rows(try await result.get().rows)
     }
 }
