@@ -77,8 +77,8 @@ upshift_ensure_build_deps() {
     upshift_apt_install zlib1g-dev binutils
 }
 
-# Every statement of the server goes through `PostgresConnection.rows` (docs/ARCHITECTURE.md, "Lost
-# connections"): PostgresNIO's async `query` and `withTransaction` wait for ever, or end the process, when
+# Every statement of the server goes through `PostgresConnection.rows` (docs/ARCHITECTURE.md §9, "Reading
+# rows"): PostgresNIO's async `query` and `withTransaction` wait for ever, or end the process, when
 # PostgreSQL closes the connection under them. A string interpolation that `SQL` cannot take (a new kind of
 # value) makes Swift pick PostgresNIO's `query` without a word, so the debug build's objects are checked.
 upshift_check_statement_paths() {
