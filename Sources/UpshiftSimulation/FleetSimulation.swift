@@ -67,6 +67,9 @@ public struct FleetSimulation {
         self.configuration = configuration
     }
 
+    /// Launches of a day fall between this hour and 23:00 of it (hours from the day's start).
+    static let firstLaunchHour = 8
+
     var start: Date { options.end.addingTimeInterval(-Double(options.days) * 86_400) }
     var baseURL: URL { URL(string: "http://127.0.0.1:\(configuration.port)")! }
 
@@ -135,11 +138,14 @@ public struct FleetSimulation {
         var prediction: Prediction?
         for day in 0..<options.days {
             let dayStart = start.addingTimeInterval(Double(day) * 86_400)
-            // The team's actions of the day, at 09:00; each release of the day at its own time, when the
-            // launches reach it. (Published at 09:00, the clock, which never goes back, stood at the release's
-            // time through every launch before it: an update and the new version's first launch then shared
-            // one instant, and the order the server stored them in decided adoption's ties.)
-            clock.set(dayStart.addingTimeInterval(9 * 3_600))
+            // The team's actions of the day, at 08:00, before the first launch can happen; each release of the
+            // day at its own time, when the launches reach it. The clock never goes back, so anything that set it
+            // ahead of the launches would pin every launch before that time to one instant: an install that
+            // started an update and opened the new version minutes later would record both launches at once,
+            // and the order the server stored them in (a check's observation is written in the background)
+            // would decide adoption's ties instead of the order they happened in.
+            let firstLaunch = dayStart.addingTimeInterval(Double(Self.firstLaunchHour * 3_600))
+            clock.set(firstLaunch)
             var unpublished = plan.releases.filter { $0.day == day }.sorted { $0.at < $1.at }
             func publish(through time: Date) async throws {
                 while let release = unpublished.first, release.at <= time {
@@ -148,7 +154,7 @@ public struct FleetSimulation {
                     try await http.admin(.POST, "/v1/apps/\(options.appId)/releases", key: keys.admin, body: release.body)
                 }
             }
-            try await publish(through: dayStart.addingTimeInterval(9 * 3_600))
+            try await publish(through: firstLaunch)
             if day == plan.minimumRaiseDay {
                 // Before the raise, the backtest of it: what it predicts is checked against the fleet's own facts.
                 try await waitForStoredEvents(expected: recorder.storedCount, http: http)
@@ -166,7 +172,7 @@ public struct FleetSimulation {
             // minutes later. Each launch has its own random sequence, so the order of work does not matter.
             var pending: [(at: Date, install: Int)] = []
             for index in fleet.indices where random.chance(fleet[index].launchProbability) {
-                pending.append((dayStart.addingTimeInterval(Double(random.int(8 * 3_600...23 * 3_600))), index))
+                pending.append((dayStart.addingTimeInterval(Double(random.int(Self.firstLaunchHour * 3_600...23 * 3_600))), index))
             }
             var launchNumber = 0
             while !pending.isEmpty {
