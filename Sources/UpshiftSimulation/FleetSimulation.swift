@@ -63,6 +63,13 @@ public struct FleetSimulation {
         configuration.check.ratePerClient.rate = 0
         configuration.ingestion.ratePerClient.rate = 0
         configuration.ingestion.ratePerKey.rate = 0
+        // A loaded machine can stall a commit for seconds; a flush given up at the server's 3 s would
+        // drop the check observations it carried (and refuse more for a moment), and the reports could
+        // not equal the ground truth. The simulation compares reports, not deadlines (those have tests
+        // of their own), so the hot path waits longer here.
+        configuration.ingestion.flushTimeout = .seconds(30)
+        configuration.pools.waitTimeout = .seconds(30)
+        configuration.pools.answerTimeout = .seconds(30)
         configuration.logLevel = .error
         self.configuration = configuration
     }

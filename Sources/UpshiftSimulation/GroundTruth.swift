@@ -267,7 +267,7 @@ extension FleetSimulation {
     func waitForStoredEvents(expected: Int, http: HTTP) async throws {
         let (settings, app, token) = (configuration.database, options.appId, configuration.operatorToken)
         let deadline = ContinuousClock.now + .seconds(300)
-        let grace = configuration.ingestion.flushTimeout * 3
+        let grace = configuration.ingestion.flushTimeout + .seconds(5)
         @Sendable func serverCounts(stored: Int) async -> String {
             let dropped = (try? await http.metric("upshift_check_observations_dropped_total", token: token)) ?? nil
             let failures = (try? await http.metric("upshift_ingest_flush_failures_total", token: token)) ?? nil
