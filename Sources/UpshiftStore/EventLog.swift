@@ -33,25 +33,10 @@ public struct EventLog: Sendable {
     /// Callers pass distinct (app, id) pairs.
     public func append(_ events: [Event], recordedAt: Date) async throws -> [Bool] {
         guard !events.isEmpty else { return [] }
-        var ids: [UUID] = [], occurred: [Date] = [], apps: [String] = [], types: [String] = []
-        var installs: [UUID] = [], platforms: [String] = [], versions: [String] = [], data: [String] = []
-        ids.reserveCapacity(events.count)
-        for event in events {
-            ids.append(event.id)
-            occurred.append(event.occurredAt.forPostgres)
-            apps.append(event.appId)
-            types.append(event.type.rawValue)
-            installs.append(event.installId)
-            platforms.append(event.platform)
-            versions.append(event.appVersion)
-            data.append(event.data)
-        }
-        let statement = AppendEvents(
-            ids: ids, occurred: occurred, apps: apps, types: types, installs: installs, platforms: platforms,
-            versions: versions, data: data, recordedAt: recordedAt.forPostgres)
+        let statement = AppendEvents(events, recordedAt: recordedAt.forPostgres)
         return try await pool.transaction(logger: logger) { [logger] connection in
             var stored = [Bool](repeating: true, count: events.count)
-            for try await positions in try await connection.execute(statement, logger: logger) {
+            for positions in try await connection.rows(prepared: statement, logger: logger) {
                 for position in positions where position >= 1 && position <= stored.count { stored[Int(position) - 1] = false }
             }
             return stored
@@ -155,17 +140,24 @@ struct AppendEvents: PostgresPreparedStatement {
         WHERE NOT EXISTS (SELECT 1 FROM stored s WHERE s.app_id = e.app_id AND s.event_id = e.id)
         """
 
-    var ids: [UUID]
-    var occurred: [Date]
-    var apps: [String]
-    var types: [String]
-    var installs: [UUID]
-    var platforms: [String]
-    var versions: [String]
-    var data: [String]
-    var recordedAt: Date
+    /// Encoded when the statement is made, so that the event loop that sends it (``PostgresConnection/rows(prepared:logger:)``)
+    /// only copies them.
+    let bindings: PostgresBindings
 
-    func makeBindings() throws -> PostgresBindings {
+    init(_ events: [Event], recordedAt: Date) {
+        var ids: [UUID] = [], occurred: [Date] = [], apps: [String] = [], types: [String] = []
+        var installs: [UUID] = [], platforms: [String] = [], versions: [String] = [], data: [String] = []
+        ids.reserveCapacity(events.count)
+        for event in events {
+            ids.append(event.id)
+            occurred.append(event.occurredAt.forPostgres)
+            apps.append(event.appId)
+            types.append(event.type.rawValue)
+            installs.append(event.installId)
+            platforms.append(event.platform)
+            versions.append(event.appVersion)
+            data.append(event.data)
+        }
         var bindings = PostgresBindings(capacity: 9)
         bindings.append(ids)
         bindings.append(occurred)
@@ -176,8 +168,10 @@ struct AppendEvents: PostgresPreparedStatement {
         bindings.append(versions)
         bindings.append(data)
         bindings.append(recordedAt)
-        return bindings
+        self.bindings = bindings
     }
+
+    func makeBindings() throws -> PostgresBindings { bindings }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
         try row.decode([Int64].self)

@@ -79,7 +79,7 @@ import UpshiftTestSupport
                 // Closed, and a moment later without the handlers that would have failed a statement.
                 while !connection.isClosed { try await Task.sleep(for: .milliseconds(10)) }
                 try await Task.sleep(for: .milliseconds(200))
-                for attempt in ["a statement", "a transaction"] {
+                for attempt in ["a statement", "a transaction", "a prepared statement"] {
                     let started = ContinuousClock.now
                     // Bounded, so that the test fails rather than hangs where the fault is back.
                     var failure: (any Error)?
@@ -87,6 +87,8 @@ import UpshiftTestSupport
                         try await withDeadline(.seconds(10)) {
                             if attempt == "a statement" {
                                 try await connection.query("SELECT 1" as SQL, logger: TestEnvironment.logger)
+                            } else if attempt == "a prepared statement" {
+                                _ = try await connection.rows(prepared: SelectOne(), logger: TestEnvironment.logger)
                             } else {
                                 try await connection.transaction(logger: TestEnvironment.logger) { connection in
                                     try await connection.query("SELECT 1" as SQL, logger: TestEnvironment.logger)
@@ -102,6 +104,14 @@ import UpshiftTestSupport
             }
             try await Self.goesOn(client)
         }
+    }
+
+    /// A prepared statement (the ingestion writer's insert is one).
+    struct SelectOne: PostgresPreparedStatement {
+        typealias Row = Int64
+        static let sql = "SELECT 1::int8"
+        func makeBindings() throws -> PostgresBindings { PostgresBindings() }
+        func decodeRow(_ row: PostgresRow) throws -> Int64 { try row.decode(Int64.self) }
     }
 
     static func backendPID(_ connection: PostgresConnection) async throws -> Int32 {

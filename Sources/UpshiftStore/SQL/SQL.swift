@@ -115,3 +115,35 @@ extension PostgresConnection {
         return Rows(try await result.get().rows)
     }
 }
+
+extension PostgresConnection {
+    /// Runs a prepared statement (PostgreSQL plans it once per connection) and reads all its rows, for the
+    /// same fault as ``rows(_:logger:file:line:)``: PostgresNIO writes it without a promise, so one
+    /// written after the connection closed would leave its caller waiting for ever. PostgresNIO has no
+    /// future for prepared statements, so the task runs here on the connection's event loop: the check
+    /// that the connection is open and PostgresNIO's write of the statement happen in one turn of the
+    /// loop, with no suspension between them. Its rows come through PostgresNIO's async sequence: keep the
+    /// answer to one row (as the writer's insert does), which arrives with its completion.
+    public func rows<Statement: PostgresPreparedStatement>(
+        prepared statement: Statement, logger: Logger
+    ) async throws -> [Statement.Row] {
+        try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) {
+            guard !self.isClosed else { throw ConnectionLost() }
+            var rows: [Statement.Row] = []
+            for try await row in try await self.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        }
+    }
+}
+
+/// Runs a task's jobs on a NIO event loop (``PostgresConnection/rows(prepared:logger:)``).
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
