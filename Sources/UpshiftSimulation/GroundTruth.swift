@@ -38,7 +38,7 @@ struct GroundTruth {
             instants.filter { $0.value.count > 1 }.map { at, seen in
                 "simulation: install \(install) was seen on \(seen.sorted()) at one instant, \(Timestamp.format(at))"
             }
-        }.sorted().prefix(20).map { $0 }
+        }.sorted().prefix(20).map(\.self)
     }
 
     // MARK: A phased rollout

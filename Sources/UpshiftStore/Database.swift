@@ -230,8 +230,8 @@ extension Database {
         if let unreachable = await diagnose(settings, logger: logger) { throw unreachable }
         let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: T?.self) { group in
-            // The body starts once the client runs: a lease before that waits all the same, but PostgresNIO
-            // logs a warning for it, which every CLI command would then print now and then.
+            // The body starts once the client's task is about to call `run()`: a lease before `run()` waits
+            // all the same, but PostgresNIO logs a warning for it, which CLI commands printed now and then.
             let (running, started) = AsyncStream<Void>.makeStream()
             group.addTask {
                 started.finish()
