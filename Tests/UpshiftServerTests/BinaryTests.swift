@@ -87,13 +87,19 @@ import UpshiftTestSupport
             ("postgres://no_such_role_here@\(server.host):\(server.port)/postgres", "authentication failed:"),
             ("postgres://postgres@no-such-host.invalid:5432/upshift", "no-such-host.invalid:5432"),
         ]
-        for (url, expected) in cases {
+        // A listener that accepts and never answers (a network partition): named as timed out, after the
+        // probe's 5 s.
+        let silent = try await TCPProxy.start(targetHost: server.host, targetPort: server.port)
+        silent.stall()
+        let silentURL = "postgres://postgres@127.0.0.1:\(silent.port)/upshift"
+        for (url, expected) in cases + [(silentURL, "127.0.0.1:\(silent.port) (database upshift, user postgres): the connection timed out")] {
             let run = try Self.command(["keys", "list"], databaseURL: url)
             #expect(run.status != 0, "\(url)")
             #expect(run.error.contains("cannot connect to PostgreSQL at"), "\(url): \(run.error)")
             #expect(run.error.contains(expected), "\(url): \(run.error)")
             #expect(run.took < .seconds(10), "\(url): \(run.took)")
         }
+        await silent.stop()
     }
 
     /// `serve` waits for its database at start and says, each second, why it cannot connect.

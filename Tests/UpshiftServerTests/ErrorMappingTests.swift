@@ -30,6 +30,12 @@ import UpshiftStore
         ("AuthenticationRequired", AuthenticationRequired("no key"), 401, nil),
         ("AccessDenied", AccessDenied("not yours"), 403, nil),
         ("ReportStore.NotReady", ReportStore.NotReady(projection: "adoption"), 503, nil),
+        ("DatabaseUnavailable.busy", DatabaseUnavailable(pool: "reads", reason: .busy(.seconds(2))), 503, nil),
+        ("DatabaseUnavailable.timedOut", DatabaseUnavailable(pool: "hot", reason: .timedOut(.seconds(5))), 503, nil),
+        ("DatabaseUnavailable.statementTimeout", DatabaseUnavailable(pool: "reads", reason: .statementTimeout), 503, nil),
+        ("DatabaseUnavailable.conflict", DatabaseUnavailable(pool: "reports", reason: .conflict), 503, nil),
+        ("DatabaseUnavailable.connectionLost", DatabaseUnavailable(pool: "hot", reason: .connectionLost), 503, nil),
+        ("DatabaseUnavailable.poolFailed", DatabaseUnavailable(pool: "reads", reason: .poolFailed("circuit breaker tripped")), 503, nil),
         ("body too large", NIOTooManyBytesError(maxBytes: 1), 413, nil),
         ("body too slow", RequestTimedOut(), 408, nil),
         ("request broke off", HTTPParserError.invalidEOFState, 400, nil),
@@ -60,6 +66,8 @@ import UpshiftStore
                         let problem = try JSONDecoder().decode(ProblemDetails.self, from: Data(response.body.readableBytesView))
                         #expect(problem.field == entry.field, "\(entry.name)")
                         #expect(problem.type != "urn:upshift:problem:internal", "\(entry.name)")
+                        // Every 503 says when to come back.
+                        if entry.status == 503 { #expect(response.headers[.retryAfter] != nil, "\(entry.name)") }
                     }
                 }
             }

@@ -141,6 +141,36 @@ import UpshiftTestSupport
         #expect(missing.isEmpty, "dashboard metrics never above zero: \(missing.sorted())")
     }
 
+    /// Request durations are labelled by the route's pattern, the method and the status: never by the
+    /// raw path, an app id or anything else a client chooses (each would be a new series: an attacker
+    /// could grow `/metrics` without bound). A path no route matches is `unmatched`, a method the router
+    /// does not answer `other`.
+    @Test func requestDurationsAreLabelledByRoutePatternsNeverByWhatAClientSent() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let chosen = "zq\(UInt32.random(in: 100_000...999_999))"
+            #expect(try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0&\(chosen)=1").status == 200)
+            #expect(try await server.request(.GET, "/v1/apps/\(chosen)-app/check?platform=ios&version=1.0").status == 404)
+            #expect(try await server.request(.GET, "/v1/\(chosen)/anything").status == 404)
+            // A method HTTP knows and the router does not answer (one it does not know at all is refused
+            // by the HTTP parser before any route: `400`).
+            #expect(try await server.request(.PROPFIND, "/v1/apps/expenses/check?platform=ios&version=1.0").status == 405)
+            let text = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
+            let series = text.split(separator: "\n").filter { $0.hasPrefix("upshift_http_request_duration_seconds") }
+            #expect(!series.isEmpty)
+            let leaked = series.filter { $0.lowercased().contains(chosen) || $0.contains("expenses") }
+            #expect(leaked.isEmpty, "series naming what a client sent: \(leaked.prefix(3))")
+            let routes = Set(series.compactMap { line -> String? in
+                guard let start = line.range(of: "route=\"") else { return nil }
+                return String(line[start.upperBound...].prefix { $0 != "\"" })
+            })
+            #expect(routes.contains("/v1/apps/{app}/check"), "\(routes.sorted())")
+            #expect(routes.contains("unmatched"), "\(routes.sorted())")
+            #expect(routes.allSatisfy { $0 == "unmatched" || $0.hasPrefix("/") }, "\(routes.sorted())")
+            #expect(series.contains { $0.contains("method=\"other\"") }, "a method the router does not know is `other`")
+        }
+    }
+
     /// With an operator token, `/metrics` and `/health/db` answer its bearer only; the probes a load
     /// balancer uses stay open.
     @Test func theOperatorTokenGuardsMetricsAndTheDatabaseProbe() async throws {

@@ -50,4 +50,32 @@ import UpshiftTestSupport
         try await connection.close()
         await proxy.stop()
     }
+
+    /// A pool that gave up (here: shut down, as after its service stopped; a tripped circuit breaker takes
+    /// the same path) fails a statement at once with `DatabaseUnavailable`, which the server answers `503`
+    /// with `Retry-After`, never with PostgresNIO's own error (a `500`) and never after a wait.
+    @Test func aPoolThatShutDownFailsAtOnceAsUnavailable() async throws {
+        let database = try await TestDatabases.shared.fresh()
+        let pool = DatabasePool(
+            name: "reads", settings: database, connections: 2, bounds: .init(wait: .seconds(2), answer: .seconds(5)),
+            logger: TestEnvironment.logger)
+        let running = Task { await pool.client.run() }
+        for try await one in try await pool.query("SELECT 1" as SQL, logger: TestEnvironment.logger).decode(Int.self) {
+            #expect(one == 1)
+        }
+        running.cancel()
+        await running.value
+        let started = ContinuousClock.now
+        do {
+            try await pool.query("SELECT 1" as SQL, logger: TestEnvironment.logger)
+            Issue.record("a statement on a pool that shut down was answered")
+        } catch let error as DatabaseUnavailable {
+            guard case .poolFailed = error.reason else {
+                Issue.record("expected poolFailed, got \(error)")
+                return
+            }
+            #expect(error.pool == "reads")
+        }
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
 }

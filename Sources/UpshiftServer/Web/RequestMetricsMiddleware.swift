@@ -60,7 +60,8 @@ private final class TimerTable: @unchecked Sendable {
         let key = Key(endpoint: endpoint, method: method, status: status)
         return lock.withLock {
             if let timer = timers[key] { return timer }
-            let route = endpoint.map(Self.pattern) ?? "unmatched"
+            // Hummingbird names the path of its not-found answer "NotFound": no route matched.
+            let route = endpoint.flatMap { $0.hasPrefix("/") ? Self.pattern($0) : nil } ?? "unmatched"
             let timer = Metrics.Timer(
                 label: "upshift_http_request_duration_seconds",
                 dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
