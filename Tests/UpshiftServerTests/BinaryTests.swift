@@ -102,13 +102,15 @@ import UpshiftTestSupport
         await silent.stop()
     }
 
-    /// `serve` waits for its database at start and says, each second, why it cannot connect.
+    /// `serve` waits for its database at start and says, each second, why it cannot connect; after the
+    /// 60 s its documentation gives, it exits non-zero naming the host, the port and the cause.
     @Test func serveLogsEachAttemptToReachItsDatabaseWithTheCause() async throws {
         let closed = try await freePort()
         var database = try TestEnvironment.databaseSettings()
         database.port = closed
         let server = try ServerProcess(database: database, port: try await freePort())
         try server.process.run()
+        let started = ContinuousClock.now
         let deadline = ContinuousClock.now.advanced(by: .seconds(20))
         while server.log().components(separatedBy: "database unreachable at start").count < 4,
             ContinuousClock.now < deadline
@@ -120,7 +122,19 @@ import UpshiftTestSupport
         #expect(log.components(separatedBy: "database unreachable at start").count >= 4, "\(log)")
         #expect(log.contains("attempt=3"), "\(log)")
         #expect(log.contains("127.0.0.1:\(closed)") && log.contains("connection refused"), "\(log)")
-        server.kill9()
+        let end = ContinuousClock.now.advanced(by: .seconds(90))
+        while server.process.isRunning, ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(200)) }
+        guard !server.process.isRunning else {
+            server.kill9()
+            Issue.record("serve still waits for its database after 90 s")
+            return
+        }
+        let waited = ContinuousClock.now - started
+        print("serve gave up on an unreachable database after \(waited)")
+        #expect(server.process.terminationStatus != 0)
+        #expect(waited >= .seconds(60) && waited < .seconds(75), "\(waited)")
+        let last = server.log().split(separator: "\n").last { $0.contains("cannot connect to PostgreSQL at") && !$0.contains("retrying") }
+        #expect(last?.contains("127.0.0.1:\(closed)") == true && last?.contains("connection refused") == true, "\(server.log().suffix(600))")
     }
     /// `serve`'s flags override the environment (DESIGN.md section 8): it runs on the database of
     /// `--database-url`, or of `--postgres-*`, while `DATABASE_URL` names one nobody listens on; a bad
