@@ -215,7 +215,9 @@ import UpshiftTestSupport
             let minimum = try await admin.get("/dashboard/apps/expenses/rollout?platform=ios&candidate=2.0&window=7")
             #expect(minimum.text.contains("What the check would answer: minimum 2.0"))
             #expect(minimum.text.contains("<th scope=\"row\">reason below_minimum</th>"))
-            // An edited policy: previewed, nothing written, the form shown again with what was typed.
+            // An edited policy: previewed, nothing written, the form shown again with what was typed, and
+            // only then a button that saves it.
+            #expect(!minimum.text.contains("Save the policy"), "the policy can be saved only once previewed")
             let edited = [
                 "csrf": csrf, "platform": "ios", "revision": "0", "enabled": "true", "minimumVersion": "2.0",
                 "versionsBehindThreshold": "1", "remindIntervalSeconds": "86400", "checkIntervalSeconds": "86400",
@@ -224,6 +226,7 @@ import UpshiftTestSupport
             let previewed = try await admin.post("/dashboard/apps/expenses/policy/preview", edited)
             #expect(previewed.status == 200, "\(previewed.text)")
             #expect(previewed.text.contains("What the check would answer: the policy as edited below"))
+            #expect(previewed.text.contains("Save the policy</button>"))
             #expect(previewed.text.contains("value=\"sync bug &lt;1.x&gt;\"") && previewed.text.contains("name=\"minimumVersion\" value=\"2.0.0\""))
             #expect(try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: harness.readKey).etag == "\"0\"", "nothing written")
             let saved = try await admin.post("/dashboard/apps/expenses/policy", edited)

@@ -167,6 +167,11 @@ enum RolloutPage {
         func version(_ value: Version?) -> String { value?.normalized ?? "" }
         func optional(_ value: Double?) -> String { value.map { JSONNumber($0).literal } ?? "" }
         let preview: HTML = model.impact.map { impactSection($0, model) } ?? ""
+        // Saved only once previewed: what the check would answer is on the page before the button is.
+        let save: HTML =
+            model.draft == nil
+            ? "<p class=\"muted\">Preview the change to see what the check would answer; then save it.</p>"
+            : "<button class=\"primary\" type=\"submit\">Save the policy</button>"
         let backtest: HTML =
             model.impact == nil ? "" : model.backtest.map { backtestSection($0, title: "minimum \(model.candidate)") } ?? ""
         return """
@@ -194,7 +199,7 @@ enum RolloutPage {
             <label class="check"><input type="checkbox" name="allowSkip" value="true"\(policy.allowSkip ? HTML(" checked") : "")> Users may skip a version</label>
             <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" value="\(model.draft?.reason ?? "")"></label>
             <button type="submit" formaction="/dashboard/apps/\(appId)/policy/preview">Preview the change</button>\
-            <button class="primary" type="submit">Save the policy</button></form>
+            \(save)</form>
             """
     }
 
