@@ -29,7 +29,7 @@ enum HistoryPage {
             let subject = [entry.platform, entry.releaseVersion].compactMap { $0 }.joined(separator: " ")
             let changes = entry.changes.sorted { $0.key < $1.key }.map { field, change -> HTML in
                 "<li><b>\(field)</b>: \(describe(change.from)) → \(describe(change.to))</li>"
-            }
+            } + (entry.schedule.map { [describe($0)] } ?? [])
             return """
                 <tr><td>\(Timestamp.format(entry.at))</td><td>\(entry.actor)</td><td>\(entry.type.replacingOccurrences(of: "_", with: " ")) \
                 <span class="muted">\(subject)</span><ul>\(changes)</ul></td><td>\(entry.reason ?? "–")</td></tr>
@@ -43,6 +43,20 @@ enum HistoryPage {
             <div class="scroll"><table><thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th>\
             <th scope="col">Why</th></tr></thead><tbody>\(rows)</tbody></table></div>\(older)
             """
+    }
+
+    /// What a write of the rollout worker did, beside its changes: the step, those skipped after a
+    /// downtime, and a pause that ended by itself.
+    static func describe(_ note: CatalogEvent.ScheduleNote) -> HTML {
+        var parts: [String] = []
+        if let step = note.step {
+            parts.append("step \(step) of the schedule" + (note.percent.map { " (\(JSONNumber($0).literal) %)" } ?? ""))
+        }
+        if !note.skipped.isEmpty {
+            parts.append("skipped step\(note.skipped.count == 1 ? "" : "s") \(note.skipped.map(String.init).joined(separator: ", ")), due while no worker ran")
+        }
+        if note.resumed { parts.append("the pause reached its 30 days and ended by itself") }
+        return "<li><b>schedule</b>: \(parts.joined(separator: "; "))</li>"
     }
 
     static func describe(_ value: JSONValue?) -> String {
