@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import UpshiftCore
+import UpshiftServer
 import UpshiftTestSupport
 
 /// The feeds for existing client libraries through the real server (docs/CLIENTS.md): a catalog written
@@ -72,6 +73,52 @@ import UpshiftTestSupport
         }
     }
 
+    /// Every feed revalidates (`ETag`, `304`), answers from the in-memory catalog while the database does
+    /// not answer at all, and is limited per client together with the check (`429` with `Retry-After`).
+    @Test func everyFeedRevalidatesAnswersWithoutTheDatabaseAndIsLimitedWithTheCheck() async throws {
+        let harness = try await Harness.empty(now: Self.now)
+        let proxy = try await TCPProxy.start(targetHost: harness.database.host, targetPort: harness.database.port)
+        var configuration = harness.configuration()
+        configuration.database.port = proxy.port
+        configuration.check.ratePerClient = RateLimit(rate: 0.001, burst: 14)
+        let feeds = [
+            "/v1/apps/notes/appcast.xml?platform=ios", "/v1/apps/notes/versions.plist?platform=ios",
+            "/v1/apps/notes/lookup?bundleId=com.example.notes", "/v1/apps/nope/lookup",
+        ]
+        try await harness.run(configuration) { server in
+            try await Self.load(server, key: harness.rootKey)
+            var bodies: [String: Data] = [:]
+            for feed in feeds {  // 8 of the 14
+                let first = try await server.request(.GET, feed)
+                #expect(first.status == 200, "\(feed)")
+                bodies[feed] = first.body
+                let etag = try #require(first.etag, "\(feed)")
+                let again = try await server.request(.GET, feed, headers: [("If-None-Match", etag)])
+                #expect(again.status == 304 && again.body.isEmpty, "\(feed)")
+                #expect(again.etag == etag, "\(feed)")
+            }
+            proxy.stall()
+            for feed in feeds.prefix(3) {  // 3 more, and one never asked before: rendered from memory
+                let started = ContinuousClock.now
+                let reply = try await server.request(.GET, feed)
+                #expect(reply.status == 200 && reply.body == bodies[feed], "\(feed) while the database stalls")
+                #expect(ContinuousClock.now - started < .seconds(1), "\(feed) waited on the database")
+            }
+            let fresh = try await server.request(.GET, "/v1/apps/notes/versions.plist?platform=ios&lang=de")
+            #expect(fresh.status == 200 && Self.text(fresh).contains("Schneller"))
+            proxy.restore()
+            // 12 asked; the check and the feeds share the client's burst.
+            var statuses: [Int] = []
+            for path in ["/v1/apps/notes/check?platform=ios&version=1.0", feeds[0], feeds[1], feeds[2], feeds[0]] {
+                let reply = try await server.request(.GET, path)
+                statuses.append(reply.status)
+                if reply.status == 429 { #expect(reply.headers["Retry-After"].first != nil) }
+            }
+            #expect(statuses == [200, 200, 429, 429, 429], "\(statuses)")
+        }
+        await proxy.stop()
+    }
+
     @Test func aFeedsOwnParametersAreCheckedAndAnUnknownAppIsNotFound() async throws {
         let harness = try await Harness.empty(now: Self.now)
         try await harness.run { server in
@@ -87,10 +134,17 @@ import UpshiftTestSupport
                 #expect(try reply.json()["field"] as? String == field, "\(path): \(Self.text(reply))")
             }
             for path in [
-                "/v1/apps/nope/appcast.xml?platform=ios", "/v1/apps/nope/versions.plist?platform=ios", "/v1/apps/nope/lookup",
-                "/v1/apps/notes/usa/lookup", "/v1/apps/notes/u1/lookup",
+                "/v1/apps/nope/appcast.xml?platform=ios", "/v1/apps/nope/versions.plist?platform=ios",
+                "/v1/apps/notes/usa/lookup", "/v1/apps/notes/u1/lookup", "/v1/apps/nope/usa/lookup",
             ] {
                 #expect(try await server.request(.GET, path).status == 404, "\(path)")
+            }
+            // The lookup answers an app it does not know as Apple answers an id it does not know: 200, no result.
+            for path in ["/v1/apps/nope/lookup", "/v1/apps/nope/us/lookup?bundleId=com.example.nope"] {
+                let reply = try await server.request(.GET, path)
+                #expect(reply.status == 200, "\(path)")
+                #expect(reply.headers["Content-Type"].first == "application/json; charset=utf-8")
+                #expect(String(decoding: reply.body, as: UTF8.self) == #"{"resultCount":0,"results":[]}"#, "\(path)")
             }
         }
     }

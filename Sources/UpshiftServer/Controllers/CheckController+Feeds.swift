@@ -33,8 +33,9 @@ extension CheckController {
         }
     }
 
-    /// `GET …/lookup` and `GET …/{cc}/lookup`, as Apple's `itunes.apple.com/lookup` answers: for an app that exists,
-    /// always `200` (an unknown app is `404`, like every feed's).
+    /// `GET …/lookup` and `GET …/{cc}/lookup`, as Apple's `itunes.apple.com/lookup` answers: always `200`, an
+    /// unknown app included (no result, as Apple answers an id it does not know); only a `{cc}` that is not two
+    /// letters is `404` (no such path).
     @Sendable func lookup(_ request: Request, context: UpshiftRequestContext) throws -> Response {
         if let country = context.parameters.get("country") {  // as sent: two letters need no decoding
             guard country.utf8.count == 2, country.utf8.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A }) else {
@@ -50,9 +51,18 @@ extension CheckController {
         if let named = query["platform"] {
             if EventValidator.isPlatform(named) { platform = named } else { unusable = true }
         }
-        let app = self.app(context).map(\.entry.catalog.app)
+        guard let app = self.app(context).map(\.entry.catalog.app) else {
+            _ = try context.pathValue("app")  // 400 when the segment is not text
+            let headers = Self.noLookupResultHeaders
+            if Self.matches(request.headers[.ifNoneMatch], etag: headers[.eTag] ?? "") {
+                return Response(status: .notModified, headers: headers)
+            }
+            return Response(
+                status: .ok, headers: headers + [.contentType: "application/json; charset=utf-8"],
+                body: .init(byteBuffer: Self.noLookupResult))
+        }
         let refused = unusable
-            || app.map { !StoreLookup.matches($0, platform: platform, bundleId: query["bundleId"], id: query["id"]) } ?? false
+            || !StoreLookup.matches(app, platform: platform, bundleId: query["bundleId"], id: query["id"])
         let parameters = CheckAnswerCache.FeedParameters(
             kind: .lookup, platform: platform, channel: .live, locale: query.locale(request),
             refused: refused)
@@ -61,6 +71,14 @@ extension CheckController {
             return String(decoding: try Self.encoder.encode(answer), as: UTF8.self)
         }
     }
+
+    /// The lookup's answer for an app this server does not know: `{"resultCount":0,"results":[]}`.
+    static let noLookupResult = ByteBuffer(string: #"{"resultCount":0,"results":[]}"#)
+    /// Its headers but the type: kept a minute, so that an app created meanwhile is soon found.
+    static let noLookupResultHeaders: HTTPFields = [
+        .eTag: "\"\(fnv1a(Data(noLookupResult.readableBytesView)))\"", .vary: "Accept-Language",
+        .cacheControl: "public, max-age=60",
+    ]
 
     /// The cached feed answer for this snapshot and clock interval, else `render` it and keep it.
     private func feed(
