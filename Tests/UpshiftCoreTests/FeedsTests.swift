@@ -163,7 +163,10 @@ import FoundationXML
     }
 
     /// Random catalogs, every text field drawn from every Unicode class (including what XML cannot carry,
-    /// as a catalog written before the rule may hold), at the limits: every feed parses.
+    /// as a catalog written before the rule may hold), at the limits (versions of six nine-digit parts or
+    /// with a pre-release, 50 note lines of 1,000 characters in three locales, OS bounds, signatures,
+    /// download lengths, store ids numeric or not): the appcast and the plist parse strictly, the lookup
+    /// is JSON with one result or none and an integer `trackId`.
     @Test func everyFeedOfRandomCatalogsParsesStrictly() throws {
         var generator = SplitMix64(seed: 19)
         let pools: [ClosedRange<UInt32>] = [
@@ -180,43 +183,96 @@ import FoundationXML
             }
             return String(out)
         }
+        /// A version unique by its first part: up to six parts, some at the largest value, some with a
+        /// pre-release, never longer than a version may be.
+        func version(_ index: Int) -> Version {
+            var parts = [String(index + 1)]
+            for _ in 0..<generator.int(0...(Version.maximumComponentCount - 1)) {
+                parts.append(String(generator.unit() < 0.3 ? Version.maximumComponent : generator.int(0...99)))
+            }
+            var text = parts.joined(separator: ".")
+            if generator.unit() < 0.3 { text += "-beta.\(generator.int(1...9))" }
+            return Version(text) ?? Version(parts.joined(separator: "."))!
+        }
+        let locales = ["en", "de", "pt-BR"]
+        // What the rounds covered, so that the test cannot pass on empty feeds.
+        var (itemsSeen, longNotesSeen, resultsSeen, largestVersions) = (0, 0, 0, 0)
         for round in 0..<150 {
             let platform = ["ios", "macos", "android"][round % 3]
+            let atLimit = round % 25 == 0
             var releases: [Release] = []
             for index in 0..<generator.int(0...6) {
+                var notes: [String: [String]] = [:]
+                for locale in locales where locale == "en" || generator.unit() < 0.5 {
+                    let lines = atLimit ? CatalogInput.maximumNoteLines : generator.int(0...5)
+                    notes[locale] = (0..<lines).map { _ in text(atLimit ? CatalogInput.maximumNoteLength : generator.int(0...40)) }
+                }
+                let written = version(index)
                 var release = Release(
-                    platform: platform, version: Version("\(index + 1).\(generator.int(0...9))")!,
+                    platform: platform, version: written,
                     build: generator.unit() < 0.5 ? generator.int(0...999_999) : nil,
-                    releasedAt: Self.day(-Double(generator.int(0...400))), channel: generator.unit() < 0.3 ? .beta : .live,
-                    notes: ["en": (0..<generator.int(0...5)).map { _ in text(generator.int(0...(round % 10 == 0 ? 1_000 : 40))) }],
+                    releasedAt: Self.day(-Double(generator.int(0...400))),
+                    channel: !written.prerelease.isEmpty || generator.unit() < 0.2 ? .beta : .live,
+                    notes: notes,
                     updateURL: generator.unit() < 0.5 ? "https://example.com/\(index)?a=1&b=<2>" : nil)
+                if generator.unit() < 0.5 {
+                    release.minimumOSVersion = Version("\(generator.int(10...14)).\(generator.int(0...9))")
+                    if generator.unit() < 0.5 { release.maximumOSVersion = Version("\(generator.int(15...99)).\(Version.maximumComponent)") }
+                }
                 if generator.unit() < 0.5 {
                     release.downloadURL = "https://example.com/d?x=\"&y='"
                     release.downloadLength = generator.int(0...CatalogInput.maximumDownloadLength)
+                    if generator.unit() < 0.5 {
+                        release.edSignature = Data((0..<64).map { _ in UInt8(generator.int(0...255)) }).base64EncodedString()
+                    }
                 }
                 releases.append(release)
             }
             var catalog = Self.catalog(
                 policy: Policy(minimumVersion: Version("\(generator.int(1...5))"), blockAfterDays: 100), platform: platform,
                 releases)
-            catalog.app.name = text(generator.int(1...200))
+            catalog.app.name = text(generator.int(1...CatalogInput.maximumNameLength))
+            let numericStore = generator.unit() < 0.7
+            catalog.app.storeId[platform] = numericStore ? String(generator.int(1...999_999_999_999_999)) : text(generator.int(1...20))
+            let locale = [nil, "de", "pt-BR", "fr"][generator.int(0...3)]
             for channel in Channel.allCases {
                 let feed = FeedView(catalog, platform: platform, channel: channel, now: Self.now)
-                let appcast = Appcast.render(feed, locale: nil)
+                let appcast = Appcast.render(feed, locale: locale)
                 let tree = try XMLTree.parse(appcast)
                 let items = tree.child("channel")?.children("item") ?? []
                 #expect(items.count == feed.releases.count { $0.downloadURL != nil || feed.pageURL($0) != nil })
                 #expect(items.allSatisfy { $0.child("enclosure") != nil || $0.child("link") != nil })
-                let plist = VersionsPlist.render(feed, locale: nil)
+                itemsSeen += items.count
+                largestVersions += feed.releases.count { $0.version.text.contains(String(Version.maximumComponent)) }
+                longNotesSeen += feed.releases.count { feed.notes($0, locale: locale).count == CatalogInput.maximumNoteLines }
+                let plist = VersionsPlist.render(feed, locale: locale)
                 let parsed = try PropertyListSerialization.propertyList(from: Data(plist.utf8), format: nil)
                 let dictionary = try #require(parsed as? [String: [String]])
                 #expect(dictionary.count == feed.releases.count)
                 for release in feed.releases {
-                    let expected = (release.notes["en"] ?? []).map { String(String.UnicodeScalarView($0.unicodeScalars.filter(XMLText.isAllowed))) }
+                    let expected = feed.notes(release, locale: locale)
+                        .map { String(String.UnicodeScalarView($0.unicodeScalars.filter(XMLText.isAllowed))) }
                     #expect(dictionary[release.version.text] == expected)
+                }
+                guard channel == .live else { continue }
+                let json = try JSONEncoder().encode(StoreLookup.answer(feed, locale: locale))
+                let lookup = try JSONSerialization.jsonObject(with: json) as? [String: Any]
+                let results = try #require(lookup?["results"] as? [[String: Any]])
+                #expect(lookup?["resultCount"] as? Int == results.count && results.count <= 1)
+                let expectsResult = !feed.releases.isEmpty && numericStore
+                #expect(results.count == (expectsResult ? 1 : 0), "round \(round): \(feed.releases.count) releases")
+                resultsSeen += results.count
+                if let result = results.first {
+                    // An integer in the JSON itself, as Siren reads it: digits, no quotes, no fraction.
+                    let store = try #require(catalog.app.storeId[platform])
+                    let encoded = String(decoding: json, as: UTF8.self)
+                    #expect(encoded.contains("\"trackId\":\(store),") || encoded.contains("\"trackId\":\(store)}"), "\(store)")
+                    #expect(result["version"] as? String == feed.releases.first?.version.text)
                 }
             }
         }
+        #expect(itemsSeen > 100 && resultsSeen > 20 && longNotesSeen > 3 && largestVersions > 10,
+            "items \(itemsSeen), lookup results \(resultsSeen), 50-line notes \(longNotesSeen), nine-digit parts \(largestVersions)")
     }
 
     // MARK: iVersion plist
