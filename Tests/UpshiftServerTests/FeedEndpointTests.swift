@@ -136,6 +136,8 @@ import UpshiftTestSupport
             for path in [
                 "/v1/apps/nope/appcast.xml?platform=ios", "/v1/apps/nope/versions.plist?platform=ios",
                 "/v1/apps/notes/usa/lookup", "/v1/apps/notes/u1/lookup", "/v1/apps/nope/usa/lookup",
+                // An app segment that cannot be an app id is no such path for the lookup too.
+                "/v1/apps/Not_An_Id/lookup", "/v1/apps/%C2%84/us/lookup",
             ] {
                 #expect(try await server.request(.GET, path).status == 404, "\(path)")
             }

@@ -34,8 +34,8 @@ extension CheckController {
     }
 
     /// `GET …/lookup` and `GET …/{cc}/lookup`, as Apple's `itunes.apple.com/lookup` answers: always `200`, an
-    /// unknown app included (no result, as Apple answers an id it does not know); only a `{cc}` that is not two
-    /// letters is `404` (no such path).
+    /// unknown app included (no result, as Apple answers an id it does not know); only a path that cannot be
+    /// one (an app segment that is no app id, a `{cc}` that is not two letters) is `404`.
     @Sendable func lookup(_ request: Request, context: UpshiftRequestContext) throws -> Response {
         if let country = context.parameters.get("country") {  // as sent: two letters need no decoding
             guard country.utf8.count == 2, country.utf8.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A }) else {
@@ -52,7 +52,9 @@ extension CheckController {
             if EventValidator.isPlatform(named) { platform = named } else { unusable = true }
         }
         guard let app = self.app(context).map(\.entry.catalog.app) else {
-            _ = try context.pathValue("app")  // 400 when the segment is not text
+            // 400 when the segment is not text, 404 when it cannot be an app id at all.
+            let appId = try context.pathValue("app")
+            guard AppID.isValid(appId) else { throw CatalogError.appNotFound(appId) }
             let headers = Self.noLookupResultHeaders
             if Self.matches(request.headers[.ifNoneMatch], etag: headers[.eTag] ?? "") {
                 return Response(status: .notModified, headers: headers)
