@@ -154,6 +154,7 @@ let package = Package(
                 "UpshiftCore",
                 "UpshiftStore",
                 "UpshiftServer",
+                "UpshiftTestData",
                 "UpshiftTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -16,11 +16,15 @@ public struct FeedView: Sendable, Equatable {
     public var releases: [Release]
     /// Listed releases at least `blockAfterDays` old: the check forces them on every install below.
     public var overdue: Set<Version>
+    /// Some release of the platform has a `build`: on macOS the appcast then lists only releases with one,
+    /// since Sparkle compares `sparkle:version` with the host's build.
+    public var hasBuilds: Bool
 
     public init(_ catalog: AppCatalog, platform: String, channel: Channel, now: Date) {
         app = catalog.app
         self.platform = platform
         policy = catalog.policy(for: platform)
+        hasBuilds = catalog.releases(for: platform).contains { $0.build != nil }
         guard policy.enabled else {
             releases = []
             overdue = []
@@ -40,10 +44,27 @@ public struct FeedView: Sendable, Equatable {
             } ?? [])
     }
 
-    /// The oldest of `items` (newest first) that satisfies the policy's minimum: what an install below the
-    /// minimum must reach (Sparkle's critical update, upgrader's tag). Nil without a minimum or such a release.
+    /// The oldest of `items` (newest first) that satisfies the policy's minimum (L): what an install below the
+    /// minimum must reach. Nil without a minimum or such a release: a feed never names a minimum no listed
+    /// release reaches, since a client told to force with nowhere to go is blocked for good.
     public func minimumTarget(among items: [Release]) -> Release? {
         policy.minimumVersion.flatMap { minimum in items.last { $0.version >= minimum } }
+    }
+
+    /// For each of `items` (newest first), the release a client below it must reach for the check to stop
+    /// forcing, counting the items at or below it: T = max(L, X), with L the oldest item at or above the
+    /// minimum and X the newest overdue item (at least `blockAfterDays` old: the check forces every install
+    /// below it). Nil where neither exists. The first is T for the whole feed.
+    public func forceTargets(among items: [Release]) -> [Release?] {
+        var targets = [Release?](repeating: nil, count: items.count)
+        var (l, x): (Release?, Release?) = (nil, nil)
+        for index in items.indices.reversed() {  // oldest first
+            let item = items[index]
+            if l == nil, let minimum = policy.minimumVersion, item.version >= minimum { l = item }
+            if overdue.contains(item.version) { x = item }
+            targets[index] = [l, x].compactMap { $0 }.max { $0.version < $1.version }
+        }
+        return targets
     }
 
     /// The notes of a release in `locale`, as the check chooses them (the tag, its language, the app's
@@ -59,19 +80,45 @@ public struct FeedView: Sendable, Equatable {
 }
 
 extension Release {
-    /// What an operator must hear about this release among the platform's `releases`: on macOS Sparkle
-    /// compares `sparkle:version`, the build (CFBundleVersion), not the version, so a build that does not
-    /// increase with versions makes it offer the wrong update, or none. At most five, by version.
-    public func buildWarnings(among releases: [Release]) -> [String] {
-        guard platform == "macos", let build else { return [] }
-        let crossed = releases.filter { other in
-            guard let otherBuild = other.build, other.platform == platform, other.version != version else { return false }
-            return (version > other.version && build <= otherBuild) || (version < other.version && build >= otherBuild)
+    /// What an operator must hear about this macOS release among the platform's `releases` (this one
+    /// included or not), for the appcast Sparkle reads (``Appcast/items(_:)``); `appPageURL` is the app's
+    /// `updateURL` for the platform. At most five of each kind, by version.
+    /// - Sparkle compares `sparkle:version`, the build (CFBundleVersion), not the version, so a build that
+    ///   does not increase with versions makes it offer the wrong update, or none.
+    /// - When the platform has builds, a release without one is left out of the appcast.
+    /// - A release whose only URL is not http(s) (an `itms-apps:` store page) is left out: one such item
+    ///   makes Sparkle refuse the whole appcast.
+    public func appcastWarnings(among releases: [Release], appPageURL: String?) -> [String] {
+        guard platform == "macos" else { return [] }
+        let others = releases.filter { $0.platform == platform && $0.version != version }
+        var warnings: [String] = []
+        if let build {
+            let crossed = others.filter { other in
+                guard let otherBuild = other.build else { return false }
+                return (version > other.version && build <= otherBuild) || (version < other.version && build >= otherBuild)
+            }
+            warnings += crossed.sorted { $0.version < $1.version }.prefix(5).map { other in
+                "build \(build) of macos \(version.text) does not increase with versions: \(other.version.text) has build "
+                    + "\(other.build!); Sparkle compares builds, so the appcast offers the wrong update"
+            }
+            let unbuilt = others.filter { $0.build == nil && $0.status == .live }.sorted { $0.version < $1.version }
+            if !unbuilt.isEmpty {
+                warnings.append(
+                    "macos " + unbuilt.prefix(5).map(\.version.text).joined(separator: ", ")
+                        + (unbuilt.count > 5 ? " and \(unbuilt.count - 5) more" : "")
+                        + " have no build: the appcast leaves them out, since Sparkle compares builds")
+            }
+        } else if others.contains(where: { $0.build != nil }) {
+            warnings.append(
+                "macos \(version.text) has no build: the appcast leaves it out, since the platform's other releases "
+                    + "have builds and Sparkle compares builds")
         }
-        return crossed.sorted { $0.version < $1.version }.prefix(5).map { other in
-            "build \(build) of macos \(version.text) does not increase with versions: \(other.version.text) has build "
-                + "\(other.build!); Sparkle compares builds, so the appcast offers the wrong update"
+        if downloadURL == nil, (updateURL ?? appPageURL).map(CatalogInput.isDownloadURL) != true {
+            warnings.append(
+                "macos \(version.text) has no downloadURL and no http(s) page (its updateURL or the app's): the appcast "
+                    + "leaves it out, since Sparkle refuses a whole appcast with such an item")
         }
+        return warnings
     }
 }
 
@@ -108,9 +155,8 @@ public enum XMLText {
 }
 
 /// The Sparkle appcast (`/v1/apps/{app}/appcast.xml`): RSS 2.0 with Sparkle's namespace, read by Sparkle
-/// on macOS and by upgrader (Flutter), which matches the literal `sparkle:` prefix. Sparkle refuses the
-/// whole appcast for one item without an enclosure or a link, so a release with neither a `downloadURL`
-/// nor an `updateURL` (its own or the app's) is left out.
+/// on macOS and by upgrader (Flutter), which matches the literal `sparkle:` prefix. Which releases become
+/// items is ``items(_:)``; docs/CLIENTS.md says what each client decides from them.
 public enum Appcast {
     public static let namespace = "http://www.andymatuschak.org/xml-namespaces/sparkle"
 
@@ -125,9 +171,14 @@ public enum Appcast {
             """
         if let link = feed.app.updateURL[feed.platform] { xml += "<link>\(XMLText.escaped(link))</link>\n" }
         xml += "<description>\(XMLText.escaped("Updates of \(feed.app.name) (\(feed.platform))"))</description>\n"
-        let items = feed.releases.filter { $0.downloadURL != nil || feed.pageURL($0) != nil }
-        let target = feed.minimumTarget(among: items)
-        let critical = target.map { sparkleVersion($0, macOS: macOS) }
+        let items = items(feed)
+        // T = max(L, X) (``FeedView/forceTargets(among:)``): upgrader forces below the one item tagged
+        // critical, so T carries the tag. Sparkle reads the critical mark of the best item its host can run
+        // only, so every item names the version below which it is critical, counting the items at or
+        // below it: on the newest that is T, on an older one (the best for a host the newer ones exclude
+        // by OS) what the check forces on such a host.
+        let targets = feed.forceTargets(among: items)
+        let tagged = targets.first ?? nil
         for (index, release) in items.enumerated() {
             let version = XMLText.escaped(sparkleVersion(release, macOS: macOS))
             xml += "<item>\n"
@@ -144,14 +195,11 @@ public enum Appcast {
             if release.channel == .beta || !release.version.prerelease.isEmpty {
                 xml += "<sparkle:channel>beta</sparkle:channel>\n"
             }
-            // Overdue: critical for every host below it. Else the newest item names the version below which
-            // it is critical (the minimum's target); the target itself carries upgrader's tag.
-            if feed.overdue.contains(release.version) {
-                xml += "<sparkle:criticalUpdate/>\n"
-            } else if index == 0, let critical {
-                xml += "<sparkle:criticalUpdate sparkle:version=\"\(XMLText.escaped(critical))\"/>\n"
+            if let critical = targets[index] {
+                let below = XMLText.escaped(sparkleVersion(critical, macOS: macOS))
+                xml += "<sparkle:criticalUpdate sparkle:version=\"\(below)\"/>\n"
             }
-            if release.version == target?.version {
+            if release.version == tagged?.version {
                 xml += "<sparkle:tags><sparkle:criticalUpdate/></sparkle:tags>\n"
             }
             let notes = feed.notes(release, locale: locale).joined(separator: "\n")
@@ -163,12 +211,33 @@ public enum Appcast {
                 if let signature = release.edSignature { xml += " sparkle:edSignature=\"\(XMLText.escaped(signature))\"" }
                 xml += "/>\n"
             } else if let page = feed.pageURL(release) {
-                xml += "<link>\(XMLText.escaped(page))</link>\n"
+                if macOS {
+                    // Sparkle would download an enclosure as the update: a page is an informational link.
+                    xml += "<link>\(XMLText.escaped(page))</link>\n"
+                } else {
+                    // upgrader's Update opens the enclosure's URL and ignores <link>.
+                    xml += "<enclosure url=\"\(XMLText.escaped(page))\" length=\"0\" type=\"text/html\""
+                    xml += " sparkle:version=\"\(version)\" sparkle:os=\"\(XMLText.escaped(feed.platform))\"/>\n"
+                }
             }
             xml += "</item>\n"
         }
         xml += "</channel>\n</rss>\n"
         return xml
+    }
+
+    /// The listed releases the appcast has an item for, newest first. Sparkle refuses the whole appcast for
+    /// one item without an enclosure or an http(s) `<link>`, so on macOS a release needs a `downloadURL` or
+    /// an http(s) page (its own or the app's), and, when the platform has builds, a `build` of its own.
+    /// Elsewhere every release with a download or a page is listed (the page becomes the enclosure).
+    public static func items(_ feed: FeedView) -> [Release] {
+        guard feed.platform == "macos" else {
+            return feed.releases.filter { $0.downloadURL != nil || feed.pageURL($0) != nil }
+        }
+        return feed.releases.filter { release in
+            (!feed.hasBuilds || release.build != nil)
+                && (release.downloadURL != nil || feed.pageURL(release).map(CatalogInput.isDownloadURL) == true)
+        }
     }
 
     /// What `sparkle:version` carries: on macOS the build (Sparkle compares it with CFBundleVersion), else
@@ -242,19 +311,32 @@ public enum StoreLookup {
 
     /// The answer for `feed` (built for the `live` channel, so without pre-releases): its newest release,
     /// or no result when there is none or the app's store id for the platform is not numeric (Siren cannot
-    /// use a result without a real id).
-    public static func answer(_ feed: FeedView, locale: String?) -> Answer {
+    /// use a result without a real id). `bundleId` is echoed when the app has none for the platform (the
+    /// lookup was asked for it), as Apple's answer always names one.
+    public static func answer(_ feed: FeedView, locale: String?, bundleId asked: String? = nil) -> Answer {
         guard let store = feed.app.storeId[feed.platform], let trackId = numericId(store),
             let latest = feed.releases.first
         else { return .empty }
         let result = Result(
-            trackId: trackId, trackName: feed.app.name, bundleId: feed.app.bundleId[feed.platform],
+            trackId: trackId, trackName: feed.app.name, bundleId: feed.app.bundleId[feed.platform] ?? asked,
             version: latest.version.text, currentVersionReleaseDate: Timestamp.formatSeconds(latest.releasedAt),
             minimumOsVersion: latest.minimumOSVersion?.text ?? noMinimumOS,
             releaseNotes: feed.notes(latest, locale: locale).joined(separator: "\n"),
             trackViewUrl: feed.pageURL(latest),
-            description: feed.policy.minimumVersion.map { "[:mav: \($0.text)]" } ?? "")
+            description: minimumAppVersion(feed).map { "[:mav: \($0.text)]" } ?? "")
         return Answer(resultCount: 1, results: [result])
+    }
+
+    /// upgrader's `[:mav: V]`: every install below V must update. The lookup can name any version, so V is
+    /// the larger of the minimum (only when a listed release reaches it: upgrader would otherwise block
+    /// with nowhere to go) and the newest overdue release X (the check forces every install below it).
+    public static func minimumAppVersion(_ feed: FeedView) -> Version? {
+        let minimum = feed.minimumTarget(among: feed.releases).flatMap { _ in feed.policy.minimumVersion }
+        let overdue = feed.releases.first { feed.overdue.contains($0.version) }?.version
+        switch (minimum, overdue) {
+        case let (m?, x?): return max(m, x)
+        case let (m, x): return m ?? x
+        }
     }
 
     /// A store id that is all ASCII digits and fits a JSON integer that every client reads exactly.

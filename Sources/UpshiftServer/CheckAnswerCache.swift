@@ -213,6 +213,8 @@ final class CheckAnswerCache: Sendable {
         var locale: String?
         /// The lookup's parameters cannot name this app (another `bundleId` or `id`): no result.
         var refused = false
+        /// The lookup's `bundleId`, echoed for an app without one on the platform.
+        var bundleId: String?
     }
 
     /// A feed answer's key: the app's catalog generation and the feed's parameters.
@@ -221,7 +223,10 @@ final class CheckAnswerCache: Sendable {
         var generation: Int
         var parameters: FeedParameters
 
-        var bytes: Int { app.utf8.count + parameters.platform.utf8.count + (parameters.locale?.utf8.count ?? 0) }
+        var bytes: Int {
+            app.utf8.count + parameters.platform.utf8.count + (parameters.locale?.utf8.count ?? 0)
+                + (parameters.bundleId?.utf8.count ?? 0)
+        }
     }
 
     /// A feed's bytes and the headers they are served with.

@@ -272,8 +272,7 @@ public struct CatalogStore: Sendable {
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
             return CatalogWrite(
                 value: written, revision: 1,
-                warnings: written.buildWarnings(
-                    among: try await releases(appId: appId, platform: written.platform, on: connection)))
+                warnings: try await appcastWarnings(written, appId: appId, on: connection))
         }
     }
 
@@ -313,7 +312,7 @@ public struct CatalogStore: Sendable {
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
             return CatalogWrite(
                 value: updated, revision: revision + 1,
-                warnings: updated.buildWarnings(among: try await releases(appId: appId, platform: platform, on: connection)))
+                warnings: try await appcastWarnings(updated, appId: appId, on: connection))
         }
     }
 
@@ -366,6 +365,19 @@ public struct CatalogStore: Sendable {
     }
 
     /// The platform's releases as stored, inside a write's transaction.
+    /// What the operator must hear about `release` for the appcast (``Release/appcastWarnings(among:appPageURL:)``).
+    private func appcastWarnings(_ release: Release, appId: String, on connection: PostgresConnection) async throws
+        -> [String]
+    {
+        guard release.platform == "macos" else { return [] }
+        let rows = try await connection.query(
+            "SELECT update_urls->>\(release.platform) FROM apps WHERE app_id = \(appId)", logger: logger)
+        var page: String?
+        for try await url in rows.decode(String?.self) { page = url }
+        return release.appcastWarnings(
+            among: try await releases(appId: appId, platform: release.platform, on: connection), appPageURL: page)
+    }
+
     private func releases(appId: String, platform: String, on connection: PostgresConnection) async throws -> [Release] {
         let rows = try await connection.query(
             "SELECT release::text FROM releases WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)

@@ -1,10 +1,7 @@
 import Foundation
 import Testing
 import UpshiftCore
-
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
+import UpshiftTestData
 
 /// The feeds for existing client libraries (docs/CLIENTS.md), parsed back with a strict XML parser, a
 /// property-list parser and a JSON parser, and read by the rules each client applies.
@@ -79,7 +76,9 @@ import FoundationXML
                     minimumOSVersion: Version("13.0"), notes: ["en": ["Faster", "Safer <3"], "de": ["Schneller"]],
                     downloadURL: "https://example.com/Notes-2.0.zip", downloadLength: 12_345,
                     edSignature: Data(repeating: 7, count: 64).base64EncodedString()),
-                Release(platform: "macos", version: Version("1.6")!, releasedAt: Self.day(-10), notes: ["en": ["Fixes"]]),
+                Release(platform: "macos", version: Version("1.6")!, build: 160, releasedAt: Self.day(-10), notes: ["en": ["Fixes"]]),
+                // No build while the others have one: Sparkle could not compare it, so it is left out.
+                Release(platform: "macos", version: Version("1.7")!, releasedAt: Self.day(-8), downloadURL: "https://example.com/1.7.zip"),
                 Release(platform: "macos", version: Version("1.5")!, build: 150, releasedAt: Self.day(-40)),
                 Release(platform: "macos", version: Version("2.1-beta.1")!, build: 210, releasedAt: Self.day(-1), channel: .beta),
             ])
@@ -89,8 +88,8 @@ import FoundationXML
         #expect(root.name == "rss" && root.namespace == nil)
         let items = root.child("channel")?.children("item") ?? []
         #expect(items.map { $0.child("sparkle:shortVersionString")?.text } == ["2.1-beta.1", "2.0", "1.6", "1.5"])
-        // macOS: sparkle:version is the build (the version without one), element and enclosure alike.
-        #expect(items.map { $0.child("sparkle:version")?.text } == ["210", "200", "1.6", "150"])
+        // macOS: sparkle:version is the build, element and enclosure alike.
+        #expect(items.map { $0.child("sparkle:version")?.text } == ["210", "200", "160", "150"])
         #expect(items.allSatisfy { $0.child("sparkle:version")?.namespace == Appcast.namespace })
         let enclosure = try #require(items[1].child("enclosure"))
         #expect(enclosure.attributes["sparkle:version"] == "200")
@@ -101,13 +100,11 @@ import FoundationXML
         #expect(items[2].child("enclosure") == nil && items[2].child("link")?.text == "https://example.com/notes")
         #expect(items[1].child("sparkle:minimumSystemVersion")?.text == "13.0")
         #expect(items[0].child("sparkle:channel")?.text == "beta" && items[1].child("sparkle:channel") == nil)
-        // The minimum 1.5: the newest item names the build below which it is critical; 1.5 carries the tag.
-        #expect(items[0].child("sparkle:criticalUpdate")?.attributes["sparkle:version"] == "150")
+        // The minimum 1.5 (L), also 40 days old with blockAfterDays 30 (X): every item names build 150 as the
+        // one below which it is critical (T = max(L, X)); 1.5 alone carries upgrader's tag; no bare mark.
+        #expect(items.map { $0.child("sparkle:criticalUpdate")?.attributes } == Array(repeating: ["sparkle:version": "150"], count: 4))
         #expect(items[3].child("sparkle:tags")?.child("sparkle:criticalUpdate") != nil)
         #expect(items.dropLast().allSatisfy { $0.child("sparkle:tags") == nil })
-        // 1.5 is 40 days old with blockAfterDays 30: critical for every host below it.
-        let overdue = try #require(items[3].child("sparkle:criticalUpdate"))
-        #expect(overdue.attributes.isEmpty)
         // Notes in the locale asked for (de-AT → de), lines joined by line feeds, plain text.
         #expect(items[1].child("description")?.text == "Schneller")
         #expect(items[1].child("description")?.attributes["sparkle:format"] == "plain-text")
@@ -127,15 +124,19 @@ import FoundationXML
         var items = try #require(try XMLTree.parse(xml).child("channel")).children("item")
         // 3.0-rc.1 and 1.0 have neither a download nor a page: Sparkle would refuse the whole appcast.
         #expect(items.map { $0.child("sparkle:shortVersionString")?.text } == ["2.0"])
-        // The minimum's target is the oldest item listed: 2.0, which is also overdue (bare form only).
-        #expect(items[0].child("sparkle:criticalUpdate")?.attributes.isEmpty == true)
+        // The minimum's target is the oldest item listed: 2.0, which is also overdue: one versioned mark.
+        #expect(items[0].child("sparkle:criticalUpdate")?.attributes == ["sparkle:version": "2.0"])
         #expect(items[0].children("sparkle:criticalUpdate").count == 1)
         #expect(items[0].child("sparkle:tags")?.child("sparkle:criticalUpdate") != nil)
 
         catalog.app.updateURL["android"] = "https://play.google.com/store/apps/details?id=x"
         xml = Appcast.render(FeedView(catalog, platform: "android", channel: .beta, now: Self.now), locale: nil)
         items = try #require(try XMLTree.parse(xml).child("channel")).children("item")
-        #expect(items.count == 3 && items.allSatisfy { $0.child("enclosure") != nil || $0.child("link") != nil })
+        // Every item leads somewhere upgrader's Update can open: the download, else the page as the enclosure.
+        #expect(items.count == 3 && items.allSatisfy { $0.child("link") == nil })
+        #expect(items.map { $0.child("enclosure")?.attributes["url"] }
+            == ["https://play.google.com/store/apps/details?id=x", "https://example.com/a.apk", "https://play.google.com/store/apps/details?id=x"])
+        #expect(items[0].child("enclosure")?.attributes["sparkle:os"] == "android" && items[0].child("enclosure")?.attributes["length"] == "0")
         // A pre-release of the live channel is still beta to Sparkle's allowedChannels.
         #expect(items[0].child("sparkle:channel")?.text == "beta" && items[1].child("sparkle:channel") == nil)
         // With a minimum above every listed release, neither critical form.
@@ -240,8 +241,10 @@ import FoundationXML
                 let appcast = Appcast.render(feed, locale: locale)
                 let tree = try XMLTree.parse(appcast)
                 let items = tree.child("channel")?.children("item") ?? []
-                #expect(items.count == feed.releases.count { $0.downloadURL != nil || feed.pageURL($0) != nil })
+                #expect(items.count == Appcast.items(feed).count)
                 #expect(items.allSatisfy { $0.child("enclosure") != nil || $0.child("link") != nil })
+                // Sparkle takes the whole appcast: every item has a version and an enclosure or an http(s) link.
+                #expect(SparkleClient.items(appcast) != nil, "round \(round): Sparkle refuses the appcast")
                 itemsSeen += items.count
                 largestVersions += feed.releases.count { $0.version.text.contains(String(Version.maximumComponent)) }
                 longNotesSeen += feed.releases.count { feed.notes($0, locale: locale).count == CatalogInput.maximumNoteLines }
@@ -358,64 +361,5 @@ import FoundationXML
             "id": .string("a"), "name": .string("A"), "bundleId": .object(["ios": .string("com.example.a")]),
         ]))
         #expect(app.bundleId == ["ios": "com.example.a"])
-    }
-}
-
-/// A strict XML parse into a small tree, names as written (`sparkle:version`) with their namespace URIs.
-final class XMLTree: NSObject, XMLParserDelegate {
-    final class Element {
-        let name: String
-        let namespace: String?
-        let attributes: [String: String]
-        var children: [Element] = []
-        var text = ""
-
-        init(name: String, namespace: String?, attributes: [String: String]) {
-            self.name = name
-            self.namespace = namespace
-            self.attributes = attributes
-        }
-
-        func child(_ name: String) -> Element? { children.first { $0.name == name } }
-        func children(_ name: String) -> [Element] { children.filter { $0.name == name } }
-    }
-
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    private var stack: [Element] = []
-    private var root: Element?
-
-    static func parse(_ xml: String) throws -> Element {
-        let parser = XMLParser(data: Data(xml.utf8))
-        parser.shouldProcessNamespaces = true
-        parser.shouldReportNamespacePrefixes = true
-        let tree = XMLTree()
-        parser.delegate = tree
-        guard parser.parse(), let root = tree.root else {
-            throw Failure(description: "not well-formed XML: \(parser.parserError.map { "\($0)" } ?? "no root")\n\(xml.prefix(2_000))")
-        }
-        return root
-    }
-
-    func parser(
-        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?,
-        attributes: [String: String] = [:]
-    ) {
-        let element = Element(
-            name: qualifiedName ?? elementName, namespace: namespaceURI.flatMap { $0.isEmpty ? nil : $0 },
-            attributes: attributes)
-        stack.last?.children.append(element)
-        stack.append(element)
-    }
-
-    func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName: String?) {
-        let element = stack.removeLast()
-        if stack.isEmpty { root = element }
-    }
-
-    func parser(_ parser: XMLParser, foundCharacters string: String) {
-        stack.last?.text += string
     }
 }

@@ -253,7 +253,8 @@ import UpshiftTestSupport
             }
             let lower = try await server.send(
                 .POST, "/v1/apps/notes/releases", key: harness.rootKey,
-                json: ["platform": "macos", "version": "3.1", "build": 250, "releasedAt": "2026-05-29T12:00:00Z"])
+                json: ["platform": "macos", "version": "3.1", "build": 250, "releasedAt": "2026-05-29T12:00:00Z",
+                       "downloadURL": "https://example.com/Notes-3.1.zip"])
             #expect(lower.status == 201)
             #expect(try warnings(lower).count == 1)
             #expect(try warnings(lower).first?.contains("build 250 of macos 3.1 does not increase with versions: 3.0 has build 300") == true)

@@ -65,11 +65,15 @@ extension CheckController {
         }
         let refused = unusable
             || !StoreLookup.matches(app, platform: platform, bundleId: query["bundleId"], id: query["id"])
+        // An app without a bundle id for the platform answers with the one it was asked for, as Apple's
+        // answer always names one (part of the cache key only then).
+        let echoed = refused || app.bundleId[platform] != nil ? nil : query["bundleId"]
         let parameters = CheckAnswerCache.FeedParameters(
             kind: .lookup, platform: platform, channel: .live, locale: query.locale(request),
-            refused: refused)
+            refused: refused, bundleId: echoed)
         return try feed(parameters, request: request, context: context, contentType: "application/json; charset=utf-8") {
-            let answer = refused ? StoreLookup.Answer.empty : StoreLookup.answer($0, locale: parameters.locale)
+            let answer = refused
+                ? StoreLookup.Answer.empty : StoreLookup.answer($0, locale: parameters.locale, bundleId: parameters.bundleId)
             return String(decoding: try Self.encoder.encode(answer), as: UTF8.self)
         }
     }
