@@ -15,10 +15,12 @@ public struct AppInfo: Sendable, Equatable, Codable {
     public var storeId: [String: String]
     /// Bundle or package id per platform, as the iTunes lookup answers it (`bundleId`).
     public var bundleId: [String: String]
+    /// 1 at creation, one more with each edit (`ETag: "n"`).
+    public var revision: Int
 
     public init(
         id: String, name: String, defaultLocale: String = "en", updateURL: [String: String] = [:],
-        storeId: [String: String] = [:], bundleId: [String: String] = [:]
+        storeId: [String: String] = [:], bundleId: [String: String] = [:], revision: Int = 1
     ) {
         self.id = id
         self.name = name
@@ -26,13 +28,14 @@ public struct AppInfo: Sendable, Equatable, Codable {
         self.updateURL = updateURL
         self.storeId = storeId
         self.bundleId = bundleId
+        self.revision = revision
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, name, defaultLocale, updateURL, storeId, bundleId
+        case id, name, defaultLocale, updateURL, storeId, bundleId, revision
     }
 
-    /// Apps recorded before `bundleId` existed have none.
+    /// Apps recorded before `bundleId` existed have none; before revisions, an app reads as revision 1.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
@@ -41,6 +44,31 @@ public struct AppInfo: Sendable, Equatable, Codable {
         updateURL = try container.decode([String: String].self, forKey: .updateURL)
         storeId = try container.decode([String: String].self, forKey: .storeId)
         bundleId = try container.decodeIfPresent([String: String].self, forKey: .bundleId) ?? [:]
+        revision = try container.decodeIfPresent(Int.self, forKey: .revision) ?? 1
+    }
+
+    /// What an operator must hear when this edit of the app (`old` → self) takes a page away: releases
+    /// of that platform without a `downloadURL` or an `updateURL` of their own (``Appcast/items(_:)``)
+    /// leave the appcast, and their check answers carry no `updateURL`. On macOS a page that is not
+    /// http(s) counts as none, since Sparkle refuses an item whose only link is not.
+    public func pageWarnings(from old: AppInfo, releases: [Release]) -> [String] {
+        func leads(_ page: String?, platform: String) -> Bool {
+            guard let page else { return false }
+            return platform != "macos" || CatalogInput.isDownloadURL(page)
+        }
+        return old.updateURL.keys.sorted().compactMap { platform in
+            guard leads(old.updateURL[platform], platform: platform), !leads(updateURL[platform], platform: platform)
+            else { return nil }
+            let linkOnly = releases.filter { $0.platform == platform && $0.downloadURL == nil && $0.updateURL == nil }
+                .sorted { $0.version > $1.version }
+            let named = linkOnly.prefix(5).map(\.version.text).joined(separator: ", ")
+                + (linkOnly.count > 5 ? " and \(linkOnly.count - 5) more" : "")
+            let subject = updateURL[platform] == nil
+                ? "\(platform) has no updateURL now" : "\(platform)'s updateURL is no http(s) page Sparkle can open"
+            return linkOnly.isEmpty
+                ? "\(subject): releases without a downloadURL or updateURL of their own will leave the feeds"
+                : "\(subject): \(named) (without a downloadURL or updateURL of their own) leave the feeds"
+        }
     }
 }
 

@@ -6,6 +6,7 @@ import Foundation
 public struct CatalogEvent: Sendable, Equatable, Codable {
     public enum Kind: String, Sendable, Codable, CaseIterable {
         case appCreated = "app_created"
+        case appUpdated = "app_updated"
         case releaseAdded = "release_added"
         case releaseUpdated = "release_updated"
         case policyReplaced = "policy_replaced"
@@ -84,6 +85,8 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
         switch kind {
         case .appCreated:
             if let app { catalog = AppCatalog(app: app) }
+        case .appUpdated:
+            if let app { catalog?.app = app }
         case .releaseAdded, .releaseUpdated:
             if let release { catalog?.upsert(release) }
         case .policyReplaced:

@@ -177,7 +177,10 @@ public struct ApplicationParts {
                     importer: StoreImporter(
                         settings: sync.importer, catalog: catalogStore, clock: configuration.clock, logger: logger),
                     catalog: catalogStore, database: configuration.database, clock: configuration.clock,
-                    metrics: metrics, logger: logger
+                    metrics: metrics, logger: logger,
+                    catalogVersion: { @Sendable [serveHTTP] in
+                        serveHTTP ? snapshot.version : ((try? await catalogStore.version()) ?? -1)
+                    }
                 ) { [serveHTTP] in
                     if serveHTTP { await snapshotLoader.reload(reason: "store sync") }
                 })

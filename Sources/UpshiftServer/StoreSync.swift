@@ -18,6 +18,10 @@ struct StoreSync: Service {
     let clock: any WallClock
     let metrics: any MetricsFactory
     let logger: Logger
+    /// The catalog's version (the in-memory snapshot's where this instance serves HTTP): a change ends the
+    /// pause between rounds within ``StoreSyncSettings/catalogPoll``, so that an app given a bundle id is
+    /// asked for at once (the schedule still holds back what is not due).
+    let catalogVersion: @Sendable () async -> Int64
     /// Called after a release was added, to refresh this instance's snapshot at once (others reload on
     /// the catalog's `NOTIFY`).
     let added: @Sendable () async -> Void
@@ -34,10 +38,21 @@ struct StoreSync: Service {
             }
             let pause = min(settings.interval, settings.longestPause)
             do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
+                try await cancelWhenGracefulShutdown { try await pauseUntilDueOrChanged(pause) }
             } catch {
                 return
             }
+        }
+    }
+
+    /// Sleeps `pause`, or less when the catalog changes meanwhile.
+    private func pauseUntilDueOrChanged(_ pause: Duration) async throws {
+        let seen = await catalogVersion()
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: pause)
+        while clock.now < deadline {
+            try await Task.sleep(for: min(settings.catalogPoll, clock.now.duration(to: deadline)))
+            if await catalogVersion() != seen { return }
         }
     }
 

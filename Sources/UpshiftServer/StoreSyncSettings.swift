@@ -4,8 +4,10 @@ public struct StoreSyncSettings: Sendable {
     /// At most one request per app and platform per interval.
     public var interval: Duration
     public var importer = StoreImporter.Settings()
-    /// The longest wait between rounds: a new app or bundle id is picked up within it.
+    /// The longest wait between rounds of an unchanged catalog.
     public var longestPause: Duration = .seconds(60)
+    /// How often a pause looks at the catalog's version: a change (an app given a bundle id) starts a round.
+    public var catalogPoll: Duration = .milliseconds(500)
     /// The bound on connecting to the database and on each statement of the schedule.
     public var databaseTimeout: Duration = .seconds(10)
 

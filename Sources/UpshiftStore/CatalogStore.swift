@@ -133,20 +133,12 @@ public struct CatalogStore: Sendable {
     public func apps(id: String? = nil) async throws -> [AppInfo] {
         let rows = try await pool.query(
             """
-            SELECT app_id, name, default_locale, update_urls::text, store_ids::text, bundle_ids::text FROM apps
+            SELECT app_id, name, default_locale, update_urls::text, store_ids::text, bundle_ids::text, revision FROM apps
             WHERE \(id)::text IS NULL OR app_id = \(id) ORDER BY app_id
             """, logger: logger)
         var apps: [AppInfo] = []
-        let decoder = JSONDecoder()
-        for try await (id, name, locale, urls, stores, bundles)
-            in rows.decode((String, String, String, String, String, String).self)
-        {
-            apps.append(
-                AppInfo(
-                    id: id, name: name, defaultLocale: locale,
-                    updateURL: try decoder.decode([String: String].self, from: Data(urls.utf8)),
-                    storeId: try decoder.decode([String: String].self, from: Data(stores.utf8)),
-                    bundleId: try decoder.decode([String: String].self, from: Data(bundles.utf8))))
+        for try await row in rows.decode((String, String, String, String, String, String, Int).self) {
+            apps.append(try Self.app(row))
         }
         return apps
     }
@@ -244,6 +236,60 @@ public struct CatalogStore: Sendable {
             try await record(event, appId: app.id, streamVersion: 1, now: now, on: connection)
         }
         return app
+    }
+
+    /// An `apps` row: id, name, default locale, the three platform maps as JSON text, revision.
+    static func app(_ row: (String, String, String, String, String, String, Int)) throws -> AppInfo {
+        let decoder = JSONDecoder()
+        return AppInfo(
+            id: row.0, name: row.1, defaultLocale: row.2,
+            updateURL: try decoder.decode([String: String].self, from: Data(row.3.utf8)),
+            storeId: try decoder.decode([String: String].self, from: Data(row.4.utf8)),
+            bundleId: try decoder.decode([String: String].self, from: Data(row.5.utf8)), revision: row.6)
+    }
+
+    /// Edits an app with optimistic concurrency (`expectedRevision` must be the current one): an
+    /// `app_updated` event with the whole app after the edit, its changes, actor and reason. Warnings say
+    /// which releases leave the feeds when a page goes (``AppInfo/pageWarnings(from:releases:)``).
+    public func updateApp(
+        appId: String, expectedRevision: Int, actor: String, reason: String?, now: Date,
+        edit: @escaping @Sendable (AppInfo) throws -> AppInfo
+    ) async throws -> CatalogWrite<AppInfo> {
+        try await write(appId: appId, now: now) { connection, streamVersion in
+            let rows = try await connection.query(
+                """
+                SELECT app_id, name, default_locale, update_urls::text, store_ids::text, bundle_ids::text, revision
+                FROM apps WHERE app_id = \(appId)
+                """, logger: logger)
+            var current: AppInfo?
+            for try await row in rows.decode((String, String, String, String, String, String, Int).self) {
+                current = try Self.app(row)
+            }
+            guard let old = current else { throw CatalogError.appNotFound(appId) }
+            guard old.revision == expectedRevision else { throw CatalogError.stale(current: old.revision) }
+            var updated = try edit(old)
+            updated.id = old.id
+            let changes = try CatalogEvent.changes(from: old, to: updated)
+            guard !changes.isEmpty else { return CatalogWrite(value: old, revision: old.revision, warnings: []) }
+            updated.revision = old.revision + 1
+            try await connection.query(
+                """
+                UPDATE apps SET name = \(updated.name), default_locale = \(updated.defaultLocale),
+                    update_urls = \(try CatalogCoding.json(updated.updateURL))::jsonb,
+                    store_ids = \(try CatalogCoding.json(updated.storeId))::jsonb,
+                    bundle_ids = \(try CatalogCoding.json(updated.bundleId))::jsonb, revision = \(updated.revision)
+                WHERE app_id = \(appId)
+                """, logger: logger)
+            let event = CatalogEvent(kind: .appUpdated, actor: actor, reason: reason, app: updated, changes: changes)
+            try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+            let releases = try await connection.query(
+                "SELECT release::text FROM releases WHERE app_id = \(appId)", logger: logger)
+            var all: [Release] = []
+            for try await json in releases.decode(String.self) {
+                all.append(try CatalogCoding.decoder().decode(Release.self, from: Data(json.utf8)))
+            }
+            return CatalogWrite(value: updated, revision: updated.revision, warnings: updated.pageWarnings(from: old, releases: all))
+        }
     }
 
     /// Adds a release; `409` when one of equal version exists on the platform.

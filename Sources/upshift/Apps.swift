@@ -6,7 +6,7 @@ import UpshiftStore
 
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create and list apps.", subcommands: [Create.self, Show.self, List.self])
+        abstract: "Create, edit and list apps.", subcommands: [Create.self, Edit.self, Show.self, List.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an app.")
@@ -48,6 +48,63 @@ struct Apps: AsyncParsableCommand {
         }
     }
 
+    struct Edit: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Edit an app: its name, default locale, and per platform store URL, store id and bundle id.",
+            discussion: """
+                Only what you give changes (as PATCH /v1/apps/{app}, a JSON merge patch). Example:
+                upshift apps edit --app notes --store-id ios=1234567890 --bundle-id ios=com.example.notes --reason "Siren"
+                """)
+        @Option(help: "The app id.") var app: String
+        @Option(help: "A new display name.") var name: String?
+        @Option(help: "A new locale of release notes used when none matches.") var defaultLocale: String?
+        @Option(help: "Set a platform's store URL, as platform=url (repeatable).") var updateUrl: [String] = []
+        @Option(help: "Remove a platform's store URL (repeatable).") var removeUpdateUrl: [String] = []
+        @Option(help: "Set a platform's store id, as platform=id (repeatable).") var storeId: [String] = []
+        @Option(help: "Remove a platform's store id (repeatable).") var removeStoreId: [String] = []
+        @Option(help: "Set a platform's bundle or package id, as platform=id (repeatable).") var bundleId: [String] = []
+        @Option(help: "Remove a platform's bundle id (repeatable).") var removeBundleId: [String] = []
+        @Option(help: "Edit only if the app is still at this revision (what GET sends as ETag); default: as read.")
+        var revision: Int?
+        @Option(help: "Why (recorded in the app's history).") var reason: String?
+
+        /// The merge patch these options make.
+        func patch() throws -> JSONValue {
+            var body: [String: JSONValue] = [:]
+            if let name { body["name"] = .string(name) }
+            if let defaultLocale { body["defaultLocale"] = .string(defaultLocale) }
+            for (key, set, remove, option, value) in [
+                ("updateURL", updateUrl, removeUpdateUrl, "--update-url", "url"), ("storeId", storeId, removeStoreId, "--store-id", "id"),
+                ("bundleId", bundleId, removeBundleId, "--bundle-id", "id"),
+            ] where !set.isEmpty || !remove.isEmpty {
+                var map = try Create.platformMap(set, option: option, value: value).objectValue ?? [:]
+                for platform in remove { map[platform] = .null }
+                body[key] = .object(map)
+            }
+            if let reason { body["reason"] = .string(reason) }
+            return .object(body)
+        }
+
+        func run() async throws {
+            let body = try patch()
+            _ = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.appPatch(body, to: AppInfo(id: "-", name: "-")) }
+            let (app, revision, reason) = (app, revision, reason)
+            let write = try await CatalogCommand.run { catalog in
+                guard let current = try await catalog.apps(id: app).first else { throw CatalogError.appNotFound(app) }
+                return try await catalog.updateApp(
+                    appId: app, expectedRevision: revision ?? current.revision, actor: CatalogCommand.actor, reason: reason,
+                    now: SystemClock().now()
+                ) { old in
+                    do throws(FieldError) { return try CatalogInput.appPatch(body, to: old) } catch {
+                        throw CatalogError.invalid(error)
+                    }
+                }
+            }
+            print("app \(app) is now at revision \(write.revision)")
+            for warning in write.warnings { print("warning: \(warning)") }
+        }
+    }
+
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show one app; exits non-zero when it does not exist.")
         @Argument(help: "The app id.") var id: String
@@ -56,8 +113,14 @@ struct Apps: AsyncParsableCommand {
             let id = id
             let apps = try await CatalogCommand.run { catalog in try await catalog.apps(id: id) }
             guard let app = apps.first else { throw CommandFailure(description: "no app \(id)") }
-            print("\(app.id)\t\(app.name)\tdefault locale \(app.defaultLocale)")
-            for (platform, url) in app.updateURL.sorted(by: { $0.key < $1.key }) { print("  \(platform)\t\(url)") }
+            print("\(app.id)\t\(app.name)\tdefault locale \(app.defaultLocale)\trevision \(app.revision)")
+            for platform in Set(app.updateURL.keys).union(app.storeId.keys).union(app.bundleId.keys).sorted() {
+                let fields = [
+                    app.updateURL[platform], app.storeId[platform].map { "store id \($0)" },
+                    app.bundleId[platform].map { "bundle id \($0)" },
+                ].compactMap { $0 }
+                print("  \(platform)\t\(fields.joined(separator: "\t"))")
+            }
         }
     }
 

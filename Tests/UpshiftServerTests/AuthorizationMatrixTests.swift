@@ -32,7 +32,7 @@ import UpshiftTestSupport
         "GET /v1/apps/{app}/releases/{platform}/{version}": .read, "GET /v1/apps/{app}/policies/{platform}": .read,
         "GET /v1/apps/{app}/history": .read,
         "POST /v1/apps/{app}/releases": .write, "PATCH /v1/apps/{app}/releases/{platform}/{version}": .write,
-        "PUT /v1/apps/{app}/policies/{platform}": .write,
+        "PUT /v1/apps/{app}/policies/{platform}": .write, "PATCH /v1/apps/{app}": .write,
         "GET /v1/apps/{app}/reports/adoption": .read, "GET /v1/apps/{app}/reports/releases/{version}": .read,
         "GET /v1/apps/{app}/reports/prompts": .read, "GET /v1/apps/{app}/reports/minimum-impact": .read,
         "POST /v1/apps/{app}/preview": .read,
@@ -41,6 +41,7 @@ import UpshiftTestSupport
         "GET /dashboard/apps/{app}/history": .read, "GET /dashboard/apps/{app}/rollout": .write,
         "POST /dashboard/apps/{app}/policy": .write, "POST /dashboard/apps/{app}/policy/preview": .write, "POST /dashboard/apps/{app}/minimum": .write,
         "POST /dashboard/apps/{app}/releases/{version}": .write,
+        "GET /dashboard/apps/{app}/settings": .write, "POST /dashboard/apps/{app}/settings": .write,
     ]
 
     /// A caller: its secret, and what the rule grants it on app `expenses` (nil: the key is not valid).

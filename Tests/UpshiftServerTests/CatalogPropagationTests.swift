@@ -49,6 +49,36 @@ import UpshiftTestSupport
         #expect(await b.terminate() == 0)
     }
 
+    /// Two instances: an app edit (`PATCH /v1/apps/{app}`) made through A changes B's check answers and
+    /// feeds within 3 s.
+    @Test func anAppEditThroughOneInstanceReachesAnother() async throws {
+        let harness = try await Harness.make()
+        let a = try ServerProcess(database: harness.database, port: try await freePort())
+        let b = try ServerProcess(database: harness.database, port: try await freePort())
+        try await a.start()
+        try await b.start()
+        let serverA = Server(port: a.port)
+        let serverB = Server(port: b.port)
+        #expect(try await serverA.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release).status == 201)
+        let revision = try #require(try await serverA.send(.GET, "/v1/apps/expenses", key: harness.adminKey).etag)
+        let page = "https://downloads.example.com/expenses"
+        let started = ContinuousClock.now
+        let edited = try await serverA.send(
+            .PATCH, "/v1/apps/expenses", key: harness.adminKey,
+            json: .object(["updateURL": .object(["ios": .string(page)]), "storeId": .object(["ios": "987"])]),
+            headers: [("If-Match", revision)])
+        #expect(edited.status == 200)
+        try await Waits.until("instance B answers the new page and store id", timeout: .seconds(3)) {
+            let check = try await serverB.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0").value()
+            let lookup = try await serverB.request(.GET, "/v1/apps/expenses/lookup").json()
+            let result = (lookup["results"] as? [[String: Any]])?.first
+            return check["updateURL"] == .string(page) && result?["trackId"] as? Int == 987
+        }
+        print("app edit A → B: \(ContinuousClock.now - started)")
+        #expect(await a.terminate() == 0)
+        #expect(await b.terminate() == 0)
+    }
+
     /// The check answers from memory while PostgreSQL is unreachable, and catches up when it returns.
     @Test func checksKeepAnsweringDuringAnOutageAndCatchUpAfter() async throws {
         let harness = try await Harness.make()

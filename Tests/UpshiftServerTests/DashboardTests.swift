@@ -179,6 +179,39 @@ import UpshiftTestSupport
         }
     }
 
+    /// The settings page edits the app as `PATCH /v1/apps/{app}` does, at the revision it showed.
+    @Test func theSettingsPageEditsTheAppAndAStaleFormSaysSo() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            let page = try await admin.get("/dashboard/apps/expenses/settings")
+            #expect(page.status == 200 && page.text.contains("name=\"revision\" value=\"1\""), "\(page.text)")
+            var reader = Browser(server: server)
+            _ = try await reader.signIn(harness.readKey)
+            #expect(try await reader.get("/dashboard/apps/expenses/settings").status == 403)
+            let csrf = try await admin.csrf("/dashboard/apps/expenses/settings")
+            let form = [
+                "csrf": csrf, "revision": "1", "name": "Expenses & Co", "defaultLocale": "en", "reason": "store ids",
+                "platform.0": "ios", "updateURL.0": "https://apps.apple.com/app/id1", "storeId.0": "1", "bundleId.0": "com.example.expenses",
+                "platform.1": "android", "updateURL.1": "", "storeId.1": "", "bundleId.1": "",
+            ]
+            let saved = try await admin.post("/dashboard/apps/expenses/settings", form)
+            #expect(saved.status == 200 && saved.text.contains("Saved."), "\(saved.text)")
+            let app = try await server.send(.GET, "/v1/apps/expenses", key: harness.readKey)
+            #expect(app.etag == "\"2\"")
+            #expect(try app.value()["name"] == "Expenses & Co")
+            #expect(try app.value()["bundleId"] == .object(["ios": "com.example.expenses"]))
+            // The same form again: the app moved on to revision 2, nothing is overwritten.
+            let stale = try await admin.post("/dashboard/apps/expenses/settings", form.merging(["name": "Other"]) { $1 })
+            #expect(stale.status == 412)
+            #expect(stale.text.contains("Someone changed this since you loaded the form"))
+            #expect(try await server.send(.GET, "/v1/apps/expenses", key: harness.readKey).value()["name"] == "Expenses & Co")
+            let history = try await admin.get("/dashboard/apps/expenses/history")
+            #expect(history.text.contains("app updated") && history.text.contains("store ids"))
+        }
+    }
+
     @Test func theRolloutPageBacktestsAReleaseChangeAndAMinimumBeforeApplyingThem() async throws {
         let harness = try await Harness.make()
         try await harness.run { server in

@@ -29,6 +29,7 @@ struct CatalogController: Sendable {
             .get("policies/:platform", use: policy)
             .get("history", use: history)
         routes.group(":app").add(middleware: RequireAccess(.write))
+            .patch(use: patchApp)
             .post("releases", use: addRelease)
             .patch("releases/:platform/:version", use: patchRelease)
             .put("policies/:platform", use: putPolicy)

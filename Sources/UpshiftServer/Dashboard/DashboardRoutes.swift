@@ -44,6 +44,8 @@ struct DashboardPages: Sendable {
             .get("history", use: history)
         signedIn.group("apps/:app").add(middleware: RequireAccess(.write))
             .get("rollout", use: rollout)
+            .get("settings", use: settings)
+            .post("settings", use: saveSettings)
             .post("policy", use: savePolicy)
             .post("policy/preview", use: previewPolicy)
             .post("minimum", use: raiseMinimum)

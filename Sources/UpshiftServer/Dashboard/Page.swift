@@ -97,6 +97,7 @@ extension Page {
             navigation.append(("Overview", "/dashboard/apps/\(app)\(query)"))
             if identity.mayWrite { navigation.append(("Rollout", "/dashboard/apps/\(app)/rollout\(query)")) }
             navigation.append(("History", "/dashboard/apps/\(app)/history"))
+            if identity.mayWrite { navigation.append(("Settings", "/dashboard/apps/\(app)/settings")) }
         }
         return Page(
             title: title, signedIn: (identity.key.name, identity.key.scope.rawValue, identity.session?.csrfToken ?? ""),
