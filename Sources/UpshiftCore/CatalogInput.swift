@@ -120,6 +120,8 @@ public enum CatalogInput {
         if let releasedAt = try fields.date("releasedAt") { edited.releasedAt = releasedAt }
         try apply(fields, to: &edited)
         try edited.reconcileSchedule(with: release, now: now)
+        // A schedule the same edit ends or replaces does not follow the old one's date.
+        if scheduleEdit == nil { try edited.followReleaseDate(from: release, now: now) }
         if let action {
             let others = ["rolloutPercent", "rolloutPaused"].filter { fields.object[$0].map { !$0.isNull } == true }
             guard others.isEmpty, !fields.has("rolloutSchedule") else {

@@ -167,12 +167,15 @@ extension CatalogEvent {
         public var percent: Double?
         public var skipped: [Int]
         public var resumed: Bool
+        /// On an edit of `releasedAt`: where the schedule now starts (``Release/followReleaseDate(from:now:)``).
+        public var reanchoredAt: Date?
 
-        public init(step: Int?, percent: Double?, skipped: [Int], resumed: Bool) {
+        public init(step: Int?, percent: Double?, skipped: [Int], resumed: Bool, reanchoredAt: Date? = nil) {
             self.step = step
             self.percent = percent
             self.skipped = skipped
             self.resumed = resumed
+            self.reanchoredAt = reanchoredAt
         }
     }
 
@@ -252,6 +255,29 @@ extension Release {
             try perform(halt ? .halt : .resume, now: now)
         }
         if rolloutPercent != old.rolloutPercent || status == .withdrawn { rolloutSchedule = nil }
+    }
+
+    /// Keeps the schedule with its release when an edit moves `releasedAt` (from `old`'s) at `now`. While
+    /// only step 1 is applied, the schedule starts again at max(new `releasedAt`, `now`); held time and the
+    /// pause budget carry over. After a later step it follows the new date only if every applied step
+    /// stays due (`422` naming `releasedAt` otherwise: end or replace the schedule in the same edit).
+    public mutating func followReleaseDate(from old: Release, now: Date) throws(FieldError) {
+        guard releasedAt != old.releasedAt, var schedule = rolloutSchedule else { return }
+        if schedule.step == 1 {
+            schedule.startsAt = max(releasedAt, now)
+        } else {
+            let applied = schedule.steps[schedule.step - 1]
+            let due = releasedAt.addingTimeInterval(applied.afterHours * 3_600 + schedule.heldSeconds)
+            guard due <= now else {
+                throw FieldError(
+                    "releasedAt",
+                    "step \(schedule.step) of the schedule (\(applied.percent.formatted())%) is applied, and with the release "
+                        + "at \(Timestamp.formatSeconds(releasedAt)) it would not be due until \(Timestamp.formatSeconds(due)): "
+                        + "end the schedule (rolloutSchedule: null) or replace it in the same PATCH", kind: .inconsistent)
+            }
+            schedule.startsAt = releasedAt
+        }
+        rolloutSchedule = schedule
     }
 
     /// The rollout worker's step at `now`: ends a pause that reached 30 days, then applies the step now

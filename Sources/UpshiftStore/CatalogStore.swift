@@ -353,8 +353,15 @@ public struct CatalogStore: Sendable {
                 UPDATE releases SET release = \(try CatalogCoding.json(updated))::jsonb, revision = \(revision + 1)
                 WHERE app_id = \(appId) AND platform = \(platform) AND version_key = \(version.canonical)
                 """, logger: logger)
+            // A schedule that moved with its release says so in the history.
+            var note = schedule
+            if note == nil, let moved = updated.rolloutSchedule, let before = old.rolloutSchedule,
+                moved.startsAt != before.startsAt, updated.releasedAt != old.releasedAt
+            {
+                note = CatalogEvent.ScheduleNote(step: nil, percent: nil, skipped: [], resumed: false, reanchoredAt: moved.startsAt)
+            }
             let event = CatalogEvent(
-                kind: .releaseUpdated, actor: actor, reason: reason, release: updated, changes: changes, schedule: schedule)
+                kind: .releaseUpdated, actor: actor, reason: reason, release: updated, changes: changes, schedule: note)
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
             return CatalogWrite(
                 value: updated, revision: revision + 1,

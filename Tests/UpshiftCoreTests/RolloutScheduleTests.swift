@@ -203,4 +203,31 @@ import UpshiftWire
             }
         }
     }
+    /// A schedule follows its release date: at step 1 it starts again at max(new date, now); after a later
+    /// step only a move that keeps every applied step due is taken, and the schedule then starts at the
+    /// new date; ending or replacing it in the same edit is taken whatever the date.
+    @Test func aScheduleFollowsItsReleaseDate() throws {
+        let release = try Self.scheduled()
+        // Step 1, moved to 10 h from now (at 2 h): starts there; moved into the past: starts now.
+        let later = try Self.patch(release, ["releasedAt": .string(Timestamp.format(Self.hours(10)))], at: 2)
+        #expect(later.rolloutSchedule?.startsAt == Self.hours(10) && later.rolloutSchedule?.next?.at == Self.hours(34))
+        let earlier = try Self.patch(release, ["releasedAt": .string(Timestamp.format(Self.hours(-48)))], at: 2)
+        #expect(earlier.rolloutSchedule?.startsAt == Self.hours(2))
+        // Step 2 applied at 24 h: two hours earlier keeps it due and moves the schedule; later does not.
+        var second = release
+        _ = second.advanceSchedule(now: Self.hours(24))
+        let moved = try Self.patch(second, ["releasedAt": .string(Timestamp.format(Self.hours(-2)))], at: 25)
+        #expect(moved.rolloutSchedule?.startsAt == Self.hours(-2) && moved.rolloutSchedule?.next?.at == Self.hours(46))
+        #expect(throws: FieldError.self) { try Self.patch(second, ["releasedAt": .string(Timestamp.format(Self.hours(5)))], at: 25) }
+        do {
+            _ = try Self.patch(second, ["releasedAt": .string(Timestamp.format(Self.hours(5)))], at: 25)
+        } catch {
+            #expect(error.field == "releasedAt" && error.kind == .inconsistent)
+        }
+        let replaced = try Self.patch(
+            second, ["releasedAt": .string(Timestamp.format(Self.hours(5))), "rolloutSchedule": .null], at: 25)
+        #expect(replaced.rolloutSchedule == nil && replaced.rolloutPercent == 2)
+        // A release edit that does not move the date leaves the schedule as it was.
+        #expect(try Self.patch(second, ["notes": .object(["en": .array(["x"])])], at: 25).rolloutSchedule == second.rolloutSchedule)
+    }
 }

@@ -56,6 +56,9 @@ enum HistoryPage {
             parts.append("skipped step\(note.skipped.count == 1 ? "" : "s") \(note.skipped.map(String.init).joined(separator: ", ")), due while no worker ran")
         }
         if note.resumed { parts.append("the pause reached its 30 days and ended by itself") }
+        if let at = note.reanchoredAt {
+            parts.append("follows the release date: starts at \(Timestamp.format(at)), time held and pauses carried over")
+        }
         return "<li><b>schedule</b>: \(parts.joined(separator: "; "))</li>"
     }
 
