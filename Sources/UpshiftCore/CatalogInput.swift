@@ -137,12 +137,18 @@ public enum CatalogInput {
 
     /// A proposed change of one platform's catalog, for the policy backtest, in the admin API's shapes:
     /// `policy` a whole policy as `PUT` takes it, `releases` an edit per existing release (version → the
-    /// body `PATCH` takes). Errors name the member: `policy.minimumVersion`, `releases.2.0.rolloutPercent`.
+    /// body `PATCH` takes), `newReleases` releases not in the catalog yet (bodies `POST` takes). Errors name the member: `policy.minimumVersion`, `releases.2.0.rolloutPercent`.
     public static func proposal(_ body: JSONValue, to catalog: AppCatalog, platform: String, now: Date) throws(FieldError)
         -> AppCatalog
     {
-        let fields = try Fields(body, allowed: ["policy", "releases"])
+        let fields = try Fields(body, allowed: ["policy", "releases", "newReleases"])
         var proposed = catalog
+        for (index, release) in try newReleases(body, platform: platform, now: now).enumerated() {
+            guard proposed.release(platform: platform, version: release.version) == nil else {
+                throw FieldError("newReleases[\(index)].version", "\(release.version.text) exists on \(platform)", kind: .inconsistent)
+            }
+            proposed.upsert(release)
+        }
         if let value = fields.object["policy"], !value.isNull {
             do throws(FieldError) {
                 var policy = try CatalogInput.policy(value)
@@ -172,6 +178,32 @@ public enum CatalogInput {
             }
         }
         return proposed
+    }
+
+    /// At most this many new releases in one backtest.
+    public static let maximumNewReleases = 10
+
+    /// The backtest's `newReleases`: bodies of `POST …/releases`, validated as such (errors name
+    /// `newReleases[i].field`), each on the backtest's `platform` (`422` otherwise).
+    public static func newReleases(_ body: JSONValue, platform: String, now: Date) throws(FieldError) -> [Release] {
+        guard let value = body["newReleases"], !value.isNull else { return [] }
+        guard case .array(let items) = value else { throw FieldError("newReleases", "must be an array of releases") }
+        guard items.count <= maximumNewReleases else { throw FieldError("newReleases", "at most \(maximumNewReleases) releases") }
+        var releases: [Release] = []
+        for (index, item) in items.enumerated() {
+            let name = "newReleases[\(index)]"
+            do throws(FieldError) {
+                let created = try release(item, now: now)
+                _ = try reason(item)
+                guard created.platform == platform else {
+                    throw FieldError("platform", "the backtest is of \(platform): \(created.platform) is another", kind: .inconsistent)
+                }
+                releases.append(created)
+            } catch {
+                throw error.inside(name)
+            }
+        }
+        return releases
     }
 
     /// The fields of a release edit, checked alone (on a release not yet out, at 0 %): what depends on the

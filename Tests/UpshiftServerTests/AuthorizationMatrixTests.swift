@@ -42,6 +42,7 @@ import UpshiftTestSupport
         "POST /dashboard/apps/{app}/policy": .write, "POST /dashboard/apps/{app}/policy/preview": .write, "POST /dashboard/apps/{app}/minimum": .write,
         "POST /dashboard/apps/{app}/releases/{version}": .write,
         "GET /dashboard/apps/{app}/settings": .write, "POST /dashboard/apps/{app}/settings": .write,
+        "POST /dashboard/apps/{app}/new-release/preview": .write, "POST /dashboard/apps/{app}/new-release": .write,
     ]
 
     /// A caller: its secret, and what the rule grants it on app `expenses` (nil: the key is not valid).

@@ -51,6 +51,27 @@ import UpshiftTestSupport
                 Form(
                     path: "/dashboard/apps/expenses/releases/2.0", fields: common.map { $0.0 == "revision" ? ("revision", "1") : $0 } + [("action", "rollout"), ("percent", "20")],
                     optional: []),
+                Form(
+                    path: "/dashboard/apps/expenses/settings",
+                    fields: [
+                        ("csrf", csrf), ("revision", "1"), ("reason", "because"), ("name", "Expenses"), ("defaultLocale", "en"),
+                        ("platform.0", "ios"), ("updateURL.0", "https://example.com/x"), ("storeId.0", "1"), ("bundleId.0", "com.x"),
+                    ],
+                    optional: ["platform.0", "updateURL.0", "storeId.0", "bundleId.0"]),
+                Form(
+                    path: "/dashboard/apps/expenses/new-release/preview",
+                    fields: common + [
+                        ("version", "3.0"), ("releasedAt", "2026-01-01T00:00:00Z"), ("rolloutPercent", "10"),
+                        ("minimumOSVersion", "15.0"), ("note", "Faster"),
+                    ],
+                    optional: ["rolloutPercent", "minimumOSVersion", "note"]),
+                Form(
+                    path: "/dashboard/apps/expenses/new-release",
+                    fields: common + [
+                        ("version", "3.0"), ("releasedAt", "2026-01-01T00:00:00Z"), ("rolloutPercent", "10"),
+                        ("minimumOSVersion", "15.0"), ("note", "Faster"),
+                    ],
+                    optional: ["rolloutPercent", "minimumOSVersion", "note"]),
                 Form(path: "/dashboard/sign-out", fields: [("csrf", csrf)], optional: []),
             ]
             for form in forms {

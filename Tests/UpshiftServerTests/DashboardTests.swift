@@ -212,6 +212,46 @@ import UpshiftTestSupport
         }
     }
 
+    /// "Add a release" shows the backtest of the release before its "Add" button, then adds it.
+    @Test func aNewReleaseIsBacktestedBeforeItIsAdded() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            _ = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release("1.0"))
+            let install = UUID().uuidString.lowercased()
+            let launched = [
+                "id": UUID().uuidString, "type": "launched", "installId": install, "platform": "ios", "appVersion": "1.0",
+                "osVersion": "17.0", "occurredAt": Timestamp.format(Date().addingTimeInterval(-3_600)),
+            ]
+            #expect(try await server.postEvents([launched], key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            let page = try await admin.get("/dashboard/apps/expenses/rollout?platform=ios")
+            #expect(page.text.contains("Preview the release") && !page.text.contains("Add the release"))
+            let csrf = try await admin.csrf("/dashboard/apps/expenses/rollout?platform=ios")
+            let form = [
+                "csrf": csrf, "platform": "ios", "revision": "0", "version": "2.0", "releasedAt": "2026-01-02T00:00:00Z",
+                "rolloutPercent": "100", "minimumOSVersion": "15.0", "note": "Faster", "reason": "ship 2.0",
+            ]
+            let preview = try await admin.post("/dashboard/apps/expenses/new-release/preview", form)
+            #expect(preview.status == 200, "\(preview.text)")
+            #expect(preview.text.contains("What the check would answer: with 2.0 out"))
+            #expect(preview.text.contains("<b id=\"backtest-changed\">1</b>"), "the one install would be offered 2.0")
+            #expect(preview.text.contains("Add the release"))
+            // Nothing was written by the preview.
+            #expect(try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: harness.readKey).status == 404)
+            let bad = try await admin.post("/dashboard/apps/expenses/new-release/preview", form.merging(["version": "v2"]) { $1 })
+            #expect(bad.status == 400 && bad.text.contains("version"))
+            let added = try await admin.post("/dashboard/apps/expenses/new-release", form)
+            #expect(added.status == 303)
+            let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: harness.readKey)
+            #expect(release.status == 200)
+            #expect(try release.value()["minimumOSVersion"] == "15.0")
+            let check = try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0&os=17.0").value()
+            #expect(check["action"] == "soft" && check["latestVersion"] == "2.0")
+        }
+    }
+
     @Test func theRolloutPageBacktestsAReleaseChangeAndAMinimumBeforeApplyingThem() async throws {
         let harness = try await Harness.make()
         try await harness.run { server in

@@ -214,7 +214,40 @@ def main():
                "the history's newest entry is the raise, with its reason")
         screenshot(driver, "history")
 
-        # 5. Phone width and dark mode still read (screenshots only).
+        # 5. A release not out yet is backtested before it can be added; nothing is written by the preview.
+        driver.get(base + "/dashboard/apps/demo/rollout?platform=ios")
+        expect(not driver.find_elements(By.XPATH, "//button[text()='Add the release']"),
+               "'Add the release' is offered only once the release was previewed")
+        form = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/demo/new-release']")
+        form.find_element(By.NAME, "version").send_keys("9.0.0")
+        released = form.find_element(By.NAME, "releasedAt")  # a month ago: past any notifyAfterDays
+        released.clear()
+        released.send_keys(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 30 * 86_400)))
+        form.find_element(By.NAME, "reason").send_keys("what if 9.0.0 shipped (e2e)")
+        submit(driver, form.find_element(By.XPATH, ".//button[text()='Preview the release']"), (By.ID, "backtest-changed"))
+        changed = int(driver.find_element(By.ID, "backtest-changed").text.replace(",", ""))
+        expect(changed > 0, f"the backtest of a new release counts the installs it would reach ({changed})")
+        expect(driver.find_elements(By.XPATH, "//button[text()='Add the release']"), "after the preview, 'Add the release'")
+        expect(check(base, "2.0.0").get("latestVersion") != "9.0.0", "the preview wrote nothing")
+
+        # 6. The app's settings: saved at the revision the page showed, and the lookup follows.
+        driver.find_element(By.LINK_TEXT, "Settings").click()
+        ios = driver.find_element(By.XPATH, "//fieldset[legend='ios']")
+        ios.find_element(By.CSS_SELECTOR, "input[name^='storeId.']").clear()
+        ios.find_element(By.CSS_SELECTOR, "input[name^='storeId.']").send_keys("1234567890")
+        ios.find_element(By.CSS_SELECTOR, "input[name^='bundleId.']").clear()
+        ios.find_element(By.CSS_SELECTOR, "input[name^='bundleId.']").send_keys("com.example.demo")
+        settings = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/demo/settings']")
+        settings.find_element(By.NAME, "reason").send_keys("the lookup for Siren (e2e)")
+        submit(driver, settings.find_element(By.XPATH, ".//button[text()='Save the app']"), (By.CSS_SELECTOR, "p.notice.ok"))
+        expect("Saved." in driver.page_source, "saving the settings says 'Saved.'")
+        request = urllib.request.Request(f"{base}/v1/apps/demo/lookup?bundleId=com.example.demo")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            lookup = json.load(response)
+        expect(lookup["resultCount"] == 1 and lookup["results"][0]["trackId"] == 1234567890,
+               f"the lookup answers with the store id just saved ({lookup['resultCount']} results)")
+
+        # 7. Phone width and dark mode still read (screenshots only).
         if shots:
             driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
             driver.get(base + "/dashboard/apps/demo?platform=ios")

@@ -4,7 +4,7 @@ import UpshiftCore
 import UpshiftStore
 
 /// `POST /v1/apps/{app}/preview?platform=[&window=]` (read or admin token): the policy backtest. The body
-/// proposes a policy and release edits in the admin API's shapes (``CatalogInput/proposal(_:to:platform:now:)``),
+/// proposes a policy, release edits and new releases in the admin API's shapes (``CatalogInput/proposal(_:to:platform:now:)``),
 /// validated as those writes are; nothing is written. Every install active in the window, as
 /// `install_state` knows it, goes through the decision engine under the catalog the check serves now and
 /// under the proposed one (``Backtest``).
@@ -30,6 +30,14 @@ extension ReportsController {
             }
         }
         let now = clock.now()
+        // A new release whose version exists is a conflict, as for its POST.
+        var seen: [Version] = []
+        for release in try CatalogInput.newReleases(body, platform: platform, now: now) {
+            if current.release(platform: platform, version: release.version) != nil || seen.contains(release.version) {
+                throw CatalogError.releaseExists("\(platform) \(release.version.text)")
+            }
+            seen.append(release.version)
+        }
         let proposed = try CatalogInput.proposal(body, to: current, platform: platform, now: now)
         let report = try await reports.backtest(
             app: app, platform: platform, windowDays: window, now: now, current: current, proposed: proposed)

@@ -49,6 +49,8 @@ struct DashboardPages: Sendable {
             .post("policy", use: savePolicy)
             .post("policy/preview", use: previewPolicy)
             .post("minimum", use: raiseMinimum)
+            .post("new-release/preview", use: previewNewRelease)
+            .post("new-release", use: addNewRelease)
             .post("releases/:version", use: changeRelease)
         return routes
     }

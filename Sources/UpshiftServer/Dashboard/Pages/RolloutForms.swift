@@ -46,6 +46,28 @@ enum RolloutForms {
         var platform, revision, reason, minimumVersion: String?
     }
 
+    /// A release to add (the rollout page's "Add a release"): previewed first, then added.
+    struct NewRelease: CatalogWriteForm {
+        var platform, revision, reason: String?
+        var version, releasedAt, rolloutPercent, minimumOSVersion, note: String?
+
+        /// The release as the API's `POST …/releases` body.
+        func body(platform: String) throws(FieldError) -> JSONValue {
+            var body: [String: JSONValue] = ["platform": .string(platform)]
+            for (name, value) in [("version", version), ("releasedAt", releasedAt), ("minimumOSVersion", minimumOSVersion)] {
+                if let text = value?.trimmingCharacters(in: .whitespaces), !text.isEmpty { body[name] = .string(text) }
+            }
+            if let text = rolloutPercent?.trimmingCharacters(in: .whitespaces), !text.isEmpty {
+                guard let number = JSONNumber(literal: text) else { throw FieldError("rolloutPercent", "\(text) is not a number") }
+                body["rolloutPercent"] = .number(number)
+            }
+            if let text = note?.trimmingCharacters(in: .whitespaces), !text.isEmpty {
+                body["notes"] = .object(["en": .array([.string(text)])])
+            }
+            return .object(body)
+        }
+    }
+
     /// A change of one release: `rollout` (with `percent`), `pause` (a halt), `resume`, `schedule` (the App
     /// Store's), `pause-schedule`, `release` (to everyone) or `withdraw`.
     struct ReleaseChange: CatalogWriteForm {
@@ -99,6 +121,33 @@ extension DashboardPages {
             identity, title: "Rollout · \(app.app.name) · \(platform)", app: app.app.id, platform: platform,
             body: RolloutPage.view(model)
         ).response()
+    }
+
+    /// `POST /dashboard/apps/{app}/new-release/preview`: the release backtested against the fleet
+    /// (``RolloutPage``), written nowhere; the page shows the form again with it, ready to add.
+    @Sendable func previewNewRelease(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let app = try await context.app(in: catalog)
+        let form = try await DashboardForm.decode(RolloutForms.NewRelease.self, from: request)
+        let (platform, _, _) = try form.writeContext()
+        let model = try await RolloutPage.model(
+            request, identity: identity, app: app, platform: platform, reports: reports, now: clock.now(), newRelease: form)
+        return Page.framed(
+            identity, title: "Rollout · \(app.app.name) · \(platform)", app: app.app.id, platform: platform,
+            body: RolloutPage.view(model)
+        ).response()
+    }
+
+    /// `POST /dashboard/apps/{app}/new-release`: adds the release as `POST …/releases` does.
+    @Sendable func addNewRelease(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let appId = try context.appId()
+        let form = try await DashboardForm.decode(RolloutForms.NewRelease.self, from: request)
+        let (platform, _, reason) = try form.writeContext()
+        let now = clock.now()
+        let release = try CatalogInput.release(try form.body(platform: platform), now: now)
+        _ = try await catalog.addRelease(appId: appId, release, actor: identity.key.actor, reason: reason, now: now)
+        return await written(app: appId, platform: platform, saved: "release")
     }
 
     /// `POST /dashboard/apps/{app}/minimum`: the rest of the policy as it is now; the store refuses it

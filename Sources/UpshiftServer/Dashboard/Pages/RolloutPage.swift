@@ -21,6 +21,11 @@ enum RolloutPage {
         /// A policy as edited in the form and previewed (``DashboardPages/previewPolicy``): shown in the form
         /// with the revision and the reason it was sent with, so that saving it saves what was previewed.
         var draft: PolicyDraft?
+        /// A release not in the catalog yet, as the "Add a release" form posted it and previewed
+        /// (``DashboardPages/previewNewRelease``): its backtest, then the form again with "Add".
+        var newRelease: RolloutForms.NewRelease?
+        /// The application's clock when the page was made (the new release's default date).
+        var now: Date
     }
 
     struct PolicyDraft {
@@ -55,7 +60,7 @@ enum RolloutPage {
 
     static func model(
         _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, now: Date,
-        draft: PolicyDraft? = nil
+        draft: PolicyDraft? = nil, newRelease: RolloutForms.NewRelease? = nil
     ) async throws -> Model {
         let query = try QueryParameters(request)
         let window = try query.integer(
@@ -74,6 +79,14 @@ enum RolloutPage {
         if let draft {
             proposed = app
             proposed?.policies[platform] = draft.policy
+        } else if let newRelease {
+            do throws(FieldError) {
+                proposed = try CatalogInput.proposal(
+                    .object(["newReleases": .array([try newRelease.body(platform: platform)])]), to: app, platform: platform, now: now)
+            } catch {
+                throw CatalogError.invalid(error.field.hasPrefix("newReleases[0].") ? FieldError(
+                    String(error.field.dropFirst("newReleases[0].".count)), error.message, kind: error.kind) : error)
+            }
         } else if let minimum = Version(candidate) {
             proposed = app
             proposed?.policies[platform, default: Policy()].minimumVersion = minimum
@@ -95,7 +108,34 @@ enum RolloutPage {
         }
         return Model(
             identity: identity, app: app, platform: platform, policy: app.policy(for: platform), window: window,
-            candidate: candidate, impact: impact, backtest: backtest, change: change, draft: draft)
+            candidate: candidate, impact: impact, backtest: backtest, change: change, draft: draft, newRelease: newRelease,
+            now: now)
+    }
+
+    /// Add a release, previewed first: what the check would answer the fleet once it is out, then "Add".
+    static func newReleaseForm(_ model: Model) -> HTML {
+        let appId = model.app.app.id
+        let draft = model.newRelease
+        let now = Timestamp.formatSeconds(model.now)
+        let add: HTML =
+            draft == nil
+            ? "<p class=\"muted\">Preview the release to see what the check would answer; then add it.</p>"
+            : "<button class=\"primary\" type=\"submit\">Add the release</button>"
+        let backtest: HTML = draft == nil ? "" : model.backtest.map { backtestSection($0, title: "with \(draft?.version ?? "") out") } ?? ""
+        return """
+            <h2 id="new-release">Add a release</h2>
+            \(backtest)
+            <form class="stack" method="post" action="/dashboard/apps/\(appId)/new-release" aria-labelledby="new-release">\
+            \(model.identity.writeFields(platform: model.platform, revision: 0))
+            <label>Version<input name="version" required value="\(draft?.version ?? "")" placeholder="2.4.0"></label>
+            <label>Released at (RFC 3339)<input name="releasedAt" required value="\(draft?.releasedAt ?? now)"></label>
+            <label>Rollout %<input name="rolloutPercent" type="number" min="0" max="100" step="0.01" value="\(draft?.rolloutPercent ?? "100")"></label>
+            <label>Minimum OS<input name="minimumOSVersion" value="\(draft?.minimumOSVersion ?? "")" placeholder="none"></label>
+            <label>Release notes (\(model.app.app.defaultLocale), one line)<input name="note" value="\(draft?.note ?? "")"></label>
+            <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" value="\(draft?.reason ?? "")"></label>
+            <button type="submit" formaction="/dashboard/apps/\(appId)/new-release/preview">Preview the release</button>\
+            \(add)</form>
+            """
     }
 
     /// What the check would answer the fleet today and with the change, by action and reason.
@@ -184,6 +224,7 @@ enum RolloutPage {
             <button type="submit">Preview impact</button></form>
             \(preview)\(backtest)
             \(releaseChangeForm(model))
+            \(newReleaseForm(model))
             <h2 id="policy">Policy <span class="muted">(revision \(model.policy.revision))</span></h2>
             \(draftBacktest)
             <form class="stack" method="post" action="/dashboard/apps/\(appId)/policy" aria-labelledby="policy">\(hidden)

@@ -39,8 +39,10 @@ enum SettingsPage {
         /// The merge patch the form says: every row's values, blanks as `null`.
         func patch() throws -> JSONValue {
             var body: [String: JSONValue] = [:]
-            if let name = value("name") { body["name"] = .string(name) }
-            if let locale = value("defaultLocale") { body["defaultLocale"] = .string(locale) }
+            for field in ["name", "defaultLocale"] {
+                guard let text = value(field) else { throw ProblemDetails.badRequest("\(field): missing; reload the page", field: field) }
+                body[field] = .string(text)
+            }
             var maps: [String: [String: JSONValue]] = [:]
             var row = 0
             while let platform = value("platform.\(row)") {
