@@ -232,6 +232,11 @@ import UpshiftTestSupport
             #expect(rest.map { $0["type"] } == [.string("release_added"), .string("app_created")])
             #expect(rest[0]["reason"] == .string("spring release"))
             #expect(older["nextBefore"] == nil)  // exactly two older entries: no empty third page
+            // An app edit is folded too (the app as the event carries it, revision included).
+            #expect(try await server.send(
+                .PATCH, "/v1/apps/expenses", key: key,
+                json: .object(["name": "Expenses 2", "bundleId": .object(["ios": "com.example.expenses"])]),
+                headers: [("If-Match", "\"1\"")]).status == 200)
         }
         // The catalog folded from the app: events equals the catalog tables.
         let (tables, events) = try await harness.sql { client in
@@ -240,8 +245,8 @@ import UpshiftTestSupport
         }
         var rebuilt: AppCatalog?
         for event in events { event.apply(to: &rebuilt) }
-        #expect(events.count == 4)
-        #expect(rebuilt != nil)
+        #expect(events.count == 5)
+        #expect(rebuilt != nil && rebuilt?.app.revision == 2 && rebuilt?.app.name == "Expenses 2")
         #expect(rebuilt == tables)
     }
 }
