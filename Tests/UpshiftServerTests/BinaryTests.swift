@@ -76,6 +76,30 @@ import UpshiftTestSupport
         #expect(rebuilt.output.contains(" is active, "), "\(rebuilt.output)")
     }
 
+    /// `upshift apps edit`: a merge patch as `PATCH /v1/apps/{app}` takes it, at the revision it reads or the
+    /// one given; a stale `--revision` and a bad value are refused, naming why.
+    @Test func appsEditChangesOnlyWhatItIsGivenAtTheRevisionItReads() async throws {
+        let harness = try await Harness.make()
+        let database = harness.database
+        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let edited = try Self.command(
+            ["apps", "edit", "--app", "expenses", "--store-id", "ios=123", "--bundle-id", "ios=com.example.expenses",
+             "--update-url", "android=market://details?id=x", "--reason", "store ids"], databaseURL: url)
+        #expect(edited.status == 0, "\(edited.error)")
+        #expect(edited.output.contains("app expenses is now at revision 2"), "\(edited.output)")
+        let removed = try Self.command(
+            ["apps", "edit", "--app", "expenses", "--remove-update-url", "android", "--revision", "2"], databaseURL: url)
+        #expect(removed.status == 0 && removed.output.contains("revision 3"), "\(removed.error)")
+        #expect(removed.output.contains("warning: android has no updateURL now"), "\(removed.output)")
+        let stale = try Self.command(["apps", "edit", "--app", "expenses", "--name", "X", "--revision", "2"], databaseURL: url)
+        #expect(stale.status != 0 && stale.error.contains("stale"), "\(stale.error)")
+        let bad = try Self.command(["apps", "edit", "--app", "expenses", "--update-url", "ios=ftp://x"], databaseURL: url)
+        #expect(bad.status != 0 && bad.error.contains("updateURL.ios"), "\(bad.error)")
+        let shown = try Self.command(["apps", "show", "expenses"], databaseURL: url)
+        #expect(shown.output.contains("revision 3") && shown.output.contains("store id 123"), "\(shown.output)")
+        #expect(!shown.output.contains("android"), "\(shown.output)")
+    }
+
     /// A database that cannot be reached is named, with why, within seconds (not after a minute of
     /// silence and a pool error).
     @Test func theCLINamesAnUnreachableDatabaseAndWhy() async throws {
