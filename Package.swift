@@ -12,11 +12,13 @@ let package = Package(
     name: "upshift",
     // The SDK (UpshiftClient) runs on every Apple platform at these minimums; the server needs macOS 15 or Linux.
     platforms: [.macOS(.v15), .iOS(.v17), .macCatalyst(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
-    // Libraries only: an app that adds this package resolves what the products it links need. The
-    // `upshift` executable target is built by name (`swift build --product upshift`).
+    // One product, the SDK. SwiftPM resolves the package dependencies of every library product of a
+    // package an app depends on, so any other library here (the server's, Core's with swift-crypto) would
+    // pin packages in the app's Package.resolved; with UpshiftClient alone (Foundation and UpshiftWire) it
+    // pins none (SampleTests resolves a throwaway app package to prove it). The `upshift` executable
+    // target is built by name (`swift build --product upshift`).
     products: [
         .library(name: "UpshiftClient", targets: ["UpshiftClient"]),
-        .library(name: "UpshiftCore", targets: ["UpshiftCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),

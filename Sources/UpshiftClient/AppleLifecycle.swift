@@ -16,7 +16,12 @@ import Foundation
         /// flush on going to the background (in a background task on iOS). Runs until its task is cancelled.
         /// Sessions are tracked (`abnormal_exit`) on iOS, tvOS, visionOS and watchOS, where an app goes to
         /// the background before the system ends it; an app launched in the background starts so. Not on
-        /// macOS, where an app quits from the foreground.
+        /// macOS, where an app quits from the foreground. Unavailable in app extensions, which have no
+        /// `UIApplication.shared`: an extension's host app follows its own lifecycle.
+        @available(iOSApplicationExtension, unavailable)
+        @available(tvOSApplicationExtension, unavailable)
+        @available(visionOSApplicationExtension, unavailable)
+        @available(macCatalystApplicationExtension, unavailable)
         public nonisolated func followSystemLifecycle() async {
             let (events, continuation) = AsyncStream.makeStream(of: AppLifecycleEvent.self)
             let names: [(Notification.Name, AppLifecycleEvent)] = Self.lifecycleNotifications
@@ -58,6 +63,10 @@ import Foundation
 
         /// The flush in a UIKit background task that ends (and cancels the flush) when the system says time
         /// is up, so that the app is suspended rather than killed (`BackgroundTime` holds the rule).
+        @available(iOSApplicationExtension, unavailable)
+        @available(tvOSApplicationExtension, unavailable)
+        @available(visionOSApplicationExtension, unavailable)
+        @available(macCatalystApplicationExtension, unavailable)
         @Sendable private static func inBackgroundTask(_ work: @escaping @Sendable () async -> Void) async {
             #if os(iOS) || os(visionOS)
                 await BackgroundTime.run(

@@ -37,6 +37,11 @@ enum ApplePlatform {
         #endif
     }
 
+    /// True in an app extension (a widget, a notification service …): its bundle is an `.appex`.
+    static var isAppExtension: Bool {
+        Bundle.main.bundleURL.pathExtension == "appex"
+    }
+
     /// True in an Xcode SwiftUI preview: nothing is sent from previews.
     static var isPreview: Bool {
         #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS) || os(macOS)

@@ -34,7 +34,14 @@ struct ClientFiles: Sendable {
     }
 
     func loadInstallId() -> Loaded<UUID> {
-        load(installIdURL) { data in
+        Self.loadInstallId(installIdURL, fileSystem)
+    }
+
+    /// The install id the app shares with its extensions in `directory` (`install-id`).
+    static func sharedInstallIdURL(_ directory: URL) -> URL { directory.appendingPathComponent("install-id") }
+
+    static func loadInstallId(_ url: URL, _ fileSystem: any UpshiftFileSystem) -> Loaded<UUID> {
+        ClientFiles(directory: url.deletingLastPathComponent(), fileSystem: fileSystem).load(url) { data in
             let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard let id = UUID(uuidString: text) else { throw CorruptFile(description: "not a UUID") }
             return id
@@ -43,7 +50,7 @@ struct ClientFiles: Sendable {
 
     func saveInstallId(_ id: UUID) throws {
         try fileSystem.write(Data(id.uuidString.lowercased().utf8), to: installIdURL)
-        ApplePlatform.excludeFromBackup(installIdURL)
+        fileSystem.excludeFromBackup(installIdURL)
     }
 
     func loadState() -> Loaded<ClientState> {

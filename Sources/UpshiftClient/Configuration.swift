@@ -49,6 +49,14 @@ public struct UpshiftConfiguration: Sendable {
     /// Debug configuration) and whether it runs in an Xcode preview; tests set them.
     public var isDebugBuild = UpshiftConfiguration.compiledForDebug
     public var isPreview = ApplePlatform.isPreview
+    /// Whether this process is an app extension (its bundle is an `.appex`; tests set it). An extension
+    /// has a container of its own, so it makes no install id: it checks without one and records nothing,
+    /// unless the app shares its install id (``sharedInstallIdDirectory``).
+    public var isAppExtension = ApplePlatform.isAppExtension
+    /// A directory the app and its extensions share (an App Group container, from
+    /// `FileManager.containerURL(forSecurityApplicationGroupIdentifier:)`). The app writes its install id
+    /// there; an extension reads it and records its events under the app's install.
+    public var sharedInstallIdDirectory: URL?
 
     /// The clock of decisions, reminders and event times; tests pass one they control.
     public var clock: any WallClock = SystemClock()

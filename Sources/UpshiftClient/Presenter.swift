@@ -47,8 +47,11 @@ public final class UpshiftPresenter {
     @ObservationIgnored private let appStoreId: String?
     @ObservationIgnored private var decision: UpshiftDecision?
     @ObservationIgnored private var whatsNew: [VersionNotes] = []
-    /// `blocked` is recorded once per session (this presenter's life), for the first blocking screen.
-    @ObservationIgnored private var blockedRecorded = false
+    /// `blocked` is recorded once per foreground session (``Upshift/foregroundSession``), for the first
+    /// blocking screen of the session.
+    @ObservationIgnored private var blockedSession: Int?
+    /// A soft prompt the view closed (``dismissed()``) that no action has claimed yet.
+    @ObservationIgnored private var closedPrompt: UpdatePrompt?
 
     public init(upshift: Upshift, strings: UpshiftStrings = .english) {
         self.upshift = upshift
@@ -75,7 +78,7 @@ public final class UpshiftPresenter {
     /// "Update": records `update_started` and answers where to go (open it at once; the event is queued
     /// on disk and sent when the app goes to the background). A soft prompt closes; a blocking screen stays.
     public func update() async -> URL? {
-        guard let prompt = currentPrompt else { return nil }
+        guard let prompt = currentPrompt ?? claimClosedPrompt() else { return nil }
         await upshift.record(.updateStarted(kind: prompt.kind, targetVersion: prompt.targetVersion))
         if prompt.kind == .soft {
             decision = nil
@@ -86,7 +89,7 @@ public final class UpshiftPresenter {
 
     /// "Later" on a soft prompt: no soft prompt for the decision's `remindAfterSeconds`.
     public func later() async {
-        guard case .softPrompt(let prompt) = presentation else { return }
+        guard let prompt = presentation.softPrompt ?? claimClosedPrompt() else { return }
         await upshift.remindLater(prompt.decision)
         decision = nil
         await present()
@@ -94,7 +97,7 @@ public final class UpshiftPresenter {
 
     /// "Skip this version" on a soft prompt that allows it.
     public func skip() async {
-        guard case .softPrompt(let prompt) = presentation, prompt.allowSkip else { return }
+        guard let prompt = presentation.softPrompt ?? claimClosedPrompt(), prompt.allowSkip else { return }
         await upshift.skip(prompt.decision)
         decision = nil
         await present()
@@ -106,6 +109,35 @@ public final class UpshiftPresenter {
         await upshift.whatsNewShown()
         whatsNew = []
         await present()
+    }
+
+    /// The view closed what it showed: a system dismissal, a swipe-down, or the close that comes with a
+    /// button of the alert (SwiftUI writes `false` to the binding around the button's action, in either
+    /// order). What's New is then closed for good (recorded once). A blocking screen cannot be closed: it
+    /// stays. A soft prompt is taken off the screen and not shown again until the presentation changes;
+    /// the action of the button that closed it (`update()`, `later()`, `skip()`) still applies to it, and
+    /// when none comes (a system dismissal) it counts as "Later", recorded once.
+    public func dismissed() async {
+        switch presentation {
+        case .whatsNew:
+            await whatsNewDismissed()
+        case .softPrompt(let prompt):
+            closedPrompt = prompt
+            decision = nil
+            presentation = nextPresentation()
+            // The button's action, if any, runs in the same turn of the main actor: give it that turn.
+            await Task.yield()
+            if let unclaimed = claimClosedPrompt(), unclaimed == prompt {
+                await upshift.remindLater(prompt.decision)
+            }
+        case .blockingScreen, .none:
+            break
+        }
+    }
+
+    private func claimClosedPrompt() -> UpdatePrompt? {
+        defer { closedPrompt = nil }
+        return closedPrompt
     }
 
     private var currentPrompt: UpdatePrompt? {
@@ -124,8 +156,9 @@ public final class UpshiftPresenter {
         guard let prompt = currentPrompt, prompt.kind != before?.kind || prompt.targetVersion != before?.targetVersion
         else { return }
         await upshift.record(.promptShown(kind: prompt.kind, targetVersion: prompt.targetVersion))
-        if prompt.kind == .force, !blockedRecorded {
-            blockedRecorded = true
+        let session = await upshift.foregroundSession
+        if prompt.kind == .force, blockedSession != session {
+            blockedSession = session
             await upshift.record(.blocked(targetVersion: prompt.targetVersion))
         }
     }

@@ -43,10 +43,17 @@
             if let url = await presenter.update() { openURL(url) }
         }
 
-        /// Shown while the presentation is of that kind; closing is done through the presenter's actions
-        /// (read here, on the main actor, so no closure reads the presenter elsewhere).
+        /// Shown while the presentation is of that kind. SwiftUI's own write of `false` (a swipe-down, a
+        /// system dismissal, the close around an alert button's action) tells the presenter
+        /// (``UpshiftPresenter/dismissed()``), which records it once and does not show it again until it
+        /// says so.
         private func shows<Value>(_ part: KeyPath<UpdatePresentation, Value?>) -> Binding<Bool> {
-            .constant(presenter.presentation[keyPath: part] != nil)
+            let presenter = presenter
+            return Binding(
+                get: { presenter.presentation[keyPath: part] != nil },
+                set: { shown in
+                    if !shown { Task { @MainActor in await presenter.dismissed() } }
+                })
         }
     }
 

@@ -35,6 +35,10 @@ extension Upshift {
         if let build = session.map(\.build) ?? configuration.build { body["build"] = .number(JSONNumber(build)) }
         if let os = configuration.osVersion { body["osVersion"] = .string(os) }
         if let locale = configuration.locale { body["locale"] = .string(locale) }
+        // The install id goes into the queue with the event: a queue restored from a backup onto another
+        // device (where the install id, kept out of backups, is new) sends its events under the install
+        // that recorded them. Unknown while the files cannot be read: the id read later is this install's.
+        if let install = installIdentifier { body["installId"] = .string(install.uuidString.lowercased()) }
         for (key, value) in fields { body[key] = .string(value) }
         let evicted = queue.evicted
         // At capacity the oldest event goes: one line appended says so (no rewrite per event).
@@ -122,7 +126,7 @@ extension Upshift {
         guard let installId = installIdentifier?.uuidString.lowercased() else { throw RetryLater(reason: "no install id") }
         let events = batch.map { event in
             var body = event.body
-            body["installId"] = .string(installId)
+            if body["installId"] == nil { body["installId"] = .string(installId) }  // recorded before the id was read
             return JSONValue.object(body)
         }
         var request = URLRequest(url: configuration.baseURL.appendingPathComponent("v1/events"))

@@ -5,7 +5,8 @@ extension Upshift {
     /// What the files held, ready to be used.
     struct Files {
         var history: History
-        var installId: UUID
+        /// Nil only in an app extension that the app shares no install id with.
+        var installId: UUID?
         var state: ClientState
         /// The state file holds fields of earlier SDK versions, moved out of it: it is saved again.
         var stateHasLegacyFields: Bool
@@ -17,7 +18,9 @@ extension Upshift {
     /// no sense is moved aside (the history is then unknown, not a fresh install); the install id survives
     /// it in its own file.
     static func read(_ files: ClientFiles, _ configuration: UpshiftConfiguration, logUnavailable: Bool = true) -> Files? {
-        let idFile = files.loadInstallId()
+        // An app extension has a container of its own and makes no install id there (it would count the
+        // device twice): it takes the one the app shares, if any.
+        let idFile: Loaded<UUID> = configuration.isAppExtension ? .missing : files.loadInstallId()
         let stateFile = files.loadState()
         let queueFile = files.loadQueue()
         for case .unavailable(let error)? in [idFile.failure, stateFile.failure, queueFile.failure] {
@@ -37,19 +40,30 @@ extension Upshift {
         case .missing, .unavailable:
             break
         }
-        var id: UUID
-        switch idFile {
-        case .loaded(let stored):
-            id = stored
-        case .corrupt(let error):
-            configuration.log("install-id cannot be read (\(error)): moved aside, a new install id is made")
-            try? files.moveAside(files.installIdURL, at: configuration.clock.now())
-            id = UUIDv7.make(at: configuration.clock.now())
-        case .missing, .unavailable:
-            id = state.legacyInstallId ?? UUIDv7.make(at: configuration.clock.now())
-        }
-        if case .loaded = idFile {} else {
-            do { try files.saveInstallId(id) } catch { configuration.log("cannot save the install id: \(error)") }
+        var id: UUID?
+        if configuration.isAppExtension {
+            id = configuration.sharedInstallIdDirectory.flatMap { directory in
+                guard case .loaded(let shared) = ClientFiles.loadInstallId(ClientFiles.sharedInstallIdURL(directory), files.fileSystem)
+                else { return nil }
+                return shared
+            }
+        } else {
+            let made: UUID
+            switch idFile {
+            case .loaded(let stored):
+                made = stored
+            case .corrupt(let error):
+                configuration.log("install-id cannot be read (\(error)): moved aside, a new install id is made")
+                try? files.moveAside(files.installIdURL, at: configuration.clock.now())
+                made = UUIDv7.make(at: configuration.clock.now())
+            case .missing, .unavailable:
+                made = state.legacyInstallId ?? UUIDv7.make(at: configuration.clock.now())
+            }
+            if case .loaded = idFile {} else {
+                do { try files.saveInstallId(made) } catch { configuration.log("cannot save the install id: \(error)") }
+            }
+            if let directory = configuration.sharedInstallIdDirectory { share(made, in: directory, files, configuration) }
+            id = made
         }
         let stateHasLegacyFields = state.legacyInstallId != nil || state.legacyEvictedEvents > 0
         state.legacyInstallId = nil
@@ -64,6 +78,18 @@ extension Upshift {
         state.legacyEvictedEvents = 0
         return Files(
             history: history, installId: id, state: state, stateHasLegacyFields: stateHasLegacyFields, queue: queue)
+    }
+
+    /// Writes the app's install id where its extensions read it, when it is not there already.
+    static func share(_ id: UUID, in directory: URL, _ files: ClientFiles, _ configuration: UpshiftConfiguration) {
+        let url = ClientFiles.sharedInstallIdURL(directory)
+        if case .loaded(let shared) = ClientFiles.loadInstallId(url, files.fileSystem), shared == id { return }
+        do {
+            try files.fileSystem.write(Data(id.uuidString.lowercased().utf8), to: url)
+            files.fileSystem.excludeFromBackup(url)
+        } catch {
+            configuration.log("cannot share the install id with the app's extensions: \(error)")
+        }
     }
 
     /// Takes what the files held. Events recorded while they could not be read come after those stored,

@@ -16,6 +16,7 @@ extension Upshift {
     /// every existing user so (see docs/SDK.md, "Your first release with the SDK").
     @discardableResult
     public func launch(migrations: [MigrationStep], baseline: Baseline) async -> LaunchReport {
+        foregroundSession += 1
         startSending()
         await ensureStorage()
         guard storageReady else {

@@ -23,11 +23,13 @@ extension Upshift {
         _ events: Events, tracksSessions: Bool = true,
         whileInBackground: @escaping @Sendable (_ work: @escaping @Sendable () async -> Void) async -> Void = { await $0() }
     ) async where Events.Element == AppLifecycleEvent {
+        foregroundSession += 1
         if tracksSessions { openSession() }
         do {
             for try await event in events {
                 switch event {
                 case .foreground:
+                    foregroundSession += 1
                     if tracksSessions { openSession() }
                     _ = await check(force: current?.action == .force)
                 case .background:
@@ -43,6 +45,7 @@ extension Upshift {
     /// The app came to the foreground, for an app that does not use `follow(_:)`: a session opens (see
     /// `follow(_:tracksSessions:whileInBackground:)`) and a check runs, as `follow(_:)` does on `.foreground`.
     public func enteredForeground() async {
+        foregroundSession += 1
         openSession()
         _ = await check(force: current?.action == .force)
     }

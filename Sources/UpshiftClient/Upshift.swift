@@ -26,6 +26,9 @@ public actor Upshift {
     /// A launch that waits for the files.
     var pendingLaunch: (migrations: [MigrationStep], baseline: Baseline)?
     public internal(set) var lastLaunch: LaunchReport?
+    /// One more with each launch and each return to the foreground: the presenter records `blocked` once
+    /// per foreground session.
+    public internal(set) var foregroundSession = 0
     var sender: Task<Void, Never>?
     var sending = false
     /// Callers of `flush()` that came while another flush was sending: resumed when it ends, with

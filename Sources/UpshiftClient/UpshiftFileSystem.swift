@@ -15,11 +15,18 @@ public protocol UpshiftFileSystem: Sendable {
     func remove(_ url: URL) throws
     /// What the directory holds; nothing when it does not exist. The default lists the device's directory.
     func contents(of directory: URL) throws -> [URL]
+    /// Keeps the file out of device backups (`isExcludedFromBackup`); the default does so on Apple
+    /// platforms and nothing elsewhere.
+    func excludeFromBackup(_ url: URL)
 }
 
 extension UpshiftFileSystem {
     public func contents(of directory: URL) throws -> [URL] {
         try DeviceFileSystem().contents(of: directory)
+    }
+
+    public func excludeFromBackup(_ url: URL) {
+        ApplePlatform.excludeFromBackup(url)
     }
 }
 

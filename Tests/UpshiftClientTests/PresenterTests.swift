@@ -123,6 +123,76 @@ import UpshiftClient
         await sdk.stop()
     }
 
+    /// SwiftUI writes `false` to a presentation's binding when the system closes it (`dismissed()`), and
+    /// also around an alert button's action, in either order: the prompt is recorded once, by the action
+    /// when there is one, as "Later" when there is none, and not shown again until the presentation changes.
+    @Test func aSystemDismissalIsRecordedOnceAndTheButtonStillActs() async throws {
+        server.decision = FakeServer.decision(.soft, updateURL: "https://apps.apple.com/app/id42")
+        let presenter = UpshiftPresenter(upshift: sdk)
+        await presenter.show(await sdk.check())
+        // The binding's write, then the button's action (two tasks of one turn).
+        async let closed: Void = presenter.dismissed()
+        async let opened = presenter.update()
+        _ = await closed
+        #expect(await opened == URL(string: "https://apps.apple.com/app/id42"), "Update still opens the store")
+        #expect(presenter.presentation == .none)
+        #expect(await recorded() == ["prompt_shown", "update_started"], "no 'later' for a prompt the user updated from")
+
+        // A system dismissal with no button: "Later", once, and the prompt stays away.
+        await presenter.show(await sdk.check(force: true))
+        #expect(presenter.presentation.softPrompt != nil)
+        await presenter.dismissed()
+        await presenter.dismissed()  // SwiftUI may write false twice
+        #expect(presenter.presentation == .none)
+        await presenter.show(await sdk.check(force: true))
+        #expect(presenter.presentation == .none, "not shown again: reminded later")
+        #expect(await recorded() == ["prompt_shown", "update_started", "prompt_shown", "prompt_dismissed"])
+        #expect(server.events.last?["dismissAction"] == .string("later"))
+
+        await sdk.stop()
+
+        // The action first, then the binding's write: nothing more (a new install, nothing held back).
+        let other = FakeServer()
+        other.decision = FakeServer.decision(.soft)
+        let fresh = Upshift(configuration: Fixture.configuration(directory: Fixture.directory(), server: other))
+        let third = UpshiftPresenter(upshift: fresh)
+        await third.show(await fresh.check())
+        await third.skip()
+        await third.dismissed()
+        await fresh.flush()
+        #expect(other.types() == ["prompt_shown", "prompt_dismissed"])
+        #expect(other.events.last?["dismissAction"] == .string("skip"))
+        await fresh.stop()
+    }
+
+    /// A blocking screen cannot be closed by the view, and leaves when the force is lifted: to nothing, or
+    /// to a soft prompt. `blocked` is recorded once per foreground session.
+    @Test func aBlockingScreenStaysUntilTheForceIsLiftedAndBlockedCountsPerSession() async throws {
+        server.decision = FakeServer.decision(.force)
+        let presenter = UpshiftPresenter(upshift: sdk)
+        await sdk.enteredForeground()
+        await presenter.show(await sdk.check(force: true))
+        await presenter.dismissed()
+        #expect(presenter.presentation.blockingScreen != nil, "a blocking screen stays")
+        // Lifted to a soft prompt, then to nothing.
+        server.decision = FakeServer.decision(.soft)
+        await presenter.show(await sdk.check(force: true))
+        #expect(presenter.presentation.softPrompt?.targetVersion == "2.0")
+        server.decision = FakeServer.decision(.none)
+        await presenter.show(await sdk.check(force: true))
+        #expect(presenter.presentation == .none)
+        // Forced again in the same session: shown, not `blocked` again; in the next session: `blocked`.
+        server.decision = FakeServer.decision(.force)
+        await presenter.show(await sdk.check(force: true))
+        await sdk.enteredBackground()
+        await sdk.enteredForeground()
+        server.decision = FakeServer.decision(.force, latest: "2.1")
+        await presenter.show(await sdk.check(force: true))
+        let types = await recorded()
+        #expect(types.filter { $0 == "blocked" }.count == 2, "\(types)")
+        await sdk.stop()
+    }
+
     /// What the presenter shows can be made by the app too (previews and tests of its own screens).
     @Test func promptsCanBeMadeForPreviews() {
         let prompt = UpdatePrompt(

@@ -79,9 +79,50 @@ actor Database {
         try? FileManager.default.removeItem(at: storage)
     }
 
-    /// What an app that adds the package for `UpshiftClient` resolves: the package dependencies of the
-    /// targets the product reaches, read from the manifest as SwiftPM evaluates it.
-    @Test func theClientProductReachesNoOtherPackage() throws {
+    /// The dependency line docs/SDK.md shows for a checkout next to the app (`path:`), as the test writes it.
+    static func dependencyLine(path: String) -> String { ".package(path: \"\(path)\")" }
+
+    /// What an app that adds this package for `UpshiftClient` resolves: a throwaway app package (tools
+    /// version 6.0) that depends on this checkout, resolved by SwiftPM itself. SwiftPM resolves the package
+    /// dependencies of every library product of a dependency, so this holds only while `UpshiftClient` is
+    /// the package's one library product and reaches no other package.
+    @Test func anAppThatAddsTheSDKResolvesNoOtherPackage() throws {
+        let app = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-app-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: app) }
+        try FileManager.default.createDirectory(at: app.appendingPathComponent("Sources/MyApp"), withIntermediateDirectories: true)
+        let manifest = """
+            // swift-tools-version:6.0
+            import PackageDescription
+
+            let package = Package(
+                name: "MyApp",
+                platforms: [.iOS(.v17), .macOS(.v15)],
+                dependencies: [\(Self.dependencyLine(path: Self.root.path))],
+                targets: [.target(name: "MyApp", dependencies: [.product(name: "UpshiftClient", package: "\(Self.root.lastPathComponent)")])]
+            )
+            """
+        try manifest.write(to: app.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        try "import UpshiftClient\n".write(to: app.appendingPathComponent("Sources/MyApp/App.swift"), atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["swift", "package", "--package-path", app.path, "resolve"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let log = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(log)")
+        // No Package.resolved, or one without pins.
+        if let resolved = FileManager.default.contents(atPath: app.appendingPathComponent("Package.resolved").path) {
+            let json = try #require(try JSONSerialization.jsonObject(with: resolved) as? [String: Any])
+            let pins = (json["pins"] as? [[String: Any]]) ?? []
+            #expect(pins.isEmpty, "the app resolved \(pins.compactMap { $0["identity"] as? String }): \(log)")
+        }
+    }
+
+    /// The package's one library product is the SDK (an executable would be built by name only).
+    @Test func theSDKIsThePackagesOnlyLibraryProduct() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         // A scratch path of its own: `swift test` holds the lock of the package's `.build`.
@@ -96,26 +137,7 @@ actor Database {
         #expect(process.terminationStatus == 0)
         let manifest = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let products = try #require(manifest["products"] as? [[String: Any]])
-        let targets = try #require(manifest["targets"] as? [[String: Any]])
-        let byName = Dictionary(uniqueKeysWithValues: targets.map { ($0["name"] as! String, $0) })
-        let client = try #require(products.first { $0["name"] as? String == "UpshiftClient" })
-        var pending = try #require(client["targets"] as? [String])
-        var reached: Set<String> = []
-        var packages: Set<String> = []
-        while let name = pending.popLast() {
-            guard reached.insert(name).inserted, let target = byName[name] else { continue }
-            for dependency in target["dependencies"] as? [[String: Any]] ?? [] {
-                if let local = (dependency["byName"] ?? dependency["target"]) as? [Any], let target = local.first as? String {
-                    pending.append(target)
-                } else if let product = dependency["product"] as? [Any] {
-                    packages.insert(product.count > 1 ? "\(product[1])" : "?")
-                }
-            }
-        }
-        #expect(reached == ["UpshiftClient", "UpshiftWire"])
-        #expect(packages.isEmpty)
-        // And no executable product that would make an app resolve the server's packages.
-        #expect(products.allSatisfy { ($0["type"] as? [String: Any])?["library"] != nil })
+        #expect(products.compactMap { $0["name"] as? String } == ["UpshiftClient"])
     }
 
     @Test func thePrivacyManifestDeclaresWhatTheSDKCollects() throws {
@@ -126,11 +148,21 @@ actor Database {
         #expect((plist["NSPrivacyTrackingDomains"] as? [Any])?.isEmpty == true)
         let collected = try #require(plist["NSPrivacyCollectedDataTypes"] as? [[String: Any]])
         let types = collected.compactMap { $0["NSPrivacyCollectedDataType"] as? String }
-        #expect(Set(types) == ["NSPrivacyCollectedDataTypeDeviceID", "NSPrivacyCollectedDataTypeProductInteraction"])
+        #expect(Set(types) == [
+            "NSPrivacyCollectedDataTypeDeviceID", "NSPrivacyCollectedDataTypeProductInteraction",
+            "NSPrivacyCollectedDataTypeCrashData",
+        ])
         for entry in collected {
-            #expect(entry["NSPrivacyCollectedDataTypeLinked"] as? Bool == false)
             #expect(entry["NSPrivacyCollectedDataTypeTracking"] as? Bool == false)
             #expect((entry["NSPrivacyCollectedDataTypePurposes"] as? [String])?.isEmpty == false)
+        }
+        // `abnormal_exit`: the previous session of a version ended without the app saying so, reported with
+        // the install id (linked), for analytics only.
+        let crash = try #require(collected.first { $0["NSPrivacyCollectedDataType"] as? String == "NSPrivacyCollectedDataTypeCrashData" })
+        #expect(crash["NSPrivacyCollectedDataTypeLinked"] as? Bool == true)
+        #expect(crash["NSPrivacyCollectedDataTypePurposes"] as? [String] == ["NSPrivacyCollectedDataTypePurposeAnalytics"])
+        for entry in collected where entry["NSPrivacyCollectedDataType"] as? String != "NSPrivacyCollectedDataTypeCrashData" {
+            #expect(entry["NSPrivacyCollectedDataTypeLinked"] as? Bool == false)
         }
     }
 }

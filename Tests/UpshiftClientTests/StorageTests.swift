@@ -255,4 +255,42 @@ import UpshiftClient
         #expect(Fixture.bytes(of: "queue.jsonl", in: directory)?.isEmpty == true)
         await sdk.stop()
     }
+    /// A device backup restored into a new container (another device): every file the SDK did not keep out
+    /// of backups comes along, the install id does not. Events queued on the first device leave under its
+    /// install id, those of the new one under the new id: none under another install's.
+    @Test func aRestoredBackupSendsNoEventUnderAnotherInstallsId() async throws {
+        let original = Fixture.directory()
+        let server = FakeServer()
+        server.down = true
+        let files = FaultyFileSystem()
+        let first = Upshift(configuration: Fixture.configuration(directory: original, server: server, fileSystem: files))
+        await first.launch(migrations: [], baseline: .freshInstall)
+        await first.record(.launched)
+        let firstId = try #require(await first.installId)
+        let queued = await first.pendingEvents
+        #expect(queued >= 1)  // ours at least, waiting for the server
+        await first.stop()
+        #expect(files.excludedFromBackup == [original.appendingPathComponent("install-id").standardizedFileURL])
+
+        // The restore: every file but the excluded ones, into a new container.
+        let restored = Fixture.directory()
+        try FileManager.default.createDirectory(at: restored, withIntermediateDirectories: true)
+        for url in try FileManager.default.contentsOfDirectory(at: original, includingPropertiesForKeys: nil)
+        where !files.excludedFromBackup.contains(url.standardizedFileURL) {
+            try FileManager.default.copyItem(at: url, to: restored.appendingPathComponent(url.lastPathComponent))
+        }
+        server.down = false
+        let second = Upshift(configuration: Fixture.configuration(directory: restored, server: server))
+        _ = await second.launch()
+        await second.record(.launched)
+        let secondId = try #require(await second.installId)
+        #expect(secondId != firstId, "the install id is not restored: a new install")
+        await second.flush()
+        let sent = server.events
+        #expect(sent.count > queued, "\(sent.map { $0["type"] ?? .null })")
+        let byInstall = Dictionary(grouping: sent) { $0["installId"]?.stringValue ?? "none" }
+        #expect(Set(byInstall.keys) == [firstId.uuidString.lowercased(), secondId.uuidString.lowercased()])
+        #expect(byInstall[firstId.uuidString.lowercased()]?.count == queued, "the first device's events keep its id")
+        await second.stop()
+    }
 }

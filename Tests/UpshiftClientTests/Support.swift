@@ -162,6 +162,11 @@ final class FaultyFileSystem: UpshiftFileSystem, @unchecked Sendable {
 
     func move(_ url: URL, to destination: URL) throws { try device.move(url, to: destination) }
     func remove(_ url: URL) throws { try device.remove(url) }
+
+    private var _excluded: Set<URL> = []
+    /// The files the SDK kept out of backups.
+    var excludedFromBackup: Set<URL> { lock.withLock { _excluded } }
+    func excludeFromBackup(_ url: URL) { lock.withLock { _ = _excluded.insert(url.standardizedFileURL) } }
 }
 
 /// A clock the test moves.

