@@ -94,15 +94,20 @@ public enum Targets {
     /// Every report but adoption.
     public static let otherReports = Target(
         .atMost, 100, .milliseconds, statistic: "p95", designRow: "reports", designWords: "p95 ≤ 100 ms")
-    /// The policy backtest (`POST /v1/apps/{app}/preview`) of an app with 1 M installs. Issue 21's target,
-    /// not a row of DESIGN.md section 10 (so not among ``all``).
+    /// The policy backtest (`POST /v1/apps/{app}/preview`) of an app with 1 M installs (judged, as the
+    /// reports are, in milliseconds).
     public static let backtest = Target(
-        .atMost, 1000, .milliseconds, statistic: "p95", designRow: "issue 21", designWords: "within 1 s at p95")
+        .atMost, 1000, .milliseconds, statistic: "p95", designRow: "backtest", designWords: "p95 ≤ 1 s")
+    /// Ingestion (100 events per request) while one read token runs reports and backtests at its default
+    /// limits, against ingestion alone. No `scripts/bench` case measures it yet (issue 40, point 3).
+    public static let ingestionBesideReaders = Target(
+        .atLeast, 0.80, .ratio, designRow: "ingestion beside readers", designWords: "≥ 80% of ingestion alone")
     /// Peak RSS of `upshift serve`.
     public static let memory = Target(.atMost, 200, .megabytes, designRow: "memory", designWords: "≤ 200 MB")
 
     public static let all: [Target] = [
         checkAgainstTrivialRoute, checkAgainstNginx, checkWithInstallAgainstTrivialRoute, checkPacedLatency,
         ingestBatchAgainstUnnest, ingestSingleAgainstPgbench, catchUp, lag, adoptionReport, otherReports, memory,
+        ingestionBesideReaders, backtest,
     ]
 }
