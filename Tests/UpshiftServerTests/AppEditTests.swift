@@ -139,7 +139,7 @@ import UpshiftTestSupport
                 let edited = try await Self.patch(
                     server, key: harness.rootKey, .object(["bundleId": .object(["ios": "com.example.notes"])]), ifMatch: "\"1\"")
                 #expect(edited.status == 200)
-                try await Waits.until("the store asked for the new bundle id", timeout: .seconds(3)) {
+                try await Waits.until("the store asked for the new bundle id", timeout: .seconds(15)) {
                     !store.requests(for: "com.example.notes").isEmpty
                 }
                 print("store sync asked \(ContinuousClock.now - started) after the edit")
