@@ -331,7 +331,7 @@ import UpshiftTestSupport
         let harness = try await Harness.make()
         try await harness.run { server in
             for (method, path, allow) in [
-                (HTTPMethod.TRACE, "/v1/events", "POST"), (.DELETE, "/v1/apps/expenses", "GET"),
+                (HTTPMethod.TRACE, "/v1/events", "POST"), (.DELETE, "/v1/apps/expenses", "GET, PATCH"),
                 (.PUT, "/v1/apps/expenses/check", "GET, POST"), (.DELETE, "/v1/apps/expenses/releases/ios/1.0", "GET, PATCH"),
                 (.POST, "/health/live", "GET"),
             ] {
