@@ -10,16 +10,22 @@ import UpshiftTestSupport
         "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
     ])
 
-    /// Two `upshift serve` processes on one database: a policy change made through A is answered by B.
-    @Test func aPolicyChangeThroughOneInstanceReachesAnother() async throws {
-        let harness = try await Harness.make()
+    /// Two `upshift serve` processes started on the harness's database, with release 2.0 added through A.
+    static func twoInstances(_ harness: Harness) async throws -> (ServerProcess, ServerProcess) {
         let a = try ServerProcess(database: harness.database, port: try await freePort())
         let b = try ServerProcess(database: harness.database, port: try await freePort())
         try await a.start()
         try await b.start()
-        let serverA = Server(port: a.port)
-        let serverB = Server(port: b.port)
-        #expect(try await serverA.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release).status == 201)
+        let added = try await Server(port: a.port).send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release)
+        #expect(added.status == 201)
+        return (a, b)
+    }
+
+    /// Two `upshift serve` processes on one database: a policy change made through A is answered by B.
+    @Test func aPolicyChangeThroughOneInstanceReachesAnother() async throws {
+        let harness = try await Harness.make()
+        let (a, b) = try await Self.twoInstances(harness)
+        let (serverA, serverB) = (Server(port: a.port), Server(port: b.port))
 
         var measured: [Duration] = []
         for round in 0..<3 {
@@ -53,13 +59,8 @@ import UpshiftTestSupport
     /// feeds within 3 s.
     @Test func anAppEditThroughOneInstanceReachesAnother() async throws {
         let harness = try await Harness.make()
-        let a = try ServerProcess(database: harness.database, port: try await freePort())
-        let b = try ServerProcess(database: harness.database, port: try await freePort())
-        try await a.start()
-        try await b.start()
-        let serverA = Server(port: a.port)
-        let serverB = Server(port: b.port)
-        #expect(try await serverA.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release).status == 201)
+        let (a, b) = try await Self.twoInstances(harness)
+        let (serverA, serverB) = (Server(port: a.port), Server(port: b.port))
         let revision = try #require(try await serverA.send(.GET, "/v1/apps/expenses", key: harness.adminKey).etag)
         let page = "https://downloads.example.com/expenses"
         let started = ContinuousClock.now

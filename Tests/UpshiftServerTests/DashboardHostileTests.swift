@@ -35,6 +35,10 @@ import UpshiftTestSupport
             _ = try await browser.signIn(harness.adminKey)
             let csrf = try await browser.csrf()
             let common = [("csrf", csrf), ("platform", "ios"), ("revision", "0"), ("reason", "because")]
+            let newRelease = common + [
+                ("version", "3.0"), ("releasedAt", "2026-01-01T00:00:00Z"), ("rolloutPercent", "10"),
+                ("minimumOSVersion", "15.0"), ("note", "Faster"),
+            ]
             let forms = [
                 Form(
                     path: "/dashboard/apps/expenses/policy",
@@ -60,18 +64,10 @@ import UpshiftTestSupport
                     optional: ["platform.0", "updateURL.0", "storeId.0", "bundleId.0"]),
                 Form(
                     path: "/dashboard/apps/expenses/new-release/preview",
-                    fields: common + [
-                        ("version", "3.0"), ("releasedAt", "2026-01-01T00:00:00Z"), ("rolloutPercent", "10"),
-                        ("minimumOSVersion", "15.0"), ("note", "Faster"),
-                    ],
-                    optional: ["rolloutPercent", "minimumOSVersion", "note"]),
+                    fields: newRelease, optional: ["rolloutPercent", "minimumOSVersion", "note"]),
                 Form(
                     path: "/dashboard/apps/expenses/new-release",
-                    fields: common + [
-                        ("version", "3.0"), ("releasedAt", "2026-01-01T00:00:00Z"), ("rolloutPercent", "10"),
-                        ("minimumOSVersion", "15.0"), ("note", "Faster"),
-                    ],
-                    optional: ["rolloutPercent", "minimumOSVersion", "note"]),
+                    fields: newRelease, optional: ["rolloutPercent", "minimumOSVersion", "note"]),
                 Form(path: "/dashboard/sign-out", fields: [("csrf", csrf)], optional: []),
             ]
             for form in forms {
