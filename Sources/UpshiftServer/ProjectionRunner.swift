@@ -64,6 +64,12 @@ public final class ProjectionRunner: Service, Sendable {
         }
 
         static let cap = 1_000_000
+
+        /// Takes the gauges out of `/metrics` (the leader let go).
+        func destroy() {
+            events.destroy()
+            seconds.destroy()
+        }
     }
 
     /// A runner outside `upshift serve` (the CLI's rebuild): no wake-ups, no metrics.
@@ -197,6 +203,8 @@ public final class ProjectionRunner: Service, Sendable {
         let name = leader.definition.name
         let beforeCommit = commitHook(for: name)
         let lag = Lag(projection: name, factory: metrics)
+        // Only the leader says how far behind it is: a follower's figures would be stale.
+        defer { lag.destroy() }
         guard var current = try await leader.current() else { return .retired }
         logger.info("projection runner active", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
         // A long log from the start: set-based, once most of it is below the snapshot horizon.

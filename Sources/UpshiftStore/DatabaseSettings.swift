@@ -107,9 +107,16 @@ public struct DatabaseSettings: Sendable, Equatable {
     }
 
     /// The settings every connection starts with. Commits are durable: `synchronous_commit` is `on`
-    /// whatever the server's default.
+    /// whatever the server's default. PostgreSQL probes a client that has been silent for 5 s, every
+    /// second, and ends the session after 5 probes unanswered; data it sent that stays unacknowledged
+    /// for 10 s ends it too: a session whose client vanished (a host lost, a partition) lets go of its
+    /// locks within about 10 s, not the kernel's two hours (``LeaderHeartbeat``).
     private func startupParameters(applicationName: String) -> [(String, String)] {
-        [("synchronous_commit", "on"), ("application_name", applicationName)]
+        [
+            ("synchronous_commit", "on"), ("application_name", applicationName),
+            ("tcp_keepalives_idle", "5"), ("tcp_keepalives_interval", "1"), ("tcp_keepalives_count", "5"),
+            ("tcp_user_timeout", "10000"),
+        ]
     }
 
     /// A PostgresNIO client (pool) configuration.

@@ -182,13 +182,7 @@ public struct PostgresCluster: Sendable {
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
+        let status = try await process.runToEnd()
         try? handle.close()
         let text = String(decoding: FileManager.default.contents(atPath: output.path) ?? Data(), as: UTF8.self)
         guard status == 0 else {
@@ -201,4 +195,17 @@ public struct PostgresCluster: Sendable {
         ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser", "/bin/runuser"].first {
             FileManager.default.isExecutableFile(atPath: $0)
         } ?? "runuser"
+}
+
+extension Process {
+    /// Starts the process and waits, without blocking a thread, until it ends: its exit status.
+    public func runToEnd() async throws -> Int32 {
+        try await withCheckedThrowingContinuation { continuation in
+            terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try run() } catch {
+                terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+    }
 }

@@ -5,14 +5,16 @@ import Foundation
 /// `scripts/chaos`: faults under load against a release build of `upshift serve` (issue 18, point 2).
 struct Chaos: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Faults under load: three SIGKILLs of upshift serve and a PostgreSQL restart, then the proofs.",
+        abstract: "Faults under load: three SIGKILLs of upshift serve, a PostgreSQL restart and a partition, then the proofs.",
         usage: "scripts/chaos [--duration <seconds>] [--seed <n>] [--recovery-bound <seconds>] [--events-rate <n>] [--checks-rate <n>]",
         discussion: """
             Runs a release `upshift serve` on a PostgreSQL cluster of its own (scripts/chaos provisions it in \
             .chaos/pg), loopback only, under sustained ingestion (half in batches of 1, half in batches of 100, \
             a tenth of the batches resent, half of those while the first attempt is in flight) and checks with \
             install ids. At moments drawn from the seed it kills the server with SIGKILL three times, restarting \
-            it each time, and restarts PostgreSQL once with `pg_ctl restart -m immediate` while the server runs. \
+            it each time, restarts PostgreSQL once with `pg_ctl restart -m immediate` while the server runs, and \
+            once drops every packet between the server and PostgreSQL for 9 s (an nftables rule on 127.0.0.2, \
+            the address the server reaches PostgreSQL through; it needs root), as when the server's host vanishes. \
             Then it proves: every event acknowledged with 200 is stored exactly once (event_log, by id); while \
             PostgreSQL was down the check answered 200 and POST /v1/events 503 with Retry-After, never 500; \
             ingestion recovered within the bound after PostgreSQL returned, without a server restart; every \

@@ -57,6 +57,8 @@ struct ChaosRun {
             switch step.fault {
             case .killServer:
                 records.append(try killAndRestart(step, load: load, port: port))
+            case .partitionServer:
+                records.append(try partition(step, load: load))
             case .restartPostgres:
                 let down = load.now()
                 log("\(Format.fixed(down, 1)) s: pg_ctl restart -m immediate")
@@ -231,9 +233,39 @@ struct ChaosRun {
 
     // MARK: the server
 
+    /// The address the server reaches PostgreSQL through: the partition drops every packet to and from
+    /// it, leaving the run's own connections (127.0.0.1) alone.
+    static let serverDatabaseAddress = "127.0.0.2"
+
     private mutating func startServer(port: Int) throws {
         servers += 1
-        server = try bench.startServer(log: bench.path("serve-\(servers).log"), settings: Self.serverSettings, port: port)
+        var settings = Self.serverSettings
+        settings["DATABASE_URL"] = bench.database.host(Self.serverDatabaseAddress).description
+        server = try bench.startServer(log: bench.path("serve-\(servers).log"), settings: settings, port: port)
+    }
+
+    /// The partition: an nftables table that drops every packet to and from the server's PostgreSQL
+    /// address and port, both ways (no socket closes, no keepalive is answered), for
+    /// ``ChaosPlan/partitionSeconds``, then deleted.
+    private mutating func partition(_ step: ChaosPlan.Step, load: ChaosLoad) throws -> ChaosSummary.FaultRecord {
+        let table = "upshift_chaos_partition"
+        let address = Self.serverDatabaseAddress, port = String(bench.database.port)
+        func nft(_ arguments: [String]) throws {
+            let status = try Processes.run(Command("nft", arguments), stdout: .append(bench.path("nft.log")), stderr: .append(bench.path("nft.log")))
+            guard status == 0 else { throw BenchFailure("nft \(arguments.joined(separator: " ")) exited \(status) (log: \(bench.path("nft.log")))") }
+        }
+        _ = try? Processes.run(Command("nft", ["delete", "table", "inet", table]), stdout: .append(bench.path("nft.log")), stderr: .append(bench.path("nft.log")))
+        let at = load.now()
+        log("\(Format.fixed(at, 1)) s: black hole between upshift serve and PostgreSQL (\(address):\(port)) for \(Format.fixed(ChaosPlan.partitionSeconds, 0)) s")
+        try nft(["add", "table", "inet", table])
+        try nft(["add", "chain", "inet", table, "out", "{ type filter hook output priority 0 ; policy accept ; }"])
+        try nft(["add", "rule", "inet", table, "out", "ip", "daddr", address, "tcp", "dport", port, "drop"])
+        try nft(["add", "rule", "inet", table, "out", "ip", "saddr", address, "tcp", "sport", port, "drop"])
+        try watch(load, until: at + ChaosPlan.partitionSeconds)
+        try nft(["delete", "table", "inet", table])
+        let back = load.now()
+        log("\(Format.fixed(back, 1)) s: packets flow again")
+        return .init(fault: .partitionServer, planned: step.at, done: at, back: back, detail: "")
     }
 
     /// The last `count` lines of a log file (none when it cannot be read): what a process said before it died.

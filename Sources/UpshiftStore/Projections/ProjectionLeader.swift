@@ -7,6 +7,7 @@ import UpshiftCore
 /// batches on its own connection.
 public struct ProjectionLeader: Sendable {
     let connection: PostgresConnection
+    let heartbeat: LeaderHeartbeat
     public let definition: any ProjectionDefinition
     public let generation: Int
     let limit: Duration
@@ -36,24 +37,6 @@ public struct ProjectionLeader: Sendable {
         }
     }
 
-    func lock(_ key: String) async throws -> Bool {
-        let logger = self.logger
-        return try await bounded { connection in
-            let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
-            var acquired = false
-            for try await value in rows.decode(Bool.self) { acquired = value }
-            if acquired {
-                // A session's locks outlive its dead client until PostgreSQL notices, which a backend
-                // busy with a statement does only when it ends: a leader killed inside a long batch or
-                // backfill would keep its projection from the standbys that long. This has PostgreSQL
-                // (14+, on Linux, macOS and the BSDs) check for the client every second meanwhile; where
-                // it cannot, nothing changes.
-                _ = try? await connection.query("SET client_connection_check_interval = '1s'", logger: logger)
-            }
-            return acquired
-        }
-    }
-
     /// Lets go of the lock; nothing to do when the connection closed (the session, and its lock, ended).
     func unlock(_ key: String) async {
         let logger = self.logger
@@ -73,7 +56,9 @@ public struct ProjectionLeader: Sendable {
         let limit = limit ?? self.limit
         guard !connection.isClosed else { throw ConnectionLost() }
         do {
-            return try await withDeadline(limit, abandonWhen: { connection.isClosed }) { try await operation(connection) }
+            return try await heartbeat.whileBusy {
+                try await withDeadline(limit, abandonWhen: { connection.isClosed }) { try await operation(connection) }
+            }
         } catch let error as DeadlineExceeded {
             logger.warning(
                 "projection statement exceeded its time limit; closing its connection",

@@ -159,26 +159,46 @@ public struct ProjectionStore: Sendable {
 
     /// Runs `body` as the only runner of `generation` of `definition` across all instances, holding a
     /// session advisory lock on one connection for as long as `body` runs. Returns nil at once when
-    /// another runner holds it (this one stands by). Each statement of the leader must finish within
-    /// `limit`, and fails as soon as its connection closes.
+    /// another runner holds it (this one stands by), after ending the session of a holder that stopped
+    /// answering (``LeaderHeartbeat``). Each statement of the leader must finish within `limit`, and fails
+    /// as soon as its connection closes; a heartbeat beside them closes the connection when PostgreSQL
+    /// stops answering on it.
     public func lead<T: Sendable>(
         _ definition: any ProjectionDefinition, generation: Int, limit: Duration,
         _ body: @escaping @Sendable (ProjectionLeader) async throws -> T
     ) async throws -> T? {
         let key = "upshift:projection:\(definition.name):\(generation)"
+        let role = "projection \(definition.name):\(generation)"
         return try await pool.withConnection { connection in
-            let leader = ProjectionLeader(
-                connection: connection, definition: definition, generation: generation, limit: limit, logger: logger)
-            guard try await leader.lock(key) else { return nil }
-            do {
-                let result = try await body(leader)
-                await leader.unlock(key)
-                return result
-            } catch {
-                await leader.unlock(key)
-                throw error
+            guard try await AdvisoryLeadership.lock(key, on: connection, role: role, limit: limit, logger: logger) else { return nil }
+            return try await LeaderHeartbeat.beside(connection, role: role, probe: sessionState, logger: logger) { heartbeat in
+                let leader = ProjectionLeader(
+                    connection: connection, heartbeat: heartbeat, definition: definition, generation: generation, limit: limit,
+                    logger: logger)
+                do {
+                    let result = try await body(leader)
+                    await leader.unlock(key)
+                    return result
+                } catch {
+                    await leader.unlock(key)
+                    throw error
+                }
             }
         }
+    }
+
+    /// The state of session `pid` in `pg_stat_activity` (nil when it is gone), asked on another connection
+    /// of the pool: how a leader whose statement takes long tells a busy session from a lost one.
+    @Sendable func sessionState(_ pid: Int32) async throws -> (state: String, seconds: Double)? {
+        for try await (state, seconds) in try await pool.query(
+            """
+            SELECT coalesce(state, ''), coalesce(extract(epoch FROM now() - state_change), 0)::float8
+            FROM pg_stat_activity WHERE pid = \(pid)
+            """, logger: logger
+        ).decode((String, Double).self) {
+            return (state, seconds)
+        }
+        return nil
     }
 
     // MARK: Helpers

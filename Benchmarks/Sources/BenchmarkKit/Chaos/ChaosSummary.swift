@@ -150,16 +150,22 @@ public struct ChaosSummary: Sendable {
             let done = record.done.map { Format.fixed($0, 1) } ?? "never"
             var outcome = record.detail
             if let doneAt = record.done, let back = record.back {
-                let what = record.fault == .killServer ? "ready again" : "accepting connections again"
+                let what =
+                    switch record.fault {
+                    case .killServer: "ready again"
+                    case .restartPostgres: "accepting connections again"
+                    case .partitionServer: "packets flowing again"
+                    }
                 outcome += (outcome.isEmpty ? "" : "; ") + "\(what) after \(Format.fixed(back - doneAt, 1)) s"
             }
             out.line(table.row([Format.fixed(record.planned, 1), done, record.fault.rawValue, outcome]))
         }
         let kills = faults.filter { $0.fault == .killServer && $0.done != nil }.count
         let restarts = faults.filter { $0.fault == .restartPostgres && $0.done != nil }.count
+        let partitions = faults.filter { $0.fault == .partitionServer && $0.done != nil }.count
         out.line(
-            "done: \(kills) of \(ChaosPlan.serverKills) SIGKILLs, each followed by a restart; \(restarts) of \(ChaosPlan.postgresRestarts) PostgreSQL restart, while the server ran  "
-                + judge(kills == ChaosPlan.serverKills && restarts == ChaosPlan.postgresRestarts))
+            "done: \(kills) of \(ChaosPlan.serverKills) SIGKILLs, each followed by a restart; \(restarts) of \(ChaosPlan.postgresRestarts) PostgreSQL restart and \(partitions) of \(ChaosPlan.partitions) partition of \(Format.fixed(ChaosPlan.partitionSeconds, 0)) s, while the server ran  "
+                + judge(kills == ChaosPlan.serverKills && restarts == ChaosPlan.postgresRestarts && partitions == ChaosPlan.partitions))
         out.line(
             "upshift serve exits no SIGKILL caused: \(unexpectedExits.isEmpty ? "none" : unexpectedExits.joined(separator: "; ")); exit \(finalExitStatus) after SIGTERM at the end  "
                 + judge(unexpectedExits.isEmpty && finalExitStatus == 0))
@@ -225,7 +231,7 @@ public struct ChaosSummary: Sendable {
         out.durability(facts.durability)
         return out.finish(
             outputFolder: outputFolder,
-            musts: "3 SIGKILLs and 1 PostgreSQL restart, exactly once, checks 200 and events 503 with Retry-After while PostgreSQL was down, recovery within \(Format.fixed(recoveryBound, 0)) s, projections equal a rebuild, durability on")
+            musts: "3 SIGKILLs, 1 PostgreSQL restart and 1 partition, exactly once, checks 200 and events 503 with Retry-After while PostgreSQL was down, recovery within \(Format.fixed(recoveryBound, 0)) s, projections equal a rebuild, durability on")
     }
 }
 

@@ -5,16 +5,17 @@ import Testing
 /// The faults of a chaos run, drawn from its seed.
 @Suite struct ChaosPlanTests {
     @Test(arguments: [1, 42, 7_777, UInt64.max])
-    func threeKillsAndOneRestartBetweenTheWarmUpAndTheTail(seed: UInt64) {
+    func threeKillsOneRestartAndOnePartitionBetweenTheWarmUpAndTheTail(seed: UInt64) {
         for duration in [30.0, 60, 300, 3_600] {
             let plan = ChaosPlan(seed: seed, duration: duration)
             #expect(plan.steps.filter { $0.fault == .killServer }.count == 3)
             #expect(plan.steps.filter { $0.fault == .restartPostgres }.count == 1)
+            #expect(plan.steps.filter { $0.fault == .partitionServer }.count == 1)
             #expect(plan.steps.map(\.at) == plan.steps.map(\.at).sorted())
             #expect(plan.steps.first!.at >= ChaosPlan.warmUp(duration))
             #expect(plan.steps.last!.at <= duration - ChaosPlan.tail(duration))
             // Each fault at least 40 % of a slot after the one before.
-            let slot = (duration - ChaosPlan.warmUp(duration) - ChaosPlan.tail(duration)) / 4
+            let slot = (duration - ChaosPlan.warmUp(duration) - ChaosPlan.tail(duration)) / 5
             for (before, after) in zip(plan.steps, plan.steps.dropFirst()) {
                 #expect(after.at - before.at >= 0.4 * slot - 1e-9)
             }
@@ -26,16 +27,19 @@ import Testing
         #expect(ChaosPlan(seed: 1, duration: 60).steps != ChaosPlan(seed: 2, duration: 60).steps)
     }
 
-    /// The seed moves the PostgreSQL restart through every slot, and the moments within the slots.
+    /// The seed moves the PostgreSQL restart and the partition through every slot, and the moments within
+    /// the slots.
     @Test func theSeedPicksTheMoments() {
-        var slots = Set<Int>()
+        var slots = Set<Int>(), partitions = Set<Int>()
         var moments = Set<Double>()
         for seed in UInt64(0)..<64 {
             let plan = ChaosPlan(seed: seed, duration: 300)
             slots.insert(plan.steps.firstIndex { $0.fault == .restartPostgres }!)
+            partitions.insert(plan.steps.firstIndex { $0.fault == .partitionServer }!)
             moments.insert(plan.steps[0].at)
         }
-        #expect(slots == [0, 1, 2, 3])
+        #expect(slots == [0, 1, 2, 3, 4])
+        #expect(partitions == [0, 1, 2, 3, 4])
         #expect(moments.count == 64)
     }
 

@@ -30,6 +30,7 @@ import Testing
                 .init(fault: .restartPostgres, planned: 20.0, done: 30.0, back: 31.5, detail: ""),
                 .init(fault: .killServer, planned: 33.0, done: 35.0, back: 36.2, detail: "pid 11"),
                 .init(fault: .killServer, planned: 44.0, done: 44.0, back: 45.0, detail: "pid 12"),
+                .init(fault: .partitionServer, planned: 47.0, done: 47.0, back: 56.0, detail: ""),
             ],
             load: .init(
                 eventsPerSecond: 500, checksPerSecond: 200, seconds: 60, singleBatches: 15_000, hundredBatches: 150,
@@ -53,9 +54,10 @@ import Testing
         #expect(lines.contains("not sent, the in-flight limit reached: 0 event requests, 0 checks; the load's longest pause: 0.02 s (ending at 31.5 s)"))
         #expect(lines.contains { $0.hasPrefix("acknowledged with 200: 3; stored exactly once: 3; missing: 0;") && $0.hasSuffix("PASS") })
         #expect(lines.contains { $0.contains("pg_ctl restart -m immediate") && $0.contains("accepting connections again after 1.5 s") })
+        #expect(lines.contains { $0.contains("black hole between server and PostgreSQL") && $0.contains("packets flowing again after 9.0 s") })
         #expect(lines.contains("sent: 4; never acknowledged: 1, of which stored once: 0; found stored by a retry (an answer lost after the COMMIT): 4"))
         #expect(!lines.contains { $0.hasSuffix("MISS") })
-        #expect(lines.last == "musts: all hold (3 SIGKILLs and 1 PostgreSQL restart, exactly once, checks 200 and events 503 with Retry-After while PostgreSQL was down, recovery within 30 s, projections equal a rebuild, durability on)")
+        #expect(lines.last == "musts: all hold (3 SIGKILLs, 1 PostgreSQL restart and 1 partition, exactly once, checks 200 and events 503 with Retry-After while PostgreSQL was down, recovery within 30 s, projections equal a rebuild, durability on)")
     }
 
     @Test func aSlowRecoveryFails() {
@@ -80,6 +82,9 @@ import Testing
     @Test func aFaultNotDoneFails() {
         var summary = Self.passing()
         summary.faults[3].done = nil
+        #expect(!summary.render().mustsHold)
+        summary = Self.passing()
+        summary.faults[4].done = nil
         #expect(!summary.render().mustsHold)
         summary = Self.passing()
         summary.outage = nil
