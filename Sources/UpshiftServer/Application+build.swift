@@ -91,9 +91,11 @@ public struct ApplicationParts {
         // Pools of their own for the hot path, the reads and the projection runner, so that slow reports
         // cannot starve ingestion (docs/OPERATIONS.md, "Database connections").
         let pools = configuration.pools
+        // The hot pool's statements end in PostgreSQL too when their caller stops waiting: one left waiting
+        // for a lock would hold its connection's session (and its transaction id) long after its `503`.
         let hot = DatabasePool(
             name: "hot", settings: configuration.database, connections: pools.hotConnections, bounds: pools.hotBounds,
-            metrics: metrics, logger: logger)
+            statementTimeout: pools.answerTimeout, metrics: metrics, logger: logger)
         let reads = DatabasePool(
             name: "reads", settings: configuration.database, connections: pools.readConnections,
             bounds: pools.readBounds, statementTimeout: pools.reportStatementTimeout, metrics: metrics, logger: logger)

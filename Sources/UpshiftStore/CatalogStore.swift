@@ -50,6 +50,9 @@ public struct CatalogHistoryEntry: Sendable, Codable, Equatable {
     public var changes: [String: CatalogEvent.FieldChange]
     /// On the rollout worker's writes: the step applied, the steps skipped, a pause ended.
     public var schedule: CatalogEvent.ScheduleNote?
+    /// Set when the stored event could not be read (an unknown type, or data this version cannot decode):
+    /// why. The entry then carries its stream version, type and time only, and `actor` is `unknown`.
+    public var undecodable: String?
 }
 
 /// The catalog: apps, releases and policies as events on `app:{id}` streams plus current tables,
@@ -159,13 +162,28 @@ public struct CatalogStore: Sendable {
             """, logger: logger)
         var entries: [CatalogHistoryEntry] = []
         for try await (version, type, at, data) in rows.decode((Int, String, Date, String).self) {
-            guard let kind = CatalogEvent.Kind(rawValue: type) else { continue }
-            let event = try CatalogEvent.decode(kind: kind, data: Data(data.utf8))
+            // An event this version cannot read (written by a newer one, or damaged) is listed as such: a
+            // history that answers 500 would hide every other change.
+            let event: CatalogEvent
+            do {
+                guard let kind = CatalogEvent.Kind(rawValue: type) else { throw UndecodableEvent(reason: "unknown event type") }
+                event = try CatalogEvent.decode(kind: kind, data: Data(data.utf8))
+            } catch {
+                let reason = (error as? UndecodableEvent)?.reason ?? "its data does not decode as \(type)"
+                logger.error(
+                    "catalog event undecodable",
+                    metadata: ["app": "\(appId)", "streamVersion": "\(version)", "type": "\(type)", "error": "\(error)"])
+                entries.append(
+                    CatalogHistoryEntry(
+                        version: version, type: type, at: at, actor: "unknown", reason: nil, platform: nil, releaseVersion: nil,
+                        changes: [:], schedule: nil, undecodable: reason))
+                continue
+            }
             entries.append(
                 CatalogHistoryEntry(
                     version: version, type: type, at: at, actor: event.actor, reason: event.reason,
                     platform: event.platform ?? event.release?.platform, releaseVersion: event.release?.version.text,
-                    changes: event.changes, schedule: event.schedule))
+                    changes: event.changes, schedule: event.schedule, undecodable: nil))
         }
         return entries
     }
@@ -474,4 +492,8 @@ public struct CatalogStore: Sendable {
             """, logger: logger)
         try await connection.query("SELECT pg_notify(\(Self.notifyChannel), \(appId))", logger: logger)
     }
+}
+
+private struct UndecodableEvent: Error {
+    let reason: String
 }

@@ -158,6 +158,9 @@ public struct Migrator: Sendable {
             let statements = SQLScript.statements(migration.sql)
             do {
                 try await connection.transaction(logger: logger) { connection in
+                    // A migration may rewrite a large table: not bound by the statement timeout of the
+                    // pool it runs on (the server's hot pool sets one).
+                    try await connection.rows("SET LOCAL statement_timeout = 0", logger: logger)
                     for statement in statements {
                         try await connection.rows(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }

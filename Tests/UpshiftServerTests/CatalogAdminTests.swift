@@ -249,4 +249,36 @@ import UpshiftTestSupport
         #expect(rebuilt != nil && rebuilt?.app.revision == 2 && rebuilt?.app.name == "Expenses 2")
         #expect(rebuilt == tables)
     }
+
+    /// A stored catalog event this server cannot read (a type from a newer version, data that does not
+    /// decode) is listed as undecodable with its stream version and type, in the API and on the dashboard:
+    /// the history answers 200 with every other change around it.
+    @Test func anUndecodableCatalogEventIsListedNeverA500() async throws {
+        let harness = try await Harness.make()
+        try await harness.sql { client in
+            for (version, type, data) in [(2, "release_updated", #"{"release": 7}"#), (3, "app_archived", #"{"actor": "future"}"#)] {
+                _ = try await client.query(
+                    """
+                    INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, stream_id, stream_version, data)
+                    VALUES (gen_random_uuid(), now(), now(), 'expenses', \(type), 'app:expenses', \(version), \(data)::jsonb)
+                    """)
+            }
+        }
+        try await harness.run { (server: Server) async throws in
+            let reply = try await server.send(.GET, "/v1/apps/expenses/history", key: harness.readKey)
+            #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+            guard case .array(let entries) = try reply.value()["entries"] else { Issue.record("no entries"); return }
+            #expect(entries.map { $0["version"] } == [.number(3), .number(2), .number(1)])
+            #expect(entries.map { $0["type"] } == [.string("app_archived"), .string("release_updated"), .string("app_created")])
+            #expect(entries[0]["undecodable"] == .string("unknown event type"))
+            #expect(entries[1]["undecodable"] == .string("its data does not decode as release_updated"))
+            #expect(entries[0]["actor"] == .string("unknown") && entries[1]["changes"] == .object([:]))
+            #expect(entries[2]["undecodable"] == nil)
+            var browser = DashboardTests.Browser(server: server)
+            #expect(try await browser.signIn(harness.readKey).status == 303)
+            let page = try await browser.get("/dashboard/apps/expenses/history")
+            #expect(page.status == 200)
+            #expect(page.text.contains("<b>undecodable</b>: unknown event type (stream version 3)"), "\(page.text)")
+        }
+    }
 }

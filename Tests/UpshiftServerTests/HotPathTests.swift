@@ -113,6 +113,32 @@ import UpshiftTestSupport
         }
     }
 
+    /// A write of the hot pool that waits for a lock past `UPSHIFT_DATABASE_TIMEOUT` is answered `503`,
+    /// and PostgreSQL ends the statement too (the pool's own `statement_timeout`): no session of the hot
+    /// pool is left waiting for the lock once its caller stopped waiting.
+    @Test func aHotStatementThatOutwaitsItsBoundEndsInPostgreSQLToo() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        configuration.pools.answerTimeout = .seconds(2)
+        configuration.ingestion.flushTimeout = .seconds(1)
+        try await harness.run(configuration) { server in
+            try await withPostgres(harness.database, maximumConnections: 1) { client in
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: TestEnvironment.logger)
+                    try await connection.query("LOCK TABLE event_ids IN ACCESS EXCLUSIVE MODE", logger: TestEnvironment.logger)
+                    let reply = try await server.postEvents([clientEvent(occurredAt: harness.clock.now())], key: harness.ingestKey)
+                    #expect(reply.status == 503)
+                    // The statement's bound (2 s) has passed, the lock is still held: nothing of the hot pool waits.
+                    try await Task.sleep(for: .seconds(3))
+                    let waiting = try await harness.count(
+                        "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = 'upshift-hot' AND wait_event_type = 'Lock'")
+                    try await connection.query("ROLLBACK", logger: TestEnvironment.logger)
+                    #expect(waiting == 0, "\(waiting) hot sessions still wait for the lock")
+                }
+            }
+        }
+    }
+
     /// PostgreSQL accepts connections but answers nothing (a partition), then refuses them: requests
     /// that need it are 503 within their bounds, the check answers from its snapshot.
     @Test func aDatabaseThatDoesNotAnswerIs503WithinTheBounds() async throws {

@@ -21,6 +21,7 @@ struct CheckController: Sendable {
     let logger: Logger
     let observed: Counter
     let dropped: Counter
+    let droppedLog = LogThrottle()
     /// `upshift_check_decisions_total{action,reason}`, made once for every pair.
     let decisions: [Outcome: Counter]
     let cacheBytes: Meter
@@ -317,10 +318,15 @@ struct CheckController: Sendable {
             id: UUIDText.random(), type: .checked, occurredAt: now, appId: appId, installId: installId, platform: request.platform,
             appVersion: request.version.text, data: data.json)
         observed.increment()
-        writer.offer([event], limit: observationBuffer) { [dropped, logger] result in
+        writer.offer([event], limit: observationBuffer) { [dropped, droppedLog, logger] result in
             if case .failure(let error) = result {
                 dropped.increment()
-                logger.warning("check observation dropped", metadata: ["reason": "\(error)", "app.id": "\(appId)"])
+                // In an outage every check drops one: the first is logged, then a count every 10 s.
+                droppedLog.occurred { count in
+                    logger.warning(
+                        "check observations dropped",
+                        metadata: ["count": "\(count)", "reason": "\(error)", "app.id": "\(appId)", "every": "\(droppedLog.interval)"])
+                }
             }
         }
     }

@@ -30,6 +30,7 @@ enum HistoryPage {
             let changes = entry.changes.sorted { $0.key < $1.key }.map { field, change -> HTML in
                 "<li><b>\(field)</b>: \(describe(change.from)) → \(describe(change.to))</li>"
             } + (entry.schedule.map { [describe($0)] } ?? [])
+                + (entry.undecodable.map { ["<li><b>undecodable</b>: \($0) (stream version \(entry.version))</li>"] } ?? [])
             return """
                 <tr><td>\(Timestamp.format(entry.at))</td><td>\(entry.actor)</td><td>\(entry.type.replacingOccurrences(of: "_", with: " ")) \
                 <span class="muted">\(subject)</span><ul>\(changes)</ul></td><td>\(entry.reason ?? "–")</td></tr>
