@@ -123,6 +123,10 @@ public struct AppConfiguration: Sendable {
         if let count = try read.integer("UPSHIFT_MAX_CONNECTIONS", in: 1...1_000_000) {
             configuration.connections.maximumConnections = count
         }
+        // At least one gzip post of events (1 MiB received, 1 MiB inflated) must fit.
+        if let bytes = try read.integer("UPSHIFT_BODY_BUDGET_BYTES", in: (2 * BodyBudget.perBody)...(1 << 40)) {
+            configuration.connections.bodyBudgetBytes = bytes
+        }
         if let count = try read.integer("UPSHIFT_HOT_POOL_CONNECTIONS", in: 1...1_000) {
             configuration.pools.hotConnections = count
         }

@@ -124,6 +124,8 @@ public struct ApplicationParts {
         let routeTable = RouteTable()
         router.middlewares.add(RequestMetricsMiddleware(factory: metrics))
         router.middlewares.add(ProblemMiddleware(routes: routeTable))
+        router.middlewares.add(
+            BodyBudgetMiddleware(budget: BodyBudget(capacity: configuration.connections.bodyBudgetBytes, metrics: metrics)))
         if configuration.logLevel <= .debug { router.middlewares.add(LogRequestsMiddleware(.debug)) }
         router.addRoutes(
             HealthController(

@@ -15,6 +15,9 @@ public struct ConnectionLimits: Sendable {
     public var maximumConnections = 4_096
     /// The request target and header fields together (names and values); more is `431`.
     public var maximumHeadBytes = 16 * 1024
+    /// Request bodies held in memory at once, server-wide, as their requests reserve them (``BodyBudget``);
+    /// a request that does not fit is `503` with `Retry-After`.
+    public var bodyBudgetBytes = 32 << 20
     /// On SIGTERM, the whole shutdown ends within this time: requests still running are cut off in time
     /// for the ingestion writer to write what is pending in the rest (``ShutdownDeadline``).
     public var shutdownTimeout: Duration = .seconds(25)

@@ -31,7 +31,17 @@ import UpshiftTestSupport
         ("UPSHIFT_STORE_LOOKUP_URL", "ftp://itunes.apple.com/lookup"),
         ("UPSHIFT_BACKFILL_CHUNK_EVENTS", "999"), ("UPSHIFT_BACKFILL_CHUNK_EVENTS", "2e6"),
         ("UPSHIFT_BACKFILL_ROWS_PER_WRITE", "99"), ("UPSHIFT_BACKFILL_ROWS_PER_WRITE", "20k"),
+        // Less than one gzip post of events (1 MiB received, 1 MiB inflated) would refuse every such post.
+        ("UPSHIFT_BODY_BUDGET_BYTES", "2097151"), ("UPSHIFT_BODY_BUDGET_BYTES", "32MiB"),
     ]
+
+    /// The server-wide body budget: 32 MiB unless set.
+    @Test func theBodyBudgetDefaultsTo32MiB() throws {
+        #expect(try AppConfiguration.fromEnvironment(Self.base).connections.bodyBudgetBytes == 32 << 20)
+        var environment = Self.base
+        environment["UPSHIFT_BODY_BUDGET_BYTES"] = "2097152"
+        #expect(try AppConfiguration.fromEnvironment(environment).connections.bodyBudgetBytes == 2 << 20)
+    }
 
     @Test(arguments: invalid)
     func anInvalidValueIsAnErrorNamingItsVariable(_ name: String, _ value: String) {

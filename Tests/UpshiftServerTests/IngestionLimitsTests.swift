@@ -31,6 +31,47 @@ import UpshiftTestSupport
         }
     }
 
+    /// Bodies held at once are bounded server-wide: two gzip posts stalled in their bodies (1 MiB as
+    /// received and 1 MiB inflated each) fill a budget of 4 MiB; a third post is `503` with `Retry-After`,
+    /// unread, and counted by the budget's metric (no rate limiter's); the check, which has no body, answers
+    /// on; once a stalled client goes, posting works again.
+    @Test func aFullBodyBudgetAnswers503UnreadAndCountsIt() async throws {
+        let harness = try await Harness.make()
+        var configuration = harness.configuration()
+        configuration.connections.bodyBudgetBytes = 4 << 20
+        try await harness.run(configuration) { server in
+            let reserved = "upshift_body_budget_reserved_bytes"
+            var stalled: [RawConnection] = []
+            for _ in 0..<2 {
+                let connection = try await RawConnection.open(port: server.port)
+                #expect(await connection.send(
+                    "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(harness.ingestKey)\r\n"
+                        + "Content-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 1048576\r\n\r\n\u{1f}"))
+                stalled.append(connection)
+            }
+            try await Self.waitFor(server, reserved, toBe: 4 << 20)
+            let event = [clientEvent(occurredAt: harness.clock.now())]
+            let refused = try await server.postEvents(event, key: harness.ingestKey)
+            #expect(refused.status == 503)
+            #expect(refused.headers["Retry-After"].first == "1")
+            #expect(try await server.metric("upshift_body_budget_refused_total") == 1)
+            #expect(try await server.request(.GET, "/v1/apps/expenses/check?platform=ios&version=1.0").status == 200)
+
+            await stalled[0].close()
+            try await Self.waitFor(server, reserved, toBe: 2 << 20)
+            #expect(try await server.postEvents(event, key: harness.ingestKey).status == 200)
+            await stalled[1].close()
+        }
+    }
+
+    static func waitFor(_ server: Server, _ metric: String, toBe value: Int) async throws {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+        while try await server.metric(metric) != Double(value) {
+            guard ContinuousClock.now < deadline else { throw HarnessError("\(metric) is not \(value) after 5 s") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     @Test func fiveHundredEventsAreTheLimitCountedWhileReading() async throws {
         let harness = try await Harness.make()
         let now = harness.clock.now()
