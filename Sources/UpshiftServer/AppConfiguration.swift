@@ -37,6 +37,7 @@ public struct AppConfiguration: Sendable {
     public var ingestion = IngestionSettings()
     public var check = CheckSettings()
     public var dashboard = DashboardSettings()
+    public var readers = ReaderSettings()
     public var projections = ProjectionSettings()
     public var connections = ConnectionLimits()
     /// How often the server asks whether a key was created or revoked (then it reloads them all): a
@@ -91,6 +92,18 @@ public struct AppConfiguration: Sendable {
         }
         if let burst = try read.decimal("UPSHIFT_CHECK_RATE_BURST", in: 1...1_000_000_000) {
             configuration.check.ratePerClient.burst = burst
+        }
+        if let rate = try read.decimal("UPSHIFT_READER_RATE", in: 0...1_000_000_000) {
+            configuration.readers.ratePerToken = RateLimit(rate: rate, burst: max(1, rate * 3))
+        }
+        if let burst = try read.decimal("UPSHIFT_READER_RATE_BURST", in: 1...1_000_000_000) {
+            configuration.readers.ratePerToken.burst = burst
+        }
+        if let count = try read.integer("UPSHIFT_READER_CONCURRENCY", in: 1...10_000) {
+            configuration.readers.concurrencyPerToken = count
+        }
+        if let count = try read.integer("UPSHIFT_BACKTEST_CONCURRENCY", in: 1...64) {
+            configuration.readers.backtestConcurrency = count
         }
         if let rate = try read.decimal("UPSHIFT_DASHBOARD_RATE_LIMIT", in: 0...1_000_000_000) {
             configuration.dashboard.ratePerClient.rate = rate

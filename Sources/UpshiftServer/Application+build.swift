@@ -139,6 +139,7 @@ public struct ApplicationParts {
         let feedSignal = FeedSignal()
         if serveHTTP {
             let authentication = BearerAuthentication(keys: keys)
+            let readers = ReaderShares(configuration.readers, metrics: metrics)
             let writer = IngestionWriter(
                 log: eventLog, clock: configuration.clock, settings: configuration.ingestion, metrics: metrics,
                 shutdown: shutdown, logger: logger, wake: { feedSignal.signal() })
@@ -155,9 +156,10 @@ public struct ApplicationParts {
             router.addRoutes(
                 CatalogController(store: catalogStore, clock: configuration.clock) {
                     await snapshotLoader.reload(reason: "write")
-                }.routes(authentication: authentication), atPath: "/v1/apps")
+                }.routes(authentication: authentication, readers: readers), atPath: "/v1/apps")
             let reports = ReportService(
-                store: ReportStore(pool: replica ?? reads, logger: logger), snapshot: snapshot, clock: configuration.clock)
+                store: ReportStore(pool: replica ?? reads, logger: logger), snapshot: snapshot, clock: configuration.clock,
+                readers: readers)
             let reportsController = ReportsController(reports: reports, snapshot: snapshot, clock: configuration.clock)
             router.addRoutes(reportsController.routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
             router.addRoutes(reportsController.previewRoutes(authentication: authentication), atPath: "/v1/apps/:app")

@@ -10,6 +10,8 @@ struct ReportService: Sendable {
     let store: ReportStore
     let snapshot: CatalogSnapshot
     let clock: any WallClock
+    /// Backtests take a slot of the token's and of the instance's (``ReaderShares/backtest(_:)``).
+    let readers: ReaderShares
 
     func adoption(app: String, platform: String, from: UTCDay, to: UTCDay) async throws -> AdoptionReport {
         let read = try await store.adoption(app: app, platform: platform, from: from, to: to)
@@ -33,6 +35,14 @@ struct ReportService: Sendable {
 
     /// The policy backtest of `proposed` against `current` (both as the check would serve them) at `now`.
     func backtest(
+        app: String, platform: String, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
+    ) async throws -> BacktestReport {
+        try await readers.backtest {
+            try await runBacktest(app: app, platform: platform, windowDays: windowDays, now: now, current: current, proposed: proposed)
+        }
+    }
+
+    private func runBacktest(
         app: String, platform: String, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
     ) async throws -> BacktestReport {
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)

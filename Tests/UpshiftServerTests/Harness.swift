@@ -72,6 +72,12 @@ struct Harness {
         configuration.ingestion.ratePerClient.rate = 0
         configuration.ingestion.ratePerKey.rate = 0
         configuration.dashboard.ratePerClient.rate = 0
+        // Suites read with one token from many tasks at once: ReaderSharesTests asserts the shares.
+        configuration.readers.ratePerToken.rate = 0
+        configuration.readers.concurrencyPerToken = 10_000
+        configuration.readers.backtestsPerToken = 10_000
+        configuration.readers.backtestConcurrency = 64
+        configuration.readers.backtestQueue = 10_000
         return configuration
     }
 

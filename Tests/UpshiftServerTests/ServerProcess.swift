@@ -32,6 +32,9 @@ final class ServerProcess: @unchecked Sendable {
         // Test clients all speak from loopback: tests of the event limits set them.
         environment["UPSHIFT_EVENTS_RATE_LIMIT"] = "0"
         environment["UPSHIFT_EVENTS_KEY_RATE_LIMIT"] = "0"
+        environment["UPSHIFT_READER_RATE"] = "0"
+        environment["UPSHIFT_READER_CONCURRENCY"] = "10000"
+        environment["UPSHIFT_BACKTEST_CONCURRENCY"] = "64"
         for (key, value) in extraEnvironment { environment[key] = value }
         process.environment = environment
         if let workingDirectory { process.currentDirectoryURL = workingDirectory }

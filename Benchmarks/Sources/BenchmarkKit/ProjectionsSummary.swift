@@ -234,7 +234,7 @@ public struct ProjectionsSummary: Sendable {
         out.line(facts.machineLine)
         out.line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion), shared_buffers \(sharedBuffers)")
         out.line(facts.durability.line(Durability.serverSetsItToo))
-        out.line("rate limiter: off on POST /v1/events (UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0); none on the reports")
+        out.line("rate limiter: off on POST /v1/events (UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0); none on the reports (UPSHIFT_READER_RATE=0, UPSHIFT_READER_CONCURRENCY=10000, UPSHIFT_BACKTEST_CONCURRENCY=64)")
         // Rates are of the printed seconds, as the bash version computed them.
         let loadSeconds = Format.printed(load.seconds, 1)
         let loadRate = loadSeconds > 0 ? Double(load.events) / loadSeconds : 0

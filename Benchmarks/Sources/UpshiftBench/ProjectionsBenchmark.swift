@@ -32,8 +32,10 @@ struct ProjectionsBenchmark {
     /// Live load: events per request x requests per second = 2,000 events/s.
     static let liveEventsPerRequest = 20
     static let liveRequestsPerSecond = 100
+    /// The reports and backtests are timed against the server, not against the readers' fair shares.
     static let noRateLimit = [
         "UPSHIFT_EVENTS_RATE_LIMIT": "0", "UPSHIFT_EVENTS_KEY_RATE_LIMIT": "0", "UPSHIFT_DASHBOARD_RATE_LIMIT": "0",
+        "UPSHIFT_READER_RATE": "0", "UPSHIFT_READER_CONCURRENCY": "10000", "UPSHIFT_BACKTEST_CONCURRENCY": "64",
     ]
 
     /// The end of the synthetic history (Unix seconds), shared by the catalog and the load.

@@ -17,12 +17,12 @@ struct CatalogController: Sendable {
     static let maximumBody = 256 * 1024
 
     /// The routes, relative to `/v1/apps`, behind `authentication`; each group asks its access of the caller.
-    func routes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
+    func routes(authentication: BearerAuthentication, readers: ReaderShares) -> RouteCollection<UpshiftRequestContext> {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
         routes.add(middleware: authentication)
         routes.group().add(middleware: RequireAccess(.createApps))
             .post(use: createApp)
-        routes.group(":app").add(middleware: RequireAccess(.read))
+        routes.group(":app").add(middleware: RequireAccess(.read)).add(middleware: ReaderShare(shares: readers))
             .get(use: app)
             .get("releases", use: releases)
             .get("releases/:platform/:version", use: release)

@@ -13,6 +13,7 @@ extension ReportsController {
     func previewRoutes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
         routes.add(middleware: authentication).add(middleware: RequireAccess(.read))
+            .add(middleware: ReaderShare(shares: reports.readers))
             .post("preview", use: preview)
         return routes
     }

@@ -20,6 +20,7 @@ struct ReportsController {
     func routes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
         routes.add(middleware: authentication).add(middleware: RequireAccess(.read))
+            .add(middleware: ReaderShare(shares: reports.readers))
             .get("adoption", use: adoption)
             .get("releases/:version", use: release)
             .get("prompts", use: prompts)
