@@ -6,6 +6,9 @@
 -- each answer is read afresh (another release, target or window) rather than the same one again; without
 -- it the URL's own path is asked. A line `path<TAB>body` is a POST of that JSON body (the policy
 -- backtest). UPSHIFT_BENCH_COOKIE (a dashboard session, `name=value`) replaces the token.
+-- UPSHIFT_BENCH_RETRY_AFTER=1: a client that honours `Retry-After`, as the SDK and any polite reader do: a
+-- `429` or `503` delays that connection's next request by its seconds (wrk asks delay() for the connection
+-- whose answer just came, so the delay is that connection's).
 -- done() prints one `upshift-bench:` line per figure: answers (2xx, non-2xx), requests/s, latency
 -- p50/p95/p99/max, bytes per answer and the first few non-2xx answers.
 
@@ -15,6 +18,9 @@ threads = dofile(here .. "common.lua")
 local format = string.format
 local prepared = {}
 local next_index = 1
+
+local honour_retry_after = os.getenv("UPSHIFT_BENCH_RETRY_AFTER") == "1"
+local pending_delay_ms = 0
 
 function init(args)
     local token = os.getenv("UPSHIFT_BENCH_TOKEN")
@@ -55,6 +61,16 @@ end
 
 function response(status, headers, body)
     count_answer(status, body)
+    if honour_retry_after and (status == 429 or status == 503) then
+        local seconds = tonumber(headers["Retry-After"] or headers["retry-after"] or "1") or 1
+        pending_delay_ms = seconds * 1000
+    end
+end
+
+function delay()
+    local ms = pending_delay_ms
+    pending_delay_ms = 0
+    return ms
 end
 
 function done(summary, latency, requests)

@@ -60,19 +60,46 @@ public struct IngestSummary: Sendable {
         /// The server's reads pool (UPSHIFT_READ_POOL_CONNECTIONS): how many of them PostgreSQL runs at once.
         public var readsPool: Int
         public var run: ReportRun
+        /// Backtests (`POST …/preview`) of the same token on connections of their own, when the load ran
+        /// at the readers' default shares (issue 40); nil in runs from before them.
+        public var backtests: Backtests?
 
-        public init(path: String, connections: Int, readsPool: Int, run: ReportRun) {
+        public struct Backtests: Sendable, Equatable {
+            public var path: String
+            public var connections: Int
+            public var run: ReportRun
+
+            public init(path: String, connections: Int, run: ReportRun) {
+                self.path = path
+                self.connections = connections
+                self.run = run
+            }
+        }
+
+        public init(path: String, connections: Int, readsPool: Int, run: ReportRun, backtests: Backtests? = nil) {
             self.path = path
             self.connections = connections
             self.readsPool = readsPool
             self.run = run
+            self.backtests = backtests
         }
 
-        /// Statuses other than 2xx and `503` (a report refused within its deadline is the bound at work).
+        /// Statuses other than 2xx and `503` (a report refused within its deadline is the bound at work),
+        /// and `429` when the token's share applied (its refusals are the share at work).
         var unexpectedStatuses: [String] {
-            run.statuses.split(separator: ",").map(String.init).filter {
-                !$0.hasPrefix("2") && !$0.hasPrefix("503:") && $0 != "none"
-            }
+            (run.statuses.split(separator: ",") + (backtests?.run.statuses.split(separator: ",") ?? [])).map(String.init)
+                .filter {
+                    !$0.hasPrefix("2") && !$0.hasPrefix("503:") && $0 != "none" && !(backtests != nil && $0.hasPrefix("429:"))
+                }
+        }
+
+        /// How many answers of `run` had `status`.
+        static func count(_ status: Int, in run: ReportRun) -> Int {
+            run.statuses.split(separator: ",").compactMap { pair -> Int? in
+                let parts = pair.split(separator: ":")
+                guard parts.count == 2, Int(parts[0]) == status else { return nil }
+                return Int(parts[1])
+            }.reduce(0, +)
         }
     }
 
@@ -80,10 +107,14 @@ public struct IngestSummary: Sendable {
     public struct UnderReportLoad: Sendable, Equatable {
         public var ingest: HTTPCase
         public var reports: ReportLoad
+        /// Ingestion alone with (e)'s roles (`http,projections`), the readers' reference; nil in runs from
+        /// before it, which compared (e) with (b).
+        public var alone: HTTPCase?
 
-        public init(ingest: HTTPCase, reports: ReportLoad) {
+        public init(ingest: HTTPCase, reports: ReportLoad, alone: HTTPCase? = nil) {
             self.ingest = ingest
             self.reports = reports
+            self.alone = alone
         }
     }
 
@@ -151,8 +182,14 @@ public struct IngestSummary: Sendable {
         out.line(httpRow("(b) POST /v1/events, 100 events/req, 16 conns", batch))
         out.line(pgbenchRow("(c) pgbench, 1-row INSERT/tx, \(singleReference.clients == 0 ? 16 : singleReference.clients) clients", singleReference))
         out.line(httpRow("(d) POST /v1/events, 1 event/req, 64 conns", single))
+        if let alone = underReportLoad?.alone {
+            out.line(httpRow("(e0) as (b), http,projections, no readers", alone))
+        }
         if let loaded = underReportLoad {
-            out.line(httpRow("(e) as (b), beside \(loaded.reports.connections) conns asking a report", loaded.ingest))
+            let beside =
+                loaded.reports.backtests.map { "\(loaded.reports.connections)+\($0.connections) conns of one reader" }
+                ?? "\(loaded.reports.connections) conns asking a report"
+            out.line(httpRow("(e) as (b), beside \(beside)", loaded.ingest))
         }
         out.line("rows/s: rows stored / duration (pgbench), events acknowledged / duration (HTTP); req,tx/s: 2xx")
         out.line("answers/s or pgbench tps; CPU: how busy all \(cpus) CPUs were during the case (load generator included)")
@@ -166,6 +203,7 @@ public struct IngestSummary: Sendable {
         out.line()
         integrity("b", batch, into: &out)
         integrity("d", single, into: &out)
+        if let alone = underReportLoad?.alone { integrity("e0", alone, into: &out) }
         if let loaded = underReportLoad { integrity("e", loaded.ingest, into: &out) }
         out.line("HTTP statuses: (b) \(batch.run.statuses); (d) \(single.run.statuses)\(underReportLoad.map { "; (e) \($0.ingest.run.statuses)" } ?? ""). Socket errors: (b) \(batch.run.socketErrors); (d) \(single.run.socketErrors)\(underReportLoad.map { "; (e) \($0.ingest.run.socketErrors)" } ?? "")")
         out.line("upshift serve: (b) \(batch.server), exit \(batch.server.exitStatus) after SIGTERM; (d) \(single.server), exit \(single.server.exitStatus)\(underReportLoad.map { "; (e) \($0.ingest.server), exit \($0.ingest.server.exitStatus)" } ?? "")")
@@ -180,12 +218,26 @@ public struct IngestSummary: Sendable {
 
     /// (e) against (b), and what the report load got: its answers must be 2xx, or `503` within the bound.
     private func reportLoad(_ loaded: UnderReportLoad, into out: inout SummaryWriter) {
-        let ratio = Format.fixed(loaded.ingest.run.events.perSecond / max(batch.run.events.perSecond, 1), 2)
-        out.line("(e)/(b) rows/s = \(ratio)  (ingestion beside a report load against ingestion alone; no target)")
         let reports = loaded.reports
         let run = reports.run
-        out.line("(e) report load: GET \(reports.path), \(reports.connections) connections, reads pool \(reports.readsPool):")
-        out.line("    \(Format.fixed(run.requestsPerSecond, 1)) answers/s 2xx, p50 \(Format.fixed(run.latency.p50, 2)) ms, p99 \(Format.fixed(run.latency.p99, 2)) ms, max \(Format.fixed(run.latency.max, 2)) ms; statuses \(run.statuses); socket errors \(run.socketErrors)")
+        if let backtests = reports.backtests {
+            let reference = loaded.alone ?? batch
+            let ratio = Ratio(loaded.ingest.run.events.perSecond, over: reference.run.events.perSecond, target: Targets.ingestionBesideReaders)
+            out.line("(e)/(\(loaded.alone == nil ? "b" : "e0")) rows/s = \(ratio)  (target \(Targets.ingestionBesideReaders.boundText): ingestion beside one read token's reports and backtests, at the readers' default shares, against ingestion alone)")
+            out.line("(e) the reader honours Retry-After: a 429 or 503 delays that connection's next request by its seconds")
+            out.line("(e) one read token at the default shares (2 reads and 1 backtest at a time, 10 a second in bursts of 30; 1 backtest per instance, 4 waiting), reads pool \(reports.readsPool):")
+            for (what, connections, part) in [
+                ("reports: GET \(reports.path)", reports.connections, run), ("backtests: POST \(backtests.path)", backtests.connections, backtests.run),
+            ] {
+                out.line(
+                    "    \(what), \(connections) connections: \(Format.fixed(part.requestsPerSecond, 1)) answers/s 2xx, 429: \(Format.grouped(ReportLoad.count(429, in: part))), 503: \(Format.grouped(ReportLoad.count(503, in: part))); p50 \(Format.fixed(part.latency.p50, 2)) ms, p99 \(Format.fixed(part.latency.p99, 2)) ms; socket errors \(part.socketErrors)")
+            }
+        } else {
+            let ratio = Format.fixed(loaded.ingest.run.events.perSecond / max(batch.run.events.perSecond, 1), 2)
+            out.line("(e)/(b) rows/s = \(ratio)  (ingestion beside a report load against ingestion alone; no target)")
+            out.line("(e) report load: GET \(reports.path), \(reports.connections) connections, reads pool \(reports.readsPool):")
+            out.line("    \(Format.fixed(run.requestsPerSecond, 1)) answers/s 2xx, p50 \(Format.fixed(run.latency.p50, 2)) ms, p99 \(Format.fixed(run.latency.p99, 2)) ms, max \(Format.fixed(run.latency.max, 2)) ms; statuses \(run.statuses); socket errors \(run.socketErrors)")
+        }
         let unexpected = reports.unexpectedStatuses
         if run.answered2xx == 0 || !unexpected.isEmpty || run.socketErrors.timeout != 0 {
             out.line("    REPORT LOAD: \(run.answered2xx) 2xx answers, statuses other than 2xx and 503: \(unexpected.isEmpty ? "none" : unexpected.joined(separator: ",")), \(run.socketErrors.timeout) timeouts; first ones:")

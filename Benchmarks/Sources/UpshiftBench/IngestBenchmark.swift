@@ -3,8 +3,8 @@ import Foundation
 
 /// `scripts/bench ingest`: (a) pgbench with 100-row unnest INSERTs, (b) POST /v1/events with 100 events per
 /// request, (c) pgbench with 1-row INSERTs, (d) POST /v1/events with 1 event per request, (e) as (b) while
-/// a read-token holder asks for a report again and again on as many connections as the reads pool holds
-/// by default.
+/// one read token asks for a report again and again on 8 connections and for a backtest on 2 more, at the
+/// readers' default shares (DESIGN.md section 10, "ingestion beside readers").
 struct IngestBenchmark {
     let bench: Bench
     let duration: Int
@@ -19,8 +19,11 @@ struct IngestBenchmark {
     /// projections applied them) is on 1.8.0, below 1.9.0, so the report counts a population that grows
     /// while the case runs, as a rollout owner's preview before raising the minimum would.
     static let reportPath = "/v1/apps/bench/reports/minimum-impact?platform=ios&version=1.9.0&window=7"
-    /// Case (e)'s report load: the width of the server's reads pool by default.
-    static let reportConnections = 6
+    /// Case (e)'s report load (issue 40): 8 clients asking a report and 2 asking a backtest, one read token.
+    static let reportConnections = 8
+    static let backtestConnections = 2
+    /// Case (e)'s backtest: the policy as it stands, over the installs of the last 7 days.
+    static let backtestPath = "/v1/apps/bench/preview?platform=ios&window=7"
 
     init(bench: Bench, duration: Int, readsPool: Int) {
         self.bench = bench
@@ -39,15 +42,17 @@ struct IngestBenchmark {
         let b = try http("b", connections: 16, eventsPerRequest: 100, roles: "http").ingest
         let c = try best("c", script: "ingest-single.sql", rowsPerTransaction: 1)
         let d = try http("d", connections: 64, eventsPerRequest: 1, roles: "http").ingest
+        // (e0): the readers' reference, with (e)'s roles: the projections apply what is posted in both.
+        let alone = try http("e0", connections: 16, eventsPerRequest: 100, roles: "http,projections").ingest
         let e = try http("e", connections: 16, eventsPerRequest: 100, roles: "http,projections", besideReports: true)
         var summary = IngestSummary(
             facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
             durationSeconds: duration, cpus: bench.cpus, outputFolder: bench.output, batchReference: a, batch: b,
-            singleReference: c, single: d, underReportLoad: e.reports.map { .init(ingest: e.ingest, reports: $0) })
+            singleReference: c, single: d, underReportLoad: e.reports.map { .init(ingest: e.ingest, reports: $0, alone: alone) })
         summary.roles =
             "(b), (d) http: the ingestion path alone, as an instance of that role serves it (docs/OPERATIONS.md,"
-            + " deployment; the projections have their own benchmark); (e) http,projections: its report reads"
-            + " projections that also apply every event posted"
+            + " deployment; the projections have their own benchmark); (e0), (e) http,projections: the readers' reports"
+            + " read projections that also apply every event posted"
         return summary.render()
     }
 
@@ -123,9 +128,23 @@ struct IngestBenchmark {
             Command("wrk", [
                 "-t", "1", "-c", "\(Self.reportConnections)", "-d", "\(duration)s", "--timeout", "10s", "--latency",
                 "-s", bench.environment.script("projections-report.lua"), server.url + Self.reportPath,
-            ], environment: ["UPSHIFT_BENCH_TOKEN": readToken]),
+            ], environment: ["UPSHIFT_BENCH_TOKEN": readToken, "UPSHIFT_BENCH_RETRY_AFTER": "1"]),
             what: "wrk (reports)", stdout: .file(reportsOut), stderr: .append(reportsOut)) : nil
-        if besideReports { log("case (\(tag)): beside it, wrk asking GET \(Self.reportPath) on \(Self.reportConnections) connections") }
+        let backtestsOut = bench.path("\(tag)-backtests-wrk.txt")
+        let backtestLoad: RunningProcess?
+        if besideReports {
+            let paths = bench.path("\(tag)-backtest-paths.txt")
+            try Data("\(Self.backtestPath)\t{}\n".utf8).write(to: URL(fileURLWithPath: paths))
+            backtestLoad = try Processes.start(
+                Command("wrk", [
+                    "-t", "1", "-c", "\(Self.backtestConnections)", "-d", "\(duration)s", "--timeout", "15s", "--latency",
+                    "-s", bench.environment.script("projections-report.lua"), server.url + Self.backtestPath,
+                ], environment: ["UPSHIFT_BENCH_TOKEN": readToken, "UPSHIFT_BENCH_PATHS": paths, "UPSHIFT_BENCH_RETRY_AFTER": "1"]),
+                what: "wrk (backtests)", stdout: .file(backtestsOut), stderr: .append(backtestsOut))
+            log("case (\(tag)): beside it, one read token: wrk asking GET \(Self.reportPath) on \(Self.reportConnections) connections and POST \(Self.backtestPath) on \(Self.backtestConnections), at the readers' default shares")
+        } else {
+            backtestLoad = nil
+        }
         // --timeout 10s: a slow answer is still an answer (the server gives up on a flush after 3 s with 503).
         let status = try Processes.run(
             Command(
@@ -136,10 +155,15 @@ struct IngestBenchmark {
                 ], environment: ["UPSHIFT_BENCH_KEY": key]),
             stdout: .file(out), stderr: .append(out))
         let reportStatus = reportLoad?.wait()
+        let backtestStatus = backtestLoad?.wait()
         let cpu = before.busyShare(until: try bench.cpuTicks())
         guard status == 0 else {
             printTail(of: out, lines: 40)
             throw BenchFailure("wrk failed in case (\(tag)) (output: \(out))")
+        }
+        if let backtestStatus, backtestStatus != 0 {
+            printTail(of: backtestsOut, lines: 40)
+            throw BenchFailure("wrk asking for backtests failed in case (\(tag)) (output: \(backtestsOut))")
         }
         if let reportStatus, reportStatus != 0 {
             printTail(of: reportsOut, lines: 40)
@@ -170,7 +194,10 @@ struct IngestBenchmark {
         let reports = try reportLoad.map { _ in
             IngestSummary.ReportLoad(
                 path: Self.reportPath, connections: Self.reportConnections, readsPool: readsPool,
-                run: try ReportRun(WrkSummary(parsing: String(contentsOfFile: reportsOut, encoding: .utf8))))
+                run: try ReportRun(WrkSummary(parsing: String(contentsOfFile: reportsOut, encoding: .utf8))),
+                backtests: .init(
+                    path: Self.backtestPath, connections: Self.backtestConnections,
+                    run: try ReportRun(WrkSummary(parsing: String(contentsOfFile: backtestsOut, encoding: .utf8)))))
         }
         return (ingest, reports)
     }

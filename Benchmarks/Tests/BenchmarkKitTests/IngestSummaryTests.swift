@@ -90,6 +90,41 @@ import Testing
         #expect(summary.text.contains("REPORT LOAD: 138 2xx answers, statuses other than 2xx and 503: none, 1 timeouts"))
     }
 
+    /// At the readers' default shares (issue 40) the ratio is judged against DESIGN.md's "ingestion beside
+    /// readers", the backtests show beside the reports, and the token's `429`s are the share at work.
+    @Test func aReaderAtTheDefaultSharesIsJudgedAgainstTheTarget() throws {
+        var run = try Self.recordedWithReportLoad()
+        var reports = try #require(run.underReportLoad?.reports.run)
+        reports.statuses = "200:138,429:412"
+        var backtests = reports
+        backtests.statuses = "200:40,429:9,503:2"
+        backtests.requestsPerSecond = 2.7
+        run.underReportLoad?.reports.run = reports
+        run.underReportLoad?.reports.backtests = .init(path: "/v1/apps/bench/preview?platform=ios&window=7", connections: 2, run: backtests)
+        var summary = run.render()
+        var lines = summary.text.split(separator: "\n").map(String.init)
+        #expect(summary.mustsHold)
+        #expect(lines.contains("(e)/(b) rows/s = 0.58 MISS  (target >= 0.80: ingestion beside one read token's reports and backtests, at the readers' default shares, against ingestion alone)"))
+        #expect(lines.contains { $0.hasPrefix("(e) as (b), beside 6+2 conns of one reader") })
+        #expect(lines.contains { $0.hasPrefix("    reports: GET /v1/apps/bench/reports/minimum-impact") && $0.contains("9.2 answers/s 2xx, 429: 412, 503: 0") })
+        #expect(lines.contains { $0.hasPrefix("    backtests: POST /v1/apps/bench/preview") && $0.contains("2.7 answers/s 2xx, 429: 9, 503: 2") })
+        // Met when ingestion holds 80 % of its rate alone.
+        run.underReportLoad?.ingest.run.events.perSecond = 0.8 * run.batch.run.events.perSecond
+        lines = run.render().text.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("(e)/(b) rows/s = 0.80 PASS") })
+        // With its own reference (the same roles, no readers), (e) is judged against that.
+        var alone = try #require(run.underReportLoad?.ingest)
+        alone.run.events.perSecond = run.batch.run.events.perSecond / 2
+        run.underReportLoad?.alone = alone
+        lines = run.render().text.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("(e)/(e0) rows/s = 1.60 PASS") })
+        #expect(lines.contains { $0.hasPrefix("(e0) as (b), http,projections, no readers") })
+        // Any other refusal still fails the run.
+        run.underReportLoad?.reports.backtests?.run.statuses = "200:40,500:1"
+        summary = run.render()
+        #expect(!summary.mustsHold)
+    }
+
     @Test func ingestionBesideTheReportsIsHeldToTheSameMusts() throws {
         var run = try Self.recordedWithReportLoad()
         run.underReportLoad?.ingest.rowsOfUnansweredRequests = 1500
