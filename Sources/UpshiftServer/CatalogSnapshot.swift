@@ -17,7 +17,12 @@ final class CatalogSnapshot: Sendable {
 
     struct State: Sendable {
         var apps: [String: Entry] = [:]
-        /// The catalog version it was loaded at (sum of stream heads).
+        /// Each app's stream head as last loaded (also for an app that could not be read, so that it is
+        /// not read again until it changes).
+        var heads: [String: Int64] = [:]
+        /// Apps whose last load could not be read (their last good catalog, if any, is served).
+        var undecodable: Set<String> = []
+        /// The sum of `heads`: the catalog version instances compare.
         var version: Int64 = -1
         var loaded = false
         var generation = 0
@@ -34,30 +39,40 @@ final class CatalogSnapshot: Sendable {
 
     var isLoaded: Bool { state.withLock { $0.loaded } }
     var version: Int64 { state.withLock { $0.version } }
+    var undecodableCount: Int { state.withLock { $0.undecodable.count } }
 
-    /// Takes `apps` as the catalog; the apps of `keeping` (which could not be read this time) stay as
-    /// they were, when they were loaded before. A load of an older catalog version than the one held
-    /// changes nothing and returns false: reloads (after a write, on a NOTIFY, by the poll) run
-    /// concurrently and can finish out of order. Nor does a load of the version held (the stored
-    /// catalog is the same, as every write raises the version): the cached answers stay valid.
+    /// Of `heads` (each app's stream head, as just read), those newer than what is held: the apps to load.
+    func newer(_ heads: [String: Int64]) -> [String: Int64] {
+        state.withLock { state in heads.filter { app, head in state.heads[app].map { head > $0 } ?? true } }
+    }
+
+    /// Takes the catalogs of `apps`, each loaded after its head in `heads` was read. An app whose held
+    /// head is as new or newer stays as it is: reloads (after a write, on a NOTIFY, by the poll) run
+    /// concurrently and can finish out of order, and the same head means the same catalog. The apps of
+    /// `keeping` (which could not be read) keep their last good catalog and take the head, so that they
+    /// are not read again until they change. Only the apps taken get a new generation: the cached
+    /// answers of every other app stay valid. Returns the ids of the apps taken.
     @discardableResult
-    func replace(apps: [String: AppCatalog], version: Int64, keeping: some Sequence<String> = []) -> Bool {
-        let entries = apps.mapValues { Entry(catalog: $0, timing: CheckTiming($0), generation: 0) }
-        return state.withLock { state in
-            guard !state.loaded || version > state.version else { return false }
-            state.generation += 1
-            let generation = state.generation
-            let kept = keeping.compactMap { id in state.apps[id].map { (id, $0) } }
-            state.apps = entries.mapValues { entry in
-                var entry = entry
-                entry.generation = generation
-                return entry
+    func update(apps: [String: AppCatalog], heads: [String: Int64], keeping: Set<String> = []) -> [String] {
+        state.withLock { state in
+            var taken: [String] = []
+            for (id, head) in heads.sorted(by: { $0.key < $1.key }) {
+                if let held = state.heads[id], held >= head { continue }
+                if keeping.contains(id) {
+                    state.undecodable.insert(id)
+                } else if let catalog = apps[id] {
+                    state.generation += 1
+                    state.apps[id] = Entry(catalog: catalog, timing: CheckTiming(catalog), generation: state.generation)
+                    state.undecodable.remove(id)
+                    taken.append(id)
+                } else {
+                    continue  // a head without an app row (not yet, or no more): read again at the next move
+                }
+                state.heads[id] = head
             }
-            for (id, entry) in kept { state.apps[id] = entry }
-            state.version = version
+            state.version = state.heads.values.reduce(0, +)
             state.loaded = true
-            return true
+            return taken
         }
     }
 }
-

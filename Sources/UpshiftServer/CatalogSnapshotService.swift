@@ -6,8 +6,10 @@ import UpshiftCore
 import UpshiftStore
 
 /// Keeps the snapshot current: a dedicated LISTEN connection reloads on every catalog NOTIFY (and on
-/// every reconnect, to catch up on what it missed), and a poll of the catalog version every second is
-/// the fallback. While the database is away the snapshot stays as it was and checks keep answering.
+/// every reconnect, to catch up on what it missed), and a poll of the apps' stream heads every second is
+/// the fallback. Each reload reads the heads and loads only the apps whose head moved, so a write costs
+/// the app it changed and leaves every other app's cached answers warm. While the database is away the
+/// snapshot stays as it was and checks keep answering.
 struct CatalogSnapshotService: Service {
     let snapshot: CatalogSnapshot
     let store: CatalogStore
@@ -37,25 +39,31 @@ struct CatalogSnapshotService: Service {
 
     /// Loads the snapshot once (before the server starts).
     func load() async throws {
-        let version = try await store.version()
-        install(try await store.loadAll(), version: version)
+        try await refresh(reason: "start")
         readiness.mark(.catalog)
     }
 
-    /// Takes a load into the snapshot, unless a load of the same or a newer catalog version finished
-    /// first (then false). An app that could not be read keeps its last good catalog (or is absent until it can be
-    /// read) while every other app is served as stored.
+    /// Reads every app's stream head and loads the apps whose head moved since the snapshot took them:
+    /// a write costs the app it changed, not the catalog. Returns the ids of the apps taken (none when
+    /// a concurrent reload took them first).
     @discardableResult
-    func install(_ load: CatalogStore.Load, version: Int64) -> Bool {
-        guard snapshot.replace(apps: load.apps, version: version, keeping: load.undecodable.keys) else { return false }
+    func refresh(reason: String) async throws -> [String] {
+        let heads = try await store.heads()
+        let moved = snapshot.newer(heads)
+        guard !moved.isEmpty || !snapshot.isLoaded else { return [] }
+        let load = try await store.load(only: moved.keys.sorted())
+        let taken = snapshot.update(apps: load.apps, heads: moved, keeping: Set(load.undecodable.keys))
         for (app, reason) in load.undecodable.sorted(by: { $0.key < $1.key }) {
             logger.error(
                 "an app's stored catalog cannot be read; its last good catalog is kept",
                 metadata: ["app.id": "\(app)", "error": "\(reason)"])
         }
-        undecodable.set(Double(load.undecodable.count))
-        catalogVersion.set(Double(version))
-        return true
+        undecodable.set(Double(snapshot.undecodableCount))
+        catalogVersion.set(Double(snapshot.version))
+        logger.debug(
+            "catalog reloaded",
+            metadata: ["catalog.apps": "\(taken.joined(separator: ","))", "catalog.version": "\(snapshot.version)", "catalog.trigger": "\(reason)"])
+        return taken
     }
 
     func run() async throws {
@@ -67,17 +75,8 @@ struct CatalogSnapshotService: Service {
 
     func reload(reason: String) async {
         do {
-            let version = try await store.version()
-            // The instance that wrote reloads at once and then hears its own NOTIFY: load once.
-            if snapshot.isLoaded, version == snapshot.version { return }
-            guard install(try await store.loadAll(), version: version) else {
-                logger.debug(
-                    "catalog reload discarded: this or a newer version is loaded",
-                    metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
-                return
-            }
+            try await refresh(reason: reason)
             readiness.mark(.catalog)
-            logger.debug("catalog reloaded", metadata: ["catalog.version": "\(version)", "catalog.trigger": "\(reason)"])
         } catch {
             logger.warning(
                 "catalog reload failed; serving the last snapshot", metadata: ["error": "\(DatabaseUnreachable.cause(of: error))"])
@@ -115,8 +114,9 @@ struct CatalogSnapshotService: Service {
             } catch {
                 return
             }
-            guard let version = try? await withDeadline(.seconds(2), { try await store.version() }) else { continue }
-            if version > snapshot.version { await reload(reason: "poll") }
+            guard let heads = try? await withDeadline(.seconds(2), { try await store.heads() }) else { continue }
+            if !snapshot.newer(heads).isEmpty { await reload(reason: "poll") }
+            let version = heads.values.reduce(0, +)
             // The version only grows. A poll that began before a reload finished may read less once; the
             // database reading less on two polls in a row went back (restored from a backup), and the
             // snapshot, which never takes an older version, stays as it is until the instance restarts.

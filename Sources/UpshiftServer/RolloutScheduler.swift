@@ -41,7 +41,7 @@ struct RolloutScheduler: Service {
                         // The lock lives as long as its connection: a closed one means another instance may lead.
                         while !lease.isLost, !Task.isCancelled {
                             try await view.refresh(from: catalog)
-                            if try await tick(view.apps) { view.invalidate() }
+                            for app in try await tick(view.apps) { view.invalidate(app) }
                             try await Task.sleep(for: interval)
                         }
                     }
@@ -59,31 +59,36 @@ struct RolloutScheduler: Service {
         }
     }
 
-    /// The catalog as last read, read again when its version moved.
+    /// The catalog as last read: an app is read again when its stream head moved (``CatalogStore/heads()``).
     struct CatalogView {
-        private var version: Int64?
+        private var heads: [String: Int64] = [:]
         private(set) var apps: [String: AppCatalog] = [:]
 
         mutating func refresh(from catalog: CatalogStore) async throws {
-            let current = try await catalog.version()
-            guard current != version else { return }
-            apps = try await catalog.loadAll().apps
-            version = current
+            let current = try await catalog.heads()
+            let moved = current.filter { app, head in heads[app] != head }
+            guard !moved.isEmpty else { return }
+            let load = try await catalog.load(only: moved.keys.sorted())
+            for (app, head) in moved {
+                apps[app] = load.apps[app]  // an app that cannot be read has no schedule to advance
+                heads[app] = head
+            }
         }
 
-        mutating func invalidate() { version = nil }
+        /// Reads `app` again at the next refresh (the worker wrote it).
+        mutating func invalidate(_ app: String) { heads[app] = nil }
     }
 
-    /// Writes every step now due; true when something was written (or a write found a newer revision).
-    func tick(_ apps: [String: AppCatalog]) async throws -> Bool {
-        var changed = false
+    /// Writes every step now due; the apps written (or whose write found a newer revision).
+    func tick(_ apps: [String: AppCatalog]) async throws -> Set<String> {
+        var changed: Set<String> = []
         for (appId, app) in apps.sorted(by: { $0.key < $1.key }) {
             for platform in app.releases.keys.sorted() {
                 for release in app.releases(for: platform) where release.rolloutSchedule != nil {
                     let now = clock.now()
                     var advanced = release
                     guard let note = advanced.advanceSchedule(now: now) else { continue }
-                    changed = true
+                    changed.insert(appId)
                     let result = advanced
                     do {
                         let write = try await catalog.updateRelease(
@@ -106,7 +111,7 @@ struct RolloutScheduler: Service {
                 }
             }
         }
-        if changed { await written() }
+        if !changed.isEmpty { await written() }
         return changed
     }
 }

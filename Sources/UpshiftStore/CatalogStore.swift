@@ -89,16 +89,22 @@ public struct CatalogStore: Sendable {
         public var description: String { "the stored catalog of app \(appId) cannot be read: \(reason)" }
     }
 
-    /// The whole catalog (for the check snapshot), or one app's. A row that does not decode leaves its
-    /// app out (listed in ``Load/undecodable``) instead of failing the load: one bad row must never take
-    /// every app's catalog down with it.
+    /// The whole catalog, or one app's. A row that does not decode leaves its app out (listed in
+    /// ``Load/undecodable``) instead of failing the load: one bad row must never take every app's catalog
+    /// down with it.
     public func loadAll(appId: String? = nil) async throws -> Load {
+        try await load(only: appId.map { [$0] })
+    }
+
+    /// The catalogs of the apps `only` names (every app when nil): what the check snapshot reloads after
+    /// a write, the apps whose stream heads moved (``heads()``).
+    public func load(only ids: [String]?) async throws -> Load {
         let decoder = CatalogCoding.decoder()
         var catalogs: [String: AppCatalog] = [:]
         var undecodable: [String: String] = [:]
-        for app in try await apps(id: appId) { catalogs[app.id] = AppCatalog(app: app) }
+        for app in try await apps(only: ids) { catalogs[app.id] = AppCatalog(app: app) }
         let releases = try await pool.query(
-            "SELECT app_id, platform, version_key, release::text, revision FROM releases WHERE \(appId)::text IS NULL OR app_id = \(appId)",
+            "SELECT app_id, platform, version_key, release::text, revision FROM releases WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
         for try await (appId, platform, version, json, revision) in releases.decode((String, String, String, String, Int).self) {
             do {
@@ -110,7 +116,7 @@ public struct CatalogStore: Sendable {
             }
         }
         let policies = try await pool.query(
-            "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(appId)::text IS NULL OR app_id = \(appId)",
+            "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
         for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
             do {
@@ -126,6 +132,17 @@ public struct CatalogStore: Sendable {
         return Load(apps: catalogs, undecodable: undecodable)
     }
 
+    /// Each app's stream head: the version of its last catalog event. A write moves its app's head only,
+    /// so comparing heads tells which apps to reload. Read before the rows a reload reads (a row newer
+    /// than its head is read again at the next move; a head newer than its rows would never be).
+    public func heads() async throws -> [String: Int64] {
+        let rows = try await pool.query(
+            "SELECT substr(stream_id, 5), version FROM streams WHERE stream_id LIKE 'app:%'", logger: logger)
+        var heads: [String: Int64] = [:]
+        for try await (app, version) in rows.decode((String, Int64).self) { heads[app] = version }
+        return heads
+    }
+
     /// A number that grows with every catalog write (the sum of the stream heads), for polling.
     public func version() async throws -> Int64 {
         let rows = try await pool.query("SELECT coalesce(sum(version), 0)::bigint FROM streams", logger: logger)
@@ -134,10 +151,15 @@ public struct CatalogStore: Sendable {
     }
 
     public func apps(id: String? = nil) async throws -> [AppInfo] {
+        try await apps(only: id.map { [$0] })
+    }
+
+    /// The apps `only` names, every app when nil.
+    public func apps(only ids: [String]?) async throws -> [AppInfo] {
         let rows = try await pool.query(
             """
             SELECT app_id, name, default_locale, update_urls::text, store_ids::text, bundle_ids::text, revision FROM apps
-            WHERE \(id)::text IS NULL OR app_id = \(id) ORDER BY app_id
+            WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids)) ORDER BY app_id
             """, logger: logger)
         var apps: [AppInfo] = []
         for try await row in rows.decode((String, String, String, String, String, String, Int).self) {

@@ -89,12 +89,15 @@ import UpshiftTestSupport
             try await server.request(.GET, "/v1/apps/\(app)/check?platform=ios&version=1.0")
         }
         @Sendable func corrupt() async throws {
-            // Year 10000, as `Timestamp.format` wrote a date that `parse` once let through.
+            // Year 10000, as `Timestamp.format` wrote a date that `parse` once let through; written as a
+            // write of such a server would be, moving the app's stream head (reloads read the apps whose
+            // head moved).
             _ = try await harness.count(
                 """
                 WITH changed AS (UPDATE releases SET release = jsonb_set(release, '{releasedAt}', '"10000-01-01T00:00:59.000Z"')
-                                 WHERE app_id = 'broken' RETURNING 1)
-                SELECT count(*)::int FROM changed
+                                 WHERE app_id = 'broken' RETURNING 1),
+                     moved AS (UPDATE streams SET version = version + 1 WHERE stream_id = 'app:broken' RETURNING 1)
+                SELECT (SELECT count(*) FROM changed)::int + (SELECT count(*) FROM moved)::int
                 """)
         }
         try await harness.run { server in

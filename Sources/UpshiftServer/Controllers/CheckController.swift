@@ -25,6 +25,9 @@ struct CheckController: Sendable {
     /// `upshift_check_decisions_total{action,reason}`, made once for every pair.
     let decisions: [Outcome: Counter]
     let cacheBytes: Meter
+    /// `upshift_check_cache_lookups_total{result}`: answers that could be reused, found (`hit`) or computed (`miss`).
+    let cacheHits: Counter
+    let cacheMisses: Counter
 
     /// A `POST` body holds a few short fields.
     static let maximumBody = 64 * 1024
@@ -45,6 +48,8 @@ struct CheckController: Sendable {
         observed = ServerMetrics.counter("check_observations", factory: metrics)
         dropped = ServerMetrics.counter("check_observations_dropped", factory: metrics)
         cacheBytes = ServerMetrics.gauge("check_cache_bytes", factory: metrics)
+        cacheHits = ServerMetrics.counter("check_cache_lookups", dimensions: [("result", "hit")], factory: metrics)
+        cacheMisses = ServerMetrics.counter("check_cache_lookups", dimensions: [("result", "miss")], factory: metrics)
         var decisions: [Outcome: Counter] = [:]
         for action in CheckAction.allCases {
             for reason in CheckReason.allCases {
@@ -139,8 +144,10 @@ struct CheckController: Sendable {
         if reusable, let cached = answers.answer(question, interval: interval),
             let spelled = cached.spelling == checkRequest.version.text ? cached : cached.respelled(as: checkRequest.version.text)
         {
+            cacheHits.increment()
             answer = spelled.staleness(for: checkRequest.install, now: now)
         } else {
+            if reusable { cacheMisses.increment() }
             answer = try compute(checkRequest, entry: entry, now: now, interval: interval)
             // Kept unless another install could get another answer to the same question.
             if checkRequest.install == nil || !answer.dependsOnInstall {
