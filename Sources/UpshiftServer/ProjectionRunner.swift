@@ -233,18 +233,18 @@ public final class ProjectionRunner: Service, Sendable {
                     "deadLetters": "\(result.deadLetters)", "duration": "\(ContinuousClock.now - started)",
                 ])
         }
-        // A building generation's batches are sized by time, as its catch-up's writes: each holds back
-        // the feeds of the generations that serve while it writes.
-        let paced = current.state == .building ? settings.rebuildWriteTarget : nil
-        var limit = paced == nil ? settings.batchSize : min(settings.batchSize, Backfill.firstTargetedWrite)
+        // Batches are sized by time, as a catch-up's writes: each holds a transaction id, and with it the
+        // feeds of every projection in the cluster, while it writes. The first is small; each next one
+        // follows how long the last took (at most `batchSize` events).
+        var limit = min(settings.batchSize, Backfill.firstTargetedWrite)
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }
             let seen = signal.count
             let checkpoint = current.checkpoint
-            let events = try await leader.read(after: checkpoint, limit: current.state == .building ? limit : settings.batchSize)
+            let events = try await leader.read(after: checkpoint, limit: limit)
             if current.state == .active {
                 let behind =
-                    events.count < settings.batchSize
+                    events.count < limit
                     ? events.count : try await leader.backlog(after: checkpoint, cap: Lag.cap)
                 lag.events.set(behind)
                 lag.seconds.set(events.first.map { max(0, Date().timeIntervalSince($0.recordedAt)) } ?? 0)
@@ -269,9 +269,12 @@ public final class ProjectionRunner: Service, Sendable {
                 let from = current
                 let began = ContinuousClock.now
                 let result = try await leader.apply(batch, from: from, beforeCommit: beforeCommit)
-                if let paced {
-                    limit = Backfill.nextRowsPerWrite(
-                        after: batch.count, took: ContinuousClock.now - began, target: paced, maximum: settings.batchSize)
+                // A batch that filled the limit, or took longer than the target, sizes the next; a short
+                // one that was quick (the live load, a few events at a time) leaves the limit as it is.
+                let took = ContinuousClock.now - began
+                let target = settings.xidTarget(rebuilding: current.state == .building)
+                if batch.count >= limit || took > target {
+                    limit = Backfill.nextRowsPerWrite(after: batch.count, took: took, target: target, maximum: settings.batchSize)
                 }
                 current = result.checkpoint
                 progress?(current)

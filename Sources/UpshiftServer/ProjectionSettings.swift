@@ -9,6 +9,12 @@ public struct ProjectionSettings: Sendable {
     public var pollInterval: Duration = .milliseconds(500)
     /// How often a standby tries to take over the lock of a projection another instance runs.
     public var standbyInterval: Duration = .seconds(1)
+    /// The longest a transaction of the runner that writes (a batch, a write of a catch-up's step) may hold
+    /// a transaction id (`UPSHIFT_PROJECTION_MAX_XID_SECONDS`): while one does, every feed in the cluster
+    /// waits for it (DESIGN.md 5.2). Each such transaction is sized by how long the last one took to take
+    /// about a fifth of this (``xidTarget``), so that a slower machine, a larger event or a colder cache
+    /// still leaves it well within the bound.
+    public var maximumXidHold: Duration = .seconds(5)
     /// A statement of a runner (a read, or a whole batch) taking longer has its connection closed, and
     /// the runner starts over from the stored checkpoint. (A closed connection fails it at once.)
     public var batchTimeout: Duration = .seconds(120)
@@ -36,6 +42,14 @@ public struct ProjectionSettings: Sendable {
     /// about this long: a transaction that writes holds back every feed, so the projections that serve
     /// meanwhile wait about that long for their events; nil: always those maxima.
     public var rebuildWriteTarget: Duration? = .milliseconds(250)
+    /// What each writing transaction is sized to take: a fifth of ``maximumXidHold``, and no more than
+    /// ``rebuildWriteTarget`` for a rebuild beside projections that serve.
+    func xidTarget(rebuilding: Bool) -> Duration {
+        let bound = maximumXidHold / 5
+        guard rebuilding, let rebuild = rebuildWriteTarget else { return bound }
+        return min(bound, rebuild)
+    }
+
     /// Tests only: runs after each committed step of a catch-up, with the projection, the step's name and
     /// its number; what it throws stops the attempt there.
     public var afterBackfillStep: (@Sendable (_ projection: String, _ step: String, _ number: Int) async throws -> Void)?
@@ -57,7 +71,7 @@ extension ProjectionSettings {
         options.chunkEvents = backfillChunkEvents
         options.rowsPerWrite = backfillRowsPerWrite
         options.rest = rebuilding ? rebuildRest : 0
-        options.writeTarget = rebuilding ? rebuildWriteTarget : nil
+        options.writeTarget = xidTarget(rebuilding: rebuilding)
         options.afterStep = afterBackfillStep
         options.afterWrite = afterBackfillWrite
         return options

@@ -33,6 +33,8 @@ import UpshiftTestSupport
         ("UPSHIFT_BACKFILL_ROWS_PER_WRITE", "99"), ("UPSHIFT_BACKFILL_ROWS_PER_WRITE", "20k"),
         // Less than one gzip post of events (1 MiB received, 1 MiB inflated) would refuse every such post.
         ("UPSHIFT_BODY_BUDGET_BYTES", "2097151"), ("UPSHIFT_BODY_BUDGET_BYTES", "32MiB"),
+        ("UPSHIFT_PROJECTION_MAX_XID_SECONDS", "0.1"), ("UPSHIFT_PROJECTION_MAX_XID_SECONDS", "5s"),
+        ("UPSHIFT_READER_CONCURRENCY", "0"), ("UPSHIFT_BACKTEST_CONCURRENCY", "65"), ("UPSHIFT_READER_RATE", "-1"),
     ]
 
     /// The server-wide body budget: 32 MiB unless set.
