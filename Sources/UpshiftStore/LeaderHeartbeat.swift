@@ -150,8 +150,35 @@ public final class LeaderHeartbeat: Sendable {
     static func endStaleHolder(
         of key: String, on connection: PostgresConnection, role: String, logger: Logger
     ) async throws -> Bool {
+        let ended: [(pid: Int32, state: String, idle: Double)]
+        do {
+            ended = try await terminateStaleHolder(of: key, on: connection, logger: logger)
+        } catch let error as PSQLError where error.serverInfo != nil {
+            // PostgreSQL refused (`pg_terminate_backend` needs the holder's role or `pg_signal_backend`): the
+            // standby waits for PostgreSQL's own keepalives to end the session.
+            logger.warning(
+                "cannot end the session of a leader that stopped answering; waiting for PostgreSQL to",
+                metadata: ["role": "\(role)", "error": "\(error.serverInfo?[.message] ?? "")"])
+            return false
+        }
+        for (pid, state, idle) in ended {
+            logger.warning(
+                "ended the session of a leader that stopped answering; taking over",
+                metadata: [
+                    "role": "\(role)", "pid": "\(pid)", "state": "\(state)",
+                    "idleSeconds": "\(String(format: "%.1f", idle))",
+                ])
+        }
+        return !ended.isEmpty
+    }
+
+    /// Ends the session holding the lock `key` when it has been idle longer than ``standbyBound``; the
+    /// sessions ended, with their state and idle seconds.
+    private static func terminateStaleHolder(
+        of key: String, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [(pid: Int32, state: String, idle: Double)] {
         let bound = Double(standbyBound.components.seconds)
-        var ended: [(Int32, String, Double)] = []
+        var ended: [(pid: Int32, state: String, idle: Double)] = []
         for try await row in try await connection.rows(
             """
             SELECT a.pid, a.state, extract(epoch FROM now() - a.state_change)::float8,
@@ -167,14 +194,6 @@ public final class LeaderHeartbeat: Sendable {
         ).decode((Int32, String, Double, Bool).self) {
             if row.3 { ended.append((row.0, row.1, row.2)) }
         }
-        for (pid, state, idle) in ended {
-            logger.warning(
-                "ended the session of a leader that stopped answering; taking over",
-                metadata: [
-                    "role": "\(role)", "pid": "\(pid)", "state": "\(state)",
-                    "idleSeconds": "\(String(format: "%.1f", idle))",
-                ])
-        }
-        return !ended.isEmpty
+        return ended
     }
 }
