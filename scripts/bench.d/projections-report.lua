@@ -8,7 +8,8 @@
 -- backtest). UPSHIFT_BENCH_COOKIE (a dashboard session, `name=value`) replaces the token.
 -- UPSHIFT_BENCH_RETRY_AFTER=1: a client that honours `Retry-After`, as the SDK and any polite reader do: a
 -- `429` or `503` delays that connection's next request by its seconds (wrk asks delay() for the connection
--- whose answer just came, so the delay is that connection's).
+-- whose answer just came, so the delay is that connection's). UPSHIFT_BENCH_PACE_MS=N: each connection waits
+-- N ms after each answer (a paced load).
 -- done() prints one `upshift-bench:` line per figure: answers (2xx, non-2xx), requests/s, latency
 -- p50/p95/p99/max, bytes per answer and the first few non-2xx answers.
 
@@ -21,6 +22,8 @@ local next_index = 1
 
 local honour_retry_after = os.getenv("UPSHIFT_BENCH_RETRY_AFTER") == "1"
 local pending_delay_ms = 0
+-- UPSHIFT_BENCH_PACE_MS: each connection waits this long after an answer before its next request.
+local pace_ms = tonumber(os.getenv("UPSHIFT_BENCH_PACE_MS") or "0") or 0
 
 function init(args)
     local token = os.getenv("UPSHIFT_BENCH_TOKEN")
@@ -68,7 +71,7 @@ function response(status, headers, body)
 end
 
 function delay()
-    local ms = pending_delay_ms
+    local ms = pending_delay_ms + pace_ms
     pending_delay_ms = 0
     return ms
 end

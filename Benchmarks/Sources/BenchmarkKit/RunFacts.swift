@@ -93,6 +93,17 @@ struct SummaryWriter {
     /// A must that failed: the summary says so at the end, and `scripts/bench` exits 1.
     mutating func fail() { failed = true }
 
+    /// The lines a summary of a run against `upshift serve` starts with: its title, the machine, the
+    /// revision and PostgreSQL (`postgres` after its version), durability, the rate limiter, a blank line.
+    mutating func head(_ title: String, facts: RunFacts, postgres: String = "", limiter: String) {
+        line(title)
+        line(facts.machineLine)
+        line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion)\(postgres)")
+        line(facts.durability.line(Durability.serverSetsItToo))
+        line("rate limiter: " + limiter)
+        line()
+    }
+
     mutating func durability(_ durability: Durability) {
         if !durability.isOn {
             line(Durability.offLine)

@@ -135,13 +135,10 @@ public struct ChaosSummary: Sendable {
             if !holds { out.fail() }
             return Verdict.passOrMiss(holds)
         }
-        out.line(
-            "Upshift chaos run: seed \(seed) (scripts/chaos --seed \(seed) replays its plan), \(Format.fixed(plannedSeconds, 0)) s planned, \(facts.started)")
-        out.line(facts.machineLine)
-        out.line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion) (a cluster of its own)")
-        out.line(facts.durability.line(Durability.serverSetsItToo))
-        out.line("rate limiter: off (UPSHIFT_CHECK_RATE_LIMIT=0, UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0: one loopback client)")
-        out.line()
+        out.head(
+            "Upshift chaos run: seed \(seed) (scripts/chaos --seed \(seed) replays its plan), \(Format.fixed(plannedSeconds, 0)) s planned, \(facts.started)",
+            facts: facts, postgres: " (a cluster of its own)",
+            limiter: "off (UPSHIFT_CHECK_RATE_LIMIT=0, UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0: one loopback client)")
 
         out.line("faults (seconds from the start of the load)")
         let table = TextTable([.right(8), .right(8), .left(34), .left(0)])
