@@ -55,6 +55,7 @@ final class CatalogSnapshot: Sendable {
     @discardableResult
     func update(apps: [String: AppCatalog], heads: [String: Int64], keeping: Set<String> = []) -> [String] {
         state.withLock { state in
+            if !state.loaded { state.version = 0 }
             var taken: [String] = []
             for (id, head) in heads.sorted(by: { $0.key < $1.key }) {
                 if let held = state.heads[id], held >= head { continue }
@@ -68,9 +69,9 @@ final class CatalogSnapshot: Sendable {
                 } else {
                     continue  // a head without an app row (not yet, or no more): read again at the next move
                 }
+                state.version += head - (state.heads[id] ?? 0)
                 state.heads[id] = head
             }
-            state.version = state.heads.values.reduce(0, +)
             state.loaded = true
             return taken
         }
