@@ -17,7 +17,7 @@ struct UpshiftBench: ParsableCommand {
             fsync and synchronous_commit on), 1 otherwise; a missed target alone does not fail. Needs root or sudo \
             to install wrk, pgbench and psql (and nginx for check) when they are missing.
             """,
-        subcommands: [Ingest.self, Check.self, Projections.self, Catalog.self, Chaos.self])
+        subcommands: [Ingest.self, Check.self, Projections.self, Catalog.self, Memory.self, Chaos.self])
 }
 
 /// Runs one benchmark: its output folder, its summary, and every process it started stopped at the end.
