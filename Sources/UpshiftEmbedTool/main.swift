@@ -21,4 +21,11 @@ for path in arguments.dropFirst() {
     source += "    (\"\(url.lastPathComponent)\", \"\(data.base64EncodedString())\"),\n"
 }
 source += "]\n"
-try Data(source.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+// The output is shared by the debug and release builds, and this tool is built for each: it runs again on
+// every switch between them. Rewriting the same bytes would give the file a new time and recompile the
+// module that holds it, so the file is only written when its contents change.
+let outputURL = URL(fileURLWithPath: output)
+let bytes = Data(source.utf8)
+if (try? Data(contentsOf: outputURL)) != bytes {
+    try bytes.write(to: outputURL, options: .atomic)
+}

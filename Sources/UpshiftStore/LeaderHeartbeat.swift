@@ -13,7 +13,8 @@ import Synchronization
 /// the application, from both sides:
 ///
 /// - **The leader** sends `SELECT 1` on its lock connection every ``interval`` (each within
-///   ``deadline``) while no statement of its own runs there. While one has run for longer than
+///   ``deadline``) while no statement of its own runs there: between its operations, and through a pause
+///   within one (``whileIdle(_:)``: a rebuild's rest between two steps). While one has run for longer than
 ///   ``deadline``, it asks instead, on another connection where it has one (a projection's pool), whether
 ///   its session is still `active` in `pg_stat_activity`: a session that is gone, or idle for 2 s while
 ///   the leader still waits for its answer, means the connection is half open. After ``misses`` of either
@@ -64,6 +65,20 @@ public final class LeaderHeartbeat: Sendable {
         }
         defer { busy.withLock { $0.count -= 1 } }
         return try await statement()
+    }
+
+    /// Runs `pause`, a wait of the leader's between its statements within ``whileBusy(_:)`` (a rebuild's
+    /// rest between two steps), as idle time: the connection runs nothing of the leader's meanwhile, so
+    /// heartbeats go there as between operations.
+    func whileIdle<T: Sendable>(_ pause: () async throws -> T) async throws -> T {
+        busy.withLock { $0.count -= 1 }
+        defer {
+            busy.withLock { busy in
+                if busy.count == 0 { busy.since = .now }
+                busy.count += 1
+            }
+        }
+        return try await pause()
     }
 
     /// Beats until the connection closes or the task is cancelled; closes the connection after

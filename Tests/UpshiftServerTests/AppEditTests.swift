@@ -5,7 +5,7 @@ import UpshiftServer
 import UpshiftStore
 import UpshiftTestSupport
 
-/// `PATCH /v1/apps/{app}` (issue 38, point 1): a JSON merge patch with `If-Match`, recorded in the
+/// `PATCH /v1/apps/{app}`: a JSON merge patch with `If-Match`, recorded in the
 /// history and followed by the check, the feeds and the store sync.
 @Suite struct AppEditTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!

@@ -42,4 +42,22 @@ import UpshiftTestSupport
             #expect(FileManager.default.fileExists(atPath: url.path), "\(file) is named in ARCHITECTURE.md but does not exist")
         }
     }
+
+    /// git takes a file with a NUL byte for binary: its diffs and blame are lost. A test that sends one
+    /// writes it as an escape (`\u{0}`).
+    @Test func noSwiftFileHoldsANulByte() throws {
+        var files: [String] = []
+        var read = 0
+        for folder in ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests"] {
+            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
+            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+            while let url = walker?.nextObject() as? URL {
+                guard url.pathExtension == "swift" else { continue }
+                read += 1
+                if try Data(contentsOf: url).contains(0) { files.append(url.path) }
+            }
+        }
+        #expect(read > 200)
+        #expect(files.isEmpty, "Swift files with a NUL byte: \(files)")
+    }
 }

@@ -342,6 +342,37 @@ extension ProjectionRunnerTests {
         try await harness.expectRebuildEqualsActiveTables(backfill: false)
     }
 
+    /// A rebuild (a generation built beside the one that serves) rests after each step of its catch-up,
+    /// here 4 times as long as the step took: its connection idles through the rest, and its heartbeat
+    /// goes on there. Read as one busy statement, a rest past 2 s looked like a lost session: the leader
+    /// let go of its lock, closed its connection and the rebuild failed.
+    @Test func aRebuildRestingLongerThanAHeartbeatAllowsKeepsItsLead() async throws {
+        // A small log: every step rests 4 times as long as it took, and only one needs to be slow.
+        let harness = try await Harness.make()
+        try await post(sampleFleet(now: harness.clock.now(), installs: 30), harness: harness, roles: [.http])
+        let slowed = Mutex(false)
+        try await harness.sql { client in
+            let store = ProjectionStore(client: client, logger: TestEnvironment.logger)
+            var settings = ProjectionSettings()
+            settings.backfillThreshold = 0
+            settings.backfillRowsPerWrite = 7
+            settings.rebuildRest = 4
+            settings.afterBackfillWrite = { _, _ in
+                // One write takes 1.5 s (an idle connection for less than 2 s): its step rests 6 s or more.
+                guard slowed.withLock({ slowed in defer { slowed = true }; return !slowed }) else { return }
+                try await Task.sleep(for: .milliseconds(1_500))
+            }
+            let runner = ProjectionRunner(store: store, settings: settings, logger: TestEnvironment.logger)
+            let adoption = try #require(Projections.named("adoption"))
+            let started = ContinuousClock.now
+            let rebuilt = try await runner.rebuild(adoption) { _ in }
+            #expect(rebuilt.state == .active)
+            #expect(slowed.withLock { $0 })
+            #expect(ContinuousClock.now - started > .seconds(7), "the rest after the slow step did not happen")
+        }
+        try await harness.expectAdoptionMatchesTheLog()
+    }
+
     /// Each app's days close by its own events' recorded times: an app whose devices report weeks behind
     /// another's keeps its days open (with one horizon for the whole log, the busy app's events of today
     /// would have closed them before they were read).

@@ -6,7 +6,7 @@ import UpshiftServer
 import UpshiftStore
 import UpshiftTestSupport
 
-/// The App Store import (issue 19, point 5): `upshift releases import` and the store sync read Apple's
+/// The App Store import: `upshift releases import` and the store sync read Apple's
 /// lookup, here a fake store on loopback that answers as each test says.
 @Suite struct StoreImportTests {
     static let appId = "expenses"

@@ -95,6 +95,27 @@ upshift_ensure_build_deps() {
     upshift_apt_install zlib1g-dev binutils
 }
 
+# With nothing changed since a debug and a release build, building both again compiles and links nothing of
+# the project's own modules and leaves both `upshift` binaries as they were (docs/ARCHITECTURE.md §2): the
+# embedded files' generated source keeps its time when its bytes are the same. Not counted: the plugin's
+# tool, `upshift-embed`, which SwiftPM links again for each configuration, and dependencies (a debug build
+# after a release one compiles Hummingbird's sources again here, without recompiling a module of ours).
+# Runs the same two builds as scripts/test, after them.
+upshift_check_null_builds() {
+    local debug_bin release_bin before after output ours
+    debug_bin="$(swift build --show-bin-path)/upshift"
+    release_bin="$(swift build -c release --show-bin-path)/upshift"
+    before="$(stat -c '%n %y %i' "$debug_bin" "$release_bin" 2>&1)"
+    output="$({ swift build --build-tests && swift build -c release --product upshift; } 2>&1)" ||
+        upshift_die "the repeated builds failed: $output"
+    after="$(stat -c '%n %y %i' "$debug_bin" "$release_bin" 2>&1)"
+    ours="$(grep -E '(Compiling|Emitting module|Linking) (Upshift|upshift)' <<<"$output" | grep -vE 'upshift-embed-tool|upshift_embed' || true)"
+    if [[ -n "$ours" || "$before" != "$after" ]]; then
+        printf '%s\n' "$output" >&2
+        upshift_die "a debug and a release build with nothing changed built the project's own modules again: ${ours:-the upshift binary changed}"
+    fi
+}
+
 # Every statement of the server goes through `PostgresConnection.rows` (docs/ARCHITECTURE.md §9, "Reading
 # rows"): PostgresNIO's async `query`, `withTransaction` and prepared `execute` wait for ever, or end the
 # process, when PostgreSQL closes the connection under them. A string interpolation that `SQL` cannot take

@@ -1,4 +1,4 @@
-/// `scripts/bench catalog` (issue 40, point 5): a catalog of many apps, one of them written every 100 ms
+/// `scripts/bench catalog`: a catalog of many apps, one of them written every 100 ms
 /// through one instance, while checks over other apps run on two. A write must cost the app it changed:
 /// the other apps' cached answers stay warm, and the written app's checks see each write on both
 /// instances within a second.

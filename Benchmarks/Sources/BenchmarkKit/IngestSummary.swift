@@ -8,7 +8,7 @@ public struct IngestSummary: Sendable {
         /// How busy all CPUs were, "87%".
         public var cpu: String
         /// The clients of this run, and the rows stored per second of every client count tried for the
-        /// reference at its best (empty in runs from before issue 20, which tried one).
+        /// reference at its best (empty in older recorded runs, which tried one).
         public var clients: Int
         public var tried: [Int: Double]
 
@@ -52,7 +52,7 @@ public struct IngestSummary: Sendable {
     }
 
     /// Reports asked for again and again on their own connections while case (e) ingests: a read-token
-    /// holder keeping every connection of the reads pool busy (issue 18).
+    /// holder keeping every connection of the reads pool busy.
     public struct ReportLoad: Sendable, Equatable {
         /// The report's path and query.
         public var path: String
@@ -61,7 +61,7 @@ public struct IngestSummary: Sendable {
         public var readsPool: Int
         public var run: ReportRun
         /// Backtests (`POST …/preview`) of the same token on connections of their own, when the load ran
-        /// at the readers' default shares (issue 40); nil in runs from before them.
+        /// at the readers' default shares; nil in older recorded runs.
         public var backtests: Backtests?
 
         public struct Backtests: Sendable, Equatable {
@@ -130,9 +130,9 @@ public struct IngestSummary: Sendable {
     public var singleReference: PgbenchCase
     /// (d) 1 event per request, 64 connections.
     public var single: HTTPCase
-    /// (e) as (b), beside a report load; nil in runs from before issue 18.
+    /// (e) as (b), beside a report load; nil in older recorded runs.
     public var underReportLoad: UnderReportLoad?
-    /// The roles `upshift serve` ran with, as the summary states them; nil in runs from before issue 20,
+    /// The roles `upshift serve` ran with, as the summary states them; nil in older recorded runs,
     /// when every case ran with both roles.
     public var roles: String?
 

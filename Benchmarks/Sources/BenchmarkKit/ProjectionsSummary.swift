@@ -111,7 +111,7 @@ public struct ProjectionsSummary: Sendable {
             self.rebuild = rebuild
         }
 
-        /// Issue 20: no transaction of a catch-up, rebuild or backfill holds an id for more than 5 s.
+        /// No transaction of a catch-up, rebuild or backfill holds an id for more than 5 s (docs/OPERATIONS.md).
         public static let limitSeconds = 5.0
 
         var longest: XidHold? { [catchUp, live, rebuild].compactMap { $0 }.max { $0.seconds < $1.seconds } }
@@ -143,6 +143,53 @@ public struct ProjectionsSummary: Sendable {
         }
     }
 
+    /// The catch-up of a second log, shaped unlike the first: installs with about 10 events each over 60
+    /// days, written install by install in a few large transactions, every event type, on a database of its
+    /// own after the first run's server stopped.
+    public struct SecondLog: Sendable, Equatable {
+        public var app: String
+        public var installs: Int
+        public var days: Int
+        public var load: BulkLoad
+        /// "type count, ..." of the client events loaded, most first.
+        public var types: String
+        public var catchUp: CatchUp
+        /// How busy all CPUs were during the catch-up, and the server's CPU seconds then.
+        public var cpu: String
+        public var serverCPUSeconds: Double
+        /// VmRSS peak of `upshift serve` during the catch-up, in MiB.
+        public var rssPeakMiB: Double?
+        public var server: ServerUsage
+        public var serverLogLines: Int
+        /// The adoption spot check of its oldest whole day.
+        public var spotCheck: String
+        public var deadLetters: Int
+        public var counted: [ProjectionProgress]
+        public var finalEvents: Int
+
+        public init(
+            app: String, installs: Int, days: Int, load: BulkLoad, types: String, catchUp: CatchUp, cpu: String,
+            serverCPUSeconds: Double, rssPeakMiB: Double?, server: ServerUsage, serverLogLines: Int, spotCheck: String,
+            deadLetters: Int, counted: [ProjectionProgress], finalEvents: Int
+        ) {
+            self.app = app
+            self.installs = installs
+            self.days = days
+            self.load = load
+            self.types = types
+            self.catchUp = catchUp
+            self.cpu = cpu
+            self.serverCPUSeconds = serverCPUSeconds
+            self.rssPeakMiB = rssPeakMiB
+            self.server = server
+            self.serverLogLines = serverLogLines
+            self.spotCheck = spotCheck
+            self.deadLetters = deadLetters
+            self.counted = counted
+            self.finalEvents = finalEvents
+        }
+    }
+
     public var facts: RunFacts
     public var sharedBuffers: String
     public var app: String
@@ -160,9 +207,11 @@ public struct ProjectionsSummary: Sendable {
     public var reports: [Report]
     /// Whether the reports were measured while the live load ran (else after the catch-up, before it).
     public var reportsDuringLive = false
-    /// Nil in runs from before issue 20.
+    /// Nil in older recorded runs.
     public var xidHolds: XidHolds?
     public var rebuildUnderLoad: RebuildUnderLoad?
+    /// Nil when skipped (`--shape-installs 0`), and in runs from before it.
+    public var secondLog: SecondLog?
     public var live: Live
     /// Events per request and requests per second of the live load.
     public var liveEventsPerRequest: Int
@@ -222,6 +271,8 @@ public struct ProjectionsSummary: Sendable {
     /// What DESIGN.md section 10 asks of a run whose figures count.
     public static let fullEvents = 10_000_000
     public static let fullLagSeconds = 300
+    /// What the issue that added the second log asks of it.
+    public static let fullSecondLogInstalls = 1_000_000
 
     static let table = TextTable([.left(48), .left(36), .left(20), .left(0)])
 
@@ -231,15 +282,14 @@ public struct ProjectionsSummary: Sendable {
         if events < Self.fullEvents || lagDurationSeconds < Self.fullLagSeconds {
             out.line("SMOKE RUN: DESIGN.md section 10 asks for a 10 M event backlog and 5 minutes of live load")
         }
+        if let second = secondLog, second.installs < Self.fullSecondLogInstalls {
+            out.line("SMOKE RUN: the second log's full size is \(Format.grouped(Self.fullSecondLogInstalls)) installs")
+        }
         out.line(facts.machineLine)
         out.line("revision: \(facts.revision); PostgreSQL \(facts.postgresVersion), shared_buffers \(sharedBuffers)")
         out.line(facts.durability.line(Durability.serverSetsItToo))
         out.line("rate limiter: off on POST /v1/events (UPSHIFT_EVENTS_RATE_LIMIT=0, UPSHIFT_EVENTS_KEY_RATE_LIMIT=0); none on the reports (UPSHIFT_READER_RATE=0, UPSHIFT_READER_CONCURRENCY=10000, UPSHIFT_BACKTEST_CONCURRENCY=64)")
-        // Rates are of the printed seconds, as the bash version computed them.
-        let loadSeconds = Format.printed(load.seconds, 1)
-        let loadRate = loadSeconds > 0 ? Double(load.events) / loadSeconds : 0
-        out.line("bulk load: \(Format.grouped(load.events)) events in \(Format.fixed(load.seconds, 1)) s (\(Format.grouped(loadRate)) events/s; \(load.transactions) transactions, \(load.jobs) psql at a time), VACUUM ANALYZE \(Format.fixed(load.vacuumSeconds, 1)) s;")
-        out.line("    event_log \(load.logSize) with indexes; \(Format.grouped(load.eventsInLog)) events in the log at the start of the catch-up (catalog included)")
+        loadLines(load, into: &out)
         out.line()
         tableRows(into: &out)
         out.line()
@@ -250,12 +300,20 @@ public struct ProjectionsSummary: Sendable {
             musts: "0 non-2xx, every accepted event stored and counted by every projection, 0 dead letters, durability on")
     }
 
-    private func tableRows(into out: inout SummaryWriter) {
+    /// "bulk load: ..." and the log it made, in two lines (`indent` before each).
+    private func loadLines(_ load: BulkLoad, indent: String = "", into out: inout SummaryWriter) {
+        // Rates are of the printed seconds, as the bash version computed them.
+        let loadSeconds = Format.printed(load.seconds, 1)
+        let loadRate = loadSeconds > 0 ? Double(load.events) / loadSeconds : 0
+        out.line(indent + "bulk load: \(Format.grouped(load.events)) events in \(Format.fixed(load.seconds, 1)) s (\(Format.grouped(loadRate)) events/s; \(load.transactions) transactions, \(load.jobs) psql at a time), VACUUM ANALYZE \(Format.fixed(load.vacuumSeconds, 1)) s;")
+        out.line(indent + "    event_log \(load.logSize) with indexes; \(Format.grouped(load.eventsInLog)) events in the log at the start of the catch-up (catalog included)")
+    }
+
+    /// A catch-up against its target, then each projection's.
+    private func catchUpRows(_ what: String, _ catchUp: CatchUp, into out: inout SummaryWriter) {
         let table = Self.table
-        out.line(table.row(["what", "measured", "target", "verdict"]))
         out.line(table.row([
-            "catch-up, all projections (from launch)",
-            "\(Format.grouped(catchUp.eventsPerSecond)) events/s, \(Format.fixed(catchUp.seconds, 2)) s",
+            what, "\(Format.grouped(catchUp.eventsPerSecond)) events/s, \(Format.fixed(catchUp.seconds, 2)) s",
             Targets.catchUp.text, Verdict.metOrMissed(catchUp.eventsPerSecond, Targets.catchUp),
         ]))
         for projection in catchUp.projections {
@@ -263,6 +321,15 @@ public struct ProjectionsSummary: Sendable {
                 "  \(projection.name)",
                 "\(Format.grouped(projection.eventsPerSecond)) events/s, \(Format.fixed(projection.seconds, 2)) s", "", "",
             ]))
+        }
+    }
+
+    private func tableRows(into out: inout SummaryWriter) {
+        let table = Self.table
+        out.line(table.row(["what", "measured", "target", "verdict"]))
+        catchUpRows("catch-up, all projections (from launch)", catchUp, into: &out)
+        if let second = secondLog {
+            catchUpRows("catch-up, second log, by install (from launch)", second.catchUp, into: &out)
         }
         let lag = live.lag
         out.line(table.row([
@@ -309,7 +376,7 @@ public struct ProjectionsSummary: Sendable {
             out.line(table.row([
                 "transaction id held, catch-up / live\(rebuildUnderLoad == nil ? "" : " / rebuild")",
                 "\(held(holds.catchUp)) / \(held(holds.live))\(rebuildUnderLoad == nil ? "" : " / \(held(holds.rebuild))") s (longest)",
-                "<= \(Format.fixed(XidHolds.limitSeconds, 0)) s (issue 20)", longest <= XidHolds.limitSeconds ? "met" : "MISSED",
+                "<= \(Format.fixed(XidHolds.limitSeconds, 0)) s (the default bound)", longest <= XidHolds.limitSeconds ? "met" : "MISSED",
             ]))
         }
         let peak = max(rssPeakMiB ?? 0, server.peakRSSMiB)
@@ -318,6 +385,13 @@ public struct ProjectionsSummary: Sendable {
             "\(mib(rssCatchUpMiB)) / \(mib(rssLiveMiB)) MiB (VmHWM \(Format.fixed(server.peakRSSMiB, 0)))",
             Targets.memory.text, Verdict.metOrMissed(peak * 1_048_576 / 1_000_000, Targets.memory),
         ]))
+        if let second = secondLog {
+            let peak = max(second.rssPeakMiB ?? 0, second.server.peakRSSMiB)
+            out.line(table.row([
+                "RSS of upshift serve, second catch-up, peak", "\(mib(second.rssPeakMiB)) MiB (VmHWM \(Format.fixed(second.server.peakRSSMiB, 0)))",
+                Targets.memory.text, Verdict.metOrMissed(peak * 1_048_576 / 1_000_000, Targets.memory),
+            ]))
+        }
     }
 
     private func notes(into out: inout SummaryWriter) {
@@ -374,6 +448,16 @@ public struct ProjectionsSummary: Sendable {
         }
         out.line("upshift serve: \(server); exit status after SIGTERM: \(server.exitStatus); log lines at warning or above: \(serverLogLines)")
         out.line("adoption spot check (day, installs in the log, in adoption_daily, versions differing): \(spotCheck)")
+        if let second = secondLog {
+            out.line("second log: app \(second.app), \(Format.grouped(second.installs)) installs with 3-20 events each (about 10) over \(second.days) days, each")
+            out.line("    transaction's rows in the order of install, then time (as an import or a backfill writes them); on a")
+            out.line("    database of its own, after the first run's server stopped; upshift serve with the same settings.")
+            out.line("    types: \(second.types)")
+            loadLines(second.load, indent: "    ", into: &out)
+            out.line("    catch-up: CPU: all \(cpus) CPUs \(second.cpu) busy, upshift serve \(Format.fixed(second.serverCPUSeconds, 1)) CPU-s.")
+            out.line("    upshift serve: \(second.server); exit status after SIGTERM: \(second.server.exitStatus); log lines at warning or above: \(second.serverLogLines)")
+            out.line("    adoption spot check of its oldest whole day: \(second.spotCheck)")
+        }
         out.line()
     }
 
@@ -397,20 +481,36 @@ public struct ProjectionsSummary: Sendable {
             out.line("live events: MISMATCH: sent \(run.eventsSent), accepted \(run.events.accepted), stored \(live.rowsStored), requests in flight \(run.inFlight)")
             out.fail()
         }
+        countedMusts(
+            "", counted: counted, finalEvents: finalEvents, drained: live.drainSeconds != nil, deadLetters: deadLetters,
+            into: &out)
+        if let second = secondLog {
+            countedMusts(
+                "second log, ", counted: second.counted, finalEvents: second.finalEvents, drained: true,
+                deadLetters: second.deadLetters, into: &out)
+        }
+        out.durability(facts.durability)
+    }
+
+    /// Every projection counted every event of a log (`drained`: before the bench gave up waiting), and
+    /// none went to the dead letters.
+    private func countedMusts(
+        _ what: String, counted: [ProjectionProgress], finalEvents: Int, drained: Bool, deadLetters: Int,
+        into out: inout SummaryWriter
+    ) {
         let uncounted = counted.filter { $0.events != finalEvents }.map { " \($0.name)=\($0.events)" }.joined()
-        if live.drainSeconds != nil && uncounted.isEmpty {
-            out.line("counted: every projection applied all \(finalEvents) events in the log  OK")
+        if drained && uncounted.isEmpty {
+            out.line(what + "counted: every projection applied all \(finalEvents) events in the log  OK")
         } else {
-            out.line("counted: NOT ALL: \(finalEvents) events in the log, projections:\(uncounted.isEmpty ? " (timed out)" : uncounted)")
+            out.line(what + "counted: NOT ALL: \(finalEvents) events in the log, projections:\(uncounted.isEmpty ? " (timed out)" : uncounted)")
             out.fail()
         }
         if deadLetters == 0 {
-            out.line("dead letters: 0  OK")
+            out.line(what + "dead letters: 0  OK")
         } else {
-            out.line("dead letters: \(deadLetters) (valid synthetic events should all apply; see projection_dead_letters)  FAILED")
+            out.line(what + "dead letters: \(deadLetters) (valid synthetic events should all apply; see projection_dead_letters)  FAILED")
             out.fail()
         }
-        out.durability(facts.durability)
     }
 
     private func seconds(_ value: Double?) -> String { value.map { Format.fixed($0, 3) } ?? "-" }

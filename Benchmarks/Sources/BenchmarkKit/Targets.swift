@@ -99,7 +99,7 @@ public enum Targets {
     public static let backtest = Target(
         .atMost, 1000, .milliseconds, statistic: "p95", designRow: "backtest", designWords: "p95 ≤ 1 s")
     /// Ingestion (100 events per request) while one read token runs reports and backtests at its default
-    /// limits, against ingestion alone. No `scripts/bench` case measures it yet (issue 40, point 3).
+    /// limits, against ingestion alone: `scripts/bench ingest`, case (e) against (e0).
     public static let ingestionBesideReaders = Target(
         .atLeast, 0.80, .ratio, designRow: "ingestion beside readers", designWords: "≥ 80% of ingestion alone")
     /// Peak RSS of `upshift serve`.

@@ -12,7 +12,7 @@ struct Catalog: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "A catalog of 1,000 apps, one written every 100 ms, while checks over 100 others run on two instances.",
         discussion: """
-            Issue 40, point 5: a write must cost the app it changed. Passes when every write reaches the other \
+            A write must cost the app it changed. Passes when every write reaches the other \
             instance's check within 1 s and the other apps' answers are found in the cache at least 99 % of the time.
             """)
 

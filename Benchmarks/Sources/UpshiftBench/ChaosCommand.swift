@@ -2,7 +2,7 @@ import ArgumentParser
 import BenchmarkKit
 import Foundation
 
-/// `scripts/chaos`: faults under load against a release build of `upshift serve` (issue 18, point 2).
+/// `scripts/chaos`: faults under load against a release build of `upshift serve`.
 struct Chaos: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Faults under load: three SIGKILLs of upshift serve, a PostgreSQL restart and a partition, then the proofs.",
@@ -28,7 +28,7 @@ struct Chaos: ParsableCommand {
     @Option(help: "The seed of the plan and the load (default: a new one, printed); the same seed replays the plan.")
     var seed: UInt64?
 
-    @Option(help: "Seconds within which ingestion must recover after PostgreSQL returns (issue 18's target is 5).")
+    @Option(help: "Seconds within which ingestion must recover after PostgreSQL returns (DESIGN.md's target is 5).")
     var recoveryBound = ChaosSummary.recoveryTarget
 
     @Option(help: "Events per second offered (first attempts).")

@@ -19,7 +19,7 @@ struct IngestBenchmark {
     /// projections applied them) is on 1.8.0, below 1.9.0, so the report counts a population that grows
     /// while the case runs, as a rollout owner's preview before raising the minimum would.
     static let reportPath = "/v1/apps/bench/reports/minimum-impact?platform=ios&version=1.9.0&window=7"
-    /// Case (e)'s report load (issue 40): 8 clients asking a report and 2 asking a backtest, one read token.
+    /// Case (e)'s report load: 8 clients asking a report and 2 asking a backtest, one read token.
     static let reportConnections = 8
     static let backtestConnections = 2
     /// Case (e)'s backtest: the policy as it stands, over the installs of the last 7 days.

@@ -9,8 +9,42 @@ enum ProjectionName: String, CaseIterable {
     case promptFunnel = "prompt_funnel"
 }
 
+/// A synthetic history of one app on ios: its catalog (releases, policy) and how its events are
+/// bulk-loaded into event_log with SQL.
+struct SyntheticLog {
+    struct Release {
+        var version: String
+        /// Days before the end of the history it came out.
+        var daysAgo: Int
+        /// The major of its minimum OS.
+        var minimumOS: Int
+    }
+
+    var app: String
+    var name: String
+    /// Days of history before its end.
+    var days: Int
+    var releases: [Release]
+    /// `upshift policy set` options, for a policy other than the default.
+    var policy: [String] = []
+    /// The load script in scripts/bench.d and its psql variables other than those every load script takes
+    /// (app, chunks, job, jobs, end_epoch, days, release_days, release_os, release_versions).
+    var script: String
+    var variables: [(name: String, value: String)]
+    /// Its transactions (chunks), loaded `jobs` at a time.
+    var transactions: Int
+    var jobs: Int
+    /// The events it must load, when known before.
+    var expectedEvents: Int?
+    /// What it loads, for the log.
+    var description: String
+    /// Prefix of its raw output files.
+    var files = ""
+}
+
 /// `scripts/bench projections`: a synthetic 90-day history loaded with SQL, then the catch-up of every
-/// projection by `upshift serve`, report latency, and projection lag under 2,000 events/s of live load.
+/// projection by `upshift serve`, report latency, and projection lag under 2,000 events/s of live load;
+/// then the catch-up of a second log shaped unlike it (ProjectionsShape.swift).
 struct ProjectionsBenchmark {
     let bench: Bench
     let events: Int
@@ -21,6 +55,8 @@ struct ProjectionsBenchmark {
     let rebuildLive: ProjectionName?
     /// Seconds of the live load during the rebuild under load.
     let rebuildDuration: Int
+    /// Installs of the second catch-up's log (0: none).
+    let shapeInstalls: Int
 
     static let app = "fleet"
     /// Releases 1.0.0 ... 1.9.0: days before the end of the history they came out, and the major of their
@@ -41,9 +77,21 @@ struct ProjectionsBenchmark {
     /// The end of the synthetic history (Unix seconds), shared by the catalog and the load.
     private let end = Int(Date().timeIntervalSince1970)
 
+    /// The main history: `events` of `installs` over 90 days, in time order (scripts/bench.d/projections-load.sql).
+    var fleet: SyntheticLog {
+        SyntheticLog(
+            app: Self.app, name: "Fleet", days: 90,
+            releases: Self.releaseDaysAgo.indices.map {
+                SyntheticLog.Release(version: "1.\($0).0", daysAgo: Self.releaseDaysAgo[$0], minimumOS: Self.releaseOS[$0])
+            },
+            script: "projections-load.sql", variables: [("events", "\(events)"), ("installs", "\(installs)")],
+            transactions: Self.chunks, jobs: min(bench.cpus, Self.chunks), expectedEvents: events,
+            description: "\(events) events of \(installs) installs over 90 days")
+    }
+
     init(
         bench: Bench, events: Int, installs: Int, lagDuration: Int, reportDuration: Int, rebuild: ProjectionName?,
-        rebuildLive: ProjectionName?, rebuildDuration: Int
+        rebuildLive: ProjectionName?, rebuildDuration: Int, shapeInstalls: Int
     ) {
         self.bench = bench
         self.events = events
@@ -53,6 +101,7 @@ struct ProjectionsBenchmark {
         self.rebuild = rebuild
         self.rebuildLive = rebuildLive
         self.rebuildDuration = rebuildDuration
+        self.shapeInstalls = shapeInstalls
     }
 
     func run() throws -> Summary {
@@ -62,8 +111,12 @@ struct ProjectionsBenchmark {
         let durability = try bench.durability()
         let postgres = try bench.sqlValue("SHOW server_version")
         let sharedBuffers = try bench.sqlValue("SHOW shared_buffers")
-        let keys = try createCatalog()
-        let load = try bulkLoad()
+        try createCatalog(fleet, end: end)
+        let keys = (
+            ingest: try bench.createKey(["--scope", "ingest", "--name", "bench-ingest", "--app", Self.app]),
+            read: try bench.createKey(["--scope", "read", "--name", "bench-reports"])
+        )
+        let load = try bulkLoad(fleet, end: end)
 
         // How long any transaction holds a transaction id (and so every feed), from the catch-up on.
         let xidSamples = bench.path("xids.txt")
@@ -73,9 +126,9 @@ struct ProjectionsBenchmark {
                 "-f", bench.environment.script("projections-xids.sql"),
             ]),
             what: "transaction-id sampler", stdout: .file(xidSamples), stderr: .file(bench.path("xids.err")))
-        let catchUp = try self.catchUp(total: load.eventsInLog)
+        let catchUp = try self.catchUp(total: load.eventsInLog, files: fleet.files)
         let server = catchUp.server
-        let spotCheck = self.spotCheck()
+        let spotCheck = self.spotCheck(app: Self.app, day: Date(timeIntervalSince1970: Double(end - 86400)))
         // The reports are measured while the live load runs: answers read from read models that move.
         let (live, reports) = try self.live(server, key: keys.ingest) { try self.reports(server, token: keys.read) }
         let rebuiltLive = try rebuildLive.map { try self.rebuildUnderLoad($0, server: server, key: keys.ingest) }
@@ -88,6 +141,8 @@ struct ProjectionsBenchmark {
         let rebuilt = try rebuild.map(self.rebuild)
         _ = xidSampler.stop()
         let holds = XidHold.parse((try? String(contentsOfFile: xidSamples, encoding: .utf8)) ?? "")
+        // On a database of its own, after this one's server stopped: its figures leave the others alone.
+        let shape = try shapeInstalls > 0 ? shapeCatchUp() : nil
 
         var summary = ProjectionsSummary(
             facts: bench.facts(started: started, machine: machine, postgresVersion: postgres, durability: durability),
@@ -106,73 +161,79 @@ struct ProjectionsBenchmark {
             live: XidHold.longest(holds, from: live.start, to: live.end),
             rebuild: rebuiltLive.flatMap { XidHold.longest(holds, from: $0.start, to: $0.end) })
         summary.rebuildUnderLoad = rebuiltLive?.figures
+        summary.secondLog = shape
         return summary.render()
     }
 
     // MARK: the catalog and the load
 
-    /// App "fleet", releases 1.0.0 ... 1.9.0 on ios, an ingest key and a read token. Catalog events come
-    /// first in the feed.
-    private func createCatalog() throws -> (ingest: String, read: String) {
-        log("creating the catalog: app \(Self.app), \(Self.releaseDaysAgo.count) ios releases, keys")
+    /// The app of `history`, its ios releases and its policy, created with the CLI, each release `daysAgo`
+    /// days before `end`. Catalog events come first in the feed.
+    func createCatalog(_ history: SyntheticLog, end: Int) throws {
+        log("creating the catalog: app \(history.app), \(history.releases.count) ios releases")
         try bench.upshift([
-            "apps", "create", "--id", Self.app, "--name", "Fleet", "--update-url", "ios=https://apps.apple.com/app/id1234567890",
+            "apps", "create", "--id", history.app, "--name", history.name, "--update-url", "ios=https://apps.apple.com/app/id1234567890",
         ])
-        for (i, daysAgo) in Self.releaseDaysAgo.enumerated() {
-            let released = Date(timeIntervalSince1970: Double(end - daysAgo * 86400))
+        for release in history.releases {
+            let released = Date(timeIntervalSince1970: Double(end - release.daysAgo * 86400))
             try bench.upshift([
-                "releases", "add", "--app", Self.app, "--platform", "ios", "--version", "1.\(i).0",
-                "--released-at", Format.iso8601(released), "--minimum-os", "\(Self.releaseOS[i]).0",
-                "--note", "en=Release 1.\(i).0", "--reason", "scripts/bench projections",
+                "releases", "add", "--app", history.app, "--platform", "ios", "--version", release.version,
+                "--released-at", Format.iso8601(released), "--minimum-os", "\(release.minimumOS).0",
+                "--note", "en=Release \(release.version)", "--reason", "scripts/bench projections",
             ])
         }
-        let ingest = try bench.createKey(["--scope", "ingest", "--name", "bench-ingest", "--app", Self.app])
-        let read = try bench.createKey(["--scope", "read", "--name", "bench-reports"])
+        if !history.policy.isEmpty {
+            try bench.upshift(
+                ["policy", "set", "--app", history.app, "--platform", "ios"] + history.policy + ["--reason", "scripts/bench projections"])
+        }
         // Projections close adoption days 31 days behind the largest recorded_at they have read, so catalog
-        // events recorded now, ahead of a feed of client events recorded over the 90 days before, would
-        // close the first two months before their events are read (they are "not counted", and the server
-        // says so). In the history this load stands for, the catalog was written before those events: date
-        // its events back to 6 days before the history starts (1.0.0 came out 5 days before), keeping their
-        // feed order.
-        _ = try bench.sql("SELECT upshift_ensure_event_partitions(now() - interval '100 days', now() + interval '2 months')")
+        // events recorded now, ahead of a feed of client events recorded over the days before, would close
+        // the first of those days before their events are read (they are "not counted", and the server
+        // says so). In the history a load stands for, the catalog was written before those events: date
+        // its events back to 6 days before the history starts, keeping their feed order.
+        _ = try bench.sql("SELECT upshift_ensure_event_partitions(now() - interval '\(history.days + 10) days', now() + interval '2 months')")
         _ = try bench.sql("""
             UPDATE event_log
-            SET occurred_at = to_timestamp(\(end)) - interval '96 days' + position * interval '1 second',
-                recorded_at = to_timestamp(\(end)) - interval '96 days' + position * interval '1 second'
+            SET occurred_at = to_timestamp(\(end)) - interval '\(history.days + 6) days' + position * interval '1 second',
+                recorded_at = to_timestamp(\(end)) - interval '\(history.days + 6) days' + position * interval '1 second'
             WHERE install_id IS NULL
             """)
-        return (ingest, read)
     }
 
-    /// The bulk load (scripts/bench.d/projections-load.sql), one psql per core, each loading every jobs-th
-    /// chunk; then VACUUM (ANALYZE), as the log of a running system would be.
-    private func bulkLoad() throws -> ProjectionsSummary.BulkLoad {
-        let jobs = min(bench.cpus, Self.chunks)
-        let releaseDays = "{" + Self.releaseDaysAgo.map { "\(90 - $0)" }.joined(separator: ",") + "}"
-        let releaseOS = "{" + Self.releaseOS.map(String.init).joined(separator: ",") + "}"
-        log("bulk load: \(events) events of \(installs) installs over 90 days, \(Self.chunks) transactions, \(jobs) at a time")
+    /// The bulk load of `history` (its script in scripts/bench.d), one psql per core, each loading every
+    /// jobs-th chunk; then VACUUM (ANALYZE), as the log of a running system would be. Writes
+    /// `<files>load-types.txt`, the events of each type.
+    func bulkLoad(_ history: SyntheticLog, end: Int) throws -> ProjectionsSummary.BulkLoad {
+        let (chunks, jobs) = (history.transactions, history.jobs)
+        func array(_ values: [String]) -> String { "{" + values.joined(separator: ",") + "}" }
+        let releases = history.releases
+        let common = [
+            ("app", history.app), ("chunks", "\(chunks)"), ("jobs", "\(jobs)"), ("end_epoch", "\(end)"),
+            ("days", "\(history.days)"), ("release_days", array(releases.map { "\(history.days - $0.daysAgo)" })),
+            ("release_os", array(releases.map { "\($0.minimumOS)" })), ("release_versions", array(releases.map(\.version))),
+        ]
+        log("bulk load: \(history.description), \(chunks) transactions, \(jobs) at a time")
         var started = Date()
-        let outputs = (0..<jobs).map { bench.path("load-\($0).txt") }
+        let outputs = (0..<jobs).map { bench.path("\(history.files)load-\($0).txt") }
         let processes = try (0..<jobs).map { job in
-            try Processes.start(
+            let variables = (common + history.variables + [("job", "\(job)")]).flatMap { ["-v", "\($0)=\($1)"] }
+            return try Processes.start(
                 Command("psql", [
                     "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", bench.database.description,
-                    "-v", "app=\(Self.app)", "-v", "events=\(events)", "-v", "installs=\(installs)",
-                    "-v", "chunks=\(Self.chunks)", "-v", "job=\(job)", "-v", "jobs=\(jobs)", "-v", "end_epoch=\(end)",
-                    "-v", "release_days=\(releaseDays)", "-v", "release_os=\(releaseOS)",
-                    "-f", bench.environment.script("projections-load.sql"),
-                ], environment: ["PGOPTIONS": "-c synchronous_commit=on"]),
+                ] + variables + ["-f", bench.environment.script(history.script)],
+                environment: ["PGOPTIONS": "-c synchronous_commit=on"]),
                 what: "bulk load \(job)", stdout: .file(outputs[job]), stderr: .append(outputs[job]))
         }
         let statuses = processes.map { $0.wait() }
         let texts = outputs.map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }
         guard statuses.allSatisfy({ $0 == 0 }) else {
             FileHandle.standardError.write(Data(texts.joined().utf8))
-            throw BenchFailure("the bulk load failed (output: \(bench.path("load-*.txt")))")
+            throw BenchFailure("the bulk load failed (output: \(bench.path("\(history.files)load-*.txt")))")
         }
         let seconds = Date().timeIntervalSince(started)
         let loaded = BulkLoadOutput.events(texts)
-        guard loaded == events else { throw BenchFailure("the load wrote \(loaded) events, not \(events)") }
+        let expected = try history.expectedEvents ?? bench.sqlInteger("SELECT count(*) FROM event_log WHERE install_id IS NOT NULL")
+        guard loaded == expected else { throw BenchFailure("the load wrote \(loaded) events, not \(expected)") }
         log("loaded \(loaded) events in \(Format.fixed(seconds, 1)) s; VACUUM (ANALYZE) event_log, CHECKPOINT")
         started = Date()
         _ = try bench.sql("VACUUM (ANALYZE) event_log")
@@ -184,23 +245,23 @@ struct ProjectionsBenchmark {
             WHERE inhparent = 'event_log'::regclass
             """)
         try bench.sql("SELECT type, count(*) FROM event_log GROUP BY type ORDER BY 2 DESC")
-            .write(toFile: bench.path("load-types.txt"), atomically: true, encoding: .utf8)
+            .write(toFile: bench.path("\(history.files)load-types.txt"), atomically: true, encoding: .utf8)
         return ProjectionsSummary.BulkLoad(
-            events: loaded, seconds: seconds, transactions: Self.chunks, jobs: jobs, vacuumSeconds: vacuumSeconds,
+            events: loaded, seconds: seconds, transactions: chunks, jobs: jobs, vacuumSeconds: vacuumSeconds,
             logSize: size, eventsInLog: total)
     }
 
     // MARK: catch-up
 
     /// The active projections, and when each reached `total` events.
-    private func progress(reaching total: Int) throws -> [ProjectionProgress] {
+    func progress(reaching total: Int) throws -> [ProjectionProgress] {
         try ProjectionProgress.parse(bench.sql("""
             SELECT name, events, CASE WHEN events >= \(total) THEN extract(epoch FROM updated_at) ELSE 0 END
             FROM projections WHERE state = 'active' ORDER BY name
             """, separator: " "))
     }
 
-    private struct CatchUpRun {
+    struct CatchUpRun {
         var server: Server
         var sampler: RSSSampler
         var figures: CatchUp
@@ -211,14 +272,14 @@ struct ProjectionsBenchmark {
     }
 
     /// Starts `upshift serve` on the loaded log and waits until every projection has applied all `total`
-    /// events.
-    private func catchUp(total: Int) throws -> CatchUpRun {
-        let progressFile = bench.path("catch-up.txt")
+    /// events. Its raw outputs go to files named with the prefix `files`.
+    func catchUp(total: Int, files: String) throws -> CatchUpRun {
+        let progressFile = bench.path("\(files)catch-up.txt")
         _ = FileManager.default.createFile(atPath: progressFile, contents: nil)
         let cpuBefore = try bench.cpuTicks()
         let start = Date().timeIntervalSince1970
-        let server = try bench.startServer(log: bench.path("serve.log"), settings: Self.noRateLimit)
-        let sampler = RSSSampler(pid: server.process.pid, file: bench.path("rss.txt"))
+        let server = try bench.startServer(log: bench.path("\(files)serve.log"), settings: Self.noRateLimit)
+        let sampler = RSSSampler(pid: server.process.pid, file: bench.path("\(files)rss.txt"))
         let expected = ProjectionName.allCases.count
         log("catch-up: upshift serve \(server.process.pid) applies \(total) events to \(expected) projections")
         var caughtUpAt: [String: Double] = [:]
@@ -274,7 +335,7 @@ struct ProjectionsBenchmark {
                 to: progressFile)
         }
         log("caught up in \(Format.fixed(figures.seconds, 2)) s (\(Format.fixed(figures.eventsPerSecond, 0)) events/s)")
-        let status = bench.path("projections-status.txt")
+        let status = bench.path("\(files)projections-status.txt")
         _ = try? Processes.run(
             Command(bench.environment.upshift, ["projections", "status"], environment: ["DATABASE_URL": bench.database.description]),
             stdout: .file(status), stderr: .append(status))
@@ -283,20 +344,20 @@ struct ProjectionsBenchmark {
             FROM pg_class c WHERE c.relkind = 'r' AND EXISTS (SELECT 1 FROM projections p
                 WHERE p.state = 'active' AND c.relname ~ ('_g' || p.generation || '$')) ORDER BY 1
             """) {
-            try? tables.write(toFile: bench.path("projection-tables.txt"), atomically: true, encoding: .utf8)
+            try? tables.write(toFile: bench.path("\(files)projection-tables.txt"), atomically: true, encoding: .utf8)
         }
         return CatchUpRun(
             server: server, sampler: sampler, figures: figures, start: start, end: end, cpu: cpu, serverCPUSeconds: serverCPU)
     }
 
-    /// The adoption projection against the log: per version, installs whose last event of the last whole
-    /// day carried it: "day installs-in-log installs-projected versions-differing".
-    private func spotCheck() -> String {
+    /// The adoption projection against the log: per version, installs of `app` whose last event of the
+    /// (UTC) day of `day` carried it: "day installs-in-log installs-projected versions-differing".
+    func spotCheck(app: String, day: Date) -> String {
         do {
             let generation = try bench.sqlInteger(
                 "SELECT generation FROM projections WHERE name = 'adoption' AND state = 'active'")
-            let day = PsqlOutput.quoted(Format.day(Date(timeIntervalSince1970: Double(end - 86400))))
-            let app = PsqlOutput.quoted(Self.app)
+            let day = PsqlOutput.quoted(Format.day(day))
+            let app = PsqlOutput.quoted(app)
             return try bench.sql("""
                 WITH truth AS (
                     SELECT version, count(*) AS installs FROM (
@@ -363,7 +424,7 @@ struct ProjectionsBenchmark {
         ]
     }
 
-    /// The policy backtest (issue 21) of changes a rollout owner makes, over windows of 7, 30 and 90 days:
+    /// The policy backtest of changes a rollout owner makes, over windows of 7, 30 and 90 days:
     /// a minimum raised to each release, a release blocked, and the newest release's rollout set to a
     /// partial percentage (where each install's bucket matters).
     func backtestCase() -> ReportCase {

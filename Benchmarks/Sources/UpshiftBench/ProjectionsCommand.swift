@@ -11,8 +11,11 @@ struct Projections: ParsableCommand {
             projections by upshift serve (events/s, RSS), report latency (wrk, 1 connection), projection lag at \
             a steady 2,000 events/s through POST /v1/events, with --rebuild-live the lag while a projection \
             rebuilds from zero under that load, and with --rebuild `upshift projections rebuild PROJECTION` alone \
-            (server stopped). How long any transaction held a transaction id is sampled throughout. The full run takes about 20-30 minutes and some GB of disk; \
-            smoke test with e.g. --events 300000 --installs 30000 --lag-duration 30.
+            (server stopped). How long any transaction held a transaction id is sampled throughout. Then, on a \
+            database of its own, the catch-up of a second log shaped unlike the first: --shape-installs installs \
+            with about 10 events each over 60 days, written install by install in a few large transactions, every \
+            event type. The full run takes about 30-40 minutes and some GB of disk; smoke test with e.g. \
+            --events 300000 --installs 30000 --lag-duration 30 --shape-installs 30000.
             """)
 
     @Option(help: "Events to load.")
@@ -42,6 +45,9 @@ struct Projections: ParsableCommand {
         """)
     var rebuildDuration: Int?
 
+    @Option(help: "Installs of the second catch-up's log (about 10 events each); 0 skips it.")
+    var shapeInstalls = 1_000_000
+
     func validate() throws {
         for (name, value) in [("events", events), ("installs", installs), ("lag-duration", lagDuration),
                               ("report-duration", reportDuration), ("rebuild-duration", rebuildDuration ?? 1)] where value <= 0 {
@@ -51,6 +57,9 @@ struct Projections: ParsableCommand {
             throw ValidationError("--events (\(events)) must be at least --installs (\(installs)): every install is seen")
         }
         guard installs >= 100 else { throw ValidationError("--installs must be at least 100") }
+        guard shapeInstalls == 0 || shapeInstalls >= 100 else {
+            throw ValidationError("--shape-installs must be 0 (no second catch-up) or at least 100, not \(shapeInstalls)")
+        }
     }
 
     func run() throws {
@@ -58,7 +67,7 @@ struct Projections: ParsableCommand {
             try ProjectionsBenchmark(
                 bench: bench, events: events, installs: installs, lagDuration: lagDuration,
                 reportDuration: reportDuration, rebuild: rebuild, rebuildLive: rebuildLive,
-                rebuildDuration: rebuildDuration ?? lagDuration
+                rebuildDuration: rebuildDuration ?? lagDuration, shapeInstalls: shapeInstalls
             ).run()
         }
     }

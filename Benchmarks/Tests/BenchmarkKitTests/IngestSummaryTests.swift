@@ -90,7 +90,7 @@ import Testing
         #expect(summary.text.contains("REPORT LOAD: 138 2xx answers, statuses other than 2xx and 503: none, 1 timeouts"))
     }
 
-    /// At the readers' default shares (issue 40) the ratio is judged against DESIGN.md's "ingestion beside
+    /// At the readers' default shares the ratio is judged against DESIGN.md's "ingestion beside
     /// readers", the backtests show beside the reports, and the token's `429`s are the share at work.
     @Test func aReaderAtTheDefaultSharesIsJudgedAgainstTheTarget() throws {
         var run = try Self.recordedWithReportLoad()

@@ -107,6 +107,64 @@ import Testing
         #expect(!summary.render().mustsHold)
     }
 
+    /// A second log caught up on a database of its own, 10 s from launch: its figures beside the first's.
+    static func secondLog(seconds: Double) -> ProjectionsSummary.SecondLog {
+        let load = ProjectionsSummary.BulkLoad(
+            events: 300_153, seconds: 12.34, transactions: 6, jobs: 2, vacuumSeconds: 2.1, logSize: "110 MB",
+            eventsInLog: 300_163)
+        let catchUp = CatchUp(
+            events: 300_163, start: 1000, caughtUpAt: Dictionary(uniqueKeysWithValues: projections.map { ($0, 1000 + seconds) }))
+        return ProjectionsSummary.SecondLog(
+            app: "shape", installs: 30000, days: 60, load: load, types: "checked 150000, launched 120000, updated 30153",
+            catchUp: catchUp, cpu: "97%", serverCPUSeconds: 6.5, rssPeakMiB: 61,
+            server: ServerUsage(cpuSeconds: 7, peakRSSMiB: 63, exitStatus: 0), serverLogLines: 0,
+            spotCheck: "2026-09-26 1500 1500 0", deadLetters: 0,
+            counted: projections.map { ProjectionProgress(name: $0, events: 300_163, caughtUpAt: 1) }, finalEvents: 300_163)
+    }
+
+    /// Both catch-ups stand in the table against the same target; the second's musts are the first's.
+    @Test func aSecondLogsCatchUpIsJudgedBesideTheFirst() throws {
+        var run = try Self.recorded()
+        let first = run.render().text.split(separator: "\n").map(String.init)
+        run.secondLog = Self.secondLog(seconds: 5)
+        var summary = run.render()
+        var lines = summary.text.split(separator: "\n").map(String.init)
+        #expect(summary.mustsHold)
+        #expect(lines.contains("SMOKE RUN: the second log's full size is 1,000,000 installs"))
+        let row = try #require(lines.firstIndex { $0.hasPrefix("catch-up, second log, by install (from launch)") })
+        #expect(lines[row] == "catch-up, second log, by install (from launch)   60,033 events/s, 5.00 s              >= 50,000 events/s   met")
+        #expect(lines[row + 1].hasPrefix("  adoption") && lines[row + 4].hasPrefix("  release_cohorts"))
+        // Right below the first catch-up and its projections.
+        #expect(lines[row - 1].hasPrefix("  release_cohorts") && lines[row - 5].hasPrefix("catch-up, all projections (from launch)"))
+        #expect(lines.contains { $0.hasPrefix("RSS of upshift serve, second catch-up, peak      61 MiB (VmHWM 63)") && $0.hasSuffix("met") })
+        #expect(lines.contains("    bulk load: 300,153 events in 12.3 s (24,403 events/s; 6 transactions, 2 psql at a time), VACUUM ANALYZE 2.1 s;"))
+        #expect(lines.contains("    types: checked 150000, launched 120000, updated 30153"))
+        #expect(lines.contains("second log, counted: every projection applied all 300163 events in the log  OK"))
+        #expect(lines.contains("second log, dead letters: 0  OK"))
+        // Without it, the summary is the first run's alone.
+        run.secondLog = nil
+        #expect(run.render().text.split(separator: "\n").map(String.init) == first)
+
+        // A missed target is a verdict, as the first catch-up's is; a dead letter or an uncounted event fails.
+        run.secondLog = Self.secondLog(seconds: 7)
+        summary = run.render()
+        lines = summary.text.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("catch-up, second log, by install (from launch)   42,880 events/s, 7.00 s") && $0.hasSuffix("MISSED") })
+        #expect(summary.mustsHold)
+        run.secondLog?.deadLetters = 3
+        summary = run.render()
+        #expect(!summary.mustsHold)
+        #expect(summary.text.contains("second log, dead letters: 3 (valid synthetic events should all apply; see projection_dead_letters)  FAILED"))
+        run.secondLog = Self.secondLog(seconds: 5)
+        run.secondLog?.counted[0].events = 300_000
+        summary = run.render()
+        #expect(!summary.mustsHold)
+        #expect(summary.text.contains("second log, counted: NOT ALL: 300163 events in the log, projections: adoption=300000\n"))
+        run.secondLog = Self.secondLog(seconds: 5)
+        run.secondLog?.installs = 1_000_000
+        #expect(!run.render().text.contains("the second log's full size"))
+    }
+
     @Test func catchUpIsTimedToTheLastProjection() throws {
         let catchUp = try Self.recorded().catchUp
         #expect(catchUp.seconds == 3.23)

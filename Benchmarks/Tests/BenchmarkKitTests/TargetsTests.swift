@@ -65,7 +65,7 @@ import Testing
         #expect(bound.1 * (inSeconds ? 1_000 : 1) == target.bound, "\(target.designWords) is not \(target.bound)")
     }
 
-    /// Issue 17: the bash version judged ingestion with 100 events per request against 0.50.
+    /// The bash version of the benchmarks judged ingestion with 100 events per request against 0.50.
     @Test func ingestionWithBatchesMustReachSixtyPercent() {
         #expect(Targets.ingestBatchAgainstUnnest.bound == 0.60)
     }

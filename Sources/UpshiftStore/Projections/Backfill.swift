@@ -62,12 +62,15 @@ public struct Backfill: Sendable {
     let options: Options
     let progress: Progress
     let logger: Logger
+    /// Waits out a rest: the leader's connection is idle meanwhile, and its heartbeat goes on there.
+    let rest: @Sendable (Duration) async throws -> Void
 
     /// `committedSteps`: the steps an earlier attempt committed; `resumed`: an earlier attempt began
     /// this backfill (and may have stopped within step `committedSteps + 1`).
     init(
         projection: String, generation: Int, through: FeedPosition, maxRecordedAt: Date, chunks: Int, options: Options,
-        committedSteps: Int, resumed: Bool, logger: Logger
+        committedSteps: Int, resumed: Bool, logger: Logger,
+        rest: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
         self.projection = projection
         self.generation = generation
@@ -80,6 +83,7 @@ public struct Backfill: Sendable {
         self.options = options
         self.progress = Progress(committed: committedSteps, resumed: resumed)
         self.logger = logger
+        self.rest = rest
     }
 
     /// What the steps of one attempt did: the steps reached (done, or skipped as committed before) and
@@ -235,7 +239,7 @@ public struct Backfill: Sendable {
             "projection backfill step committed",
             metadata: ["projection": "\(projection)", "step": "\(index) \(name)", "duration": "\(took)"])
         try await options.afterStep?(projection, name, index)
-        if options.rest > 0 { try await Task.sleep(for: took * options.rest) }
+        if options.rest > 0 { try await rest(took * options.rest) }
     }
 
     /// Runs `select` once per install range (`installs(_:in:)` on its install column), each range a

@@ -218,7 +218,12 @@ public struct ProjectionLeader: Sendable {
             let backfill = Backfill(
                 projection: definition.name, generation: generation, through: through, maxRecordedAt: maxRecordedAt,
                 chunks: (count + chunkEvents - 1) / chunkEvents, options: options, committedSteps: committed,
-                resumed: resumed, logger: logger)
+                resumed: resumed, logger: logger
+            ) { [heartbeat] pause in
+                // The connection idles through a rest as long as the step before it: the heartbeat must go
+                // on there, or a rest over 2 s would read to it as a session lost.
+                try await heartbeat.whileIdle { try await Task.sleep(for: pause) }
+            }
             @Sendable func reset() async throws {
                 try await connection.query("RESET work_mem", logger: logger)
                 try await connection.query("RESET cursor_tuple_fraction", logger: logger)

@@ -1,4 +1,4 @@
-/// `scripts/chaos`: what the run did (its faults, its load) and its proofs, each judged (issue 18, point 2).
+/// `scripts/chaos`: what the run did (its faults, its load) and its proofs, each judged.
 public struct ChaosSummary: Sendable {
     /// One fault of the plan as it happened, in seconds from the start of the load.
     public struct FaultRecord: Sendable, Equatable {
@@ -97,7 +97,7 @@ public struct ChaosSummary: Sendable {
     /// How the last server exited after SIGTERM at the end (0 expected).
     public var finalExitStatus: Int32
 
-    /// The 5 s of issue 18: printed beside the bound, judged by the bound.
+    /// DESIGN.md's 5 s recovery: printed beside the bound, judged by the bound.
     public static let recoveryTarget = 5.0
 
     public init(

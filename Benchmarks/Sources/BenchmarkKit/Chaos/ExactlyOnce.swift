@@ -1,6 +1,6 @@
 import Foundation
 
-/// Every event acknowledged with `200` is stored exactly once, by event id (issue 18). An event the
+/// Every event acknowledged with `200` is stored exactly once, by event id. An event the
 /// server acknowledged is one whose result in a `200` answer said `accepted` or `duplicate`, for any of
 /// the attempts that carried it (the first, a resend, a retry).
 ///

@@ -1,4 +1,4 @@
-/// What the server answered while PostgreSQL was down (issue 18): every check `200`, from the in-memory
+/// What the server answered while PostgreSQL was down: every check `200`, from the in-memory
 /// catalog, and every `POST /v1/events` `503` with `Retry-After`, never a `500`.
 ///
 /// An exchange counts when its answer arrived between the moment the run stopped PostgreSQL and the

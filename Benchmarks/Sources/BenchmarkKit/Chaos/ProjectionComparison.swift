@@ -1,4 +1,4 @@
-/// Every projection equals a fresh rebuild, table for table (issue 18): the rows the server's runners
+/// Every projection equals a fresh rebuild, table for table: the rows the server's runners
 /// built incrementally through the faults, against the rows `upshift projections rebuild` builds from the
 /// whole log afterwards. Rows are compared as a multiset of their JSON text (`row_to_json`), so order does
 /// not matter and a row twice is not the same as once.
