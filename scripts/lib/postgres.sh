@@ -131,25 +131,26 @@ _upshift_pg_running() {
     upshift_run_as_cluster_user "$UPSHIFT_PG_BINDIR/pg_ctl" -D "$UPSHIFT_PG_DIR/data" status >/dev/null 2>&1
 }
 
-# True when nothing listens on 127.0.0.1:PORT (or any address on that port).
+# True when nothing listens on 127.0.0.1:PORT (or any address on that port), and no connection uses it.
 _upshift_pg_port_free() {
     local port="$1"
     if command -v ss >/dev/null 2>&1; then
-        [[ -z "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]]
+        [[ -z "$(ss -Htan "sport = :$port" 2>/dev/null)" ]]
     else
         ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
     fi
 }
 
-# Prints a free port: the stored one if still free, else the first free from 54320.
+# Prints a free port: the stored one if still free, else the first free from 54320 that is not among
+# the ports already tried (a space-separated list).
 _upshift_pg_pick_port() {
-    local stored="${1:-}" p
-    if [[ "$stored" =~ ^[0-9]+$ ]] && _upshift_pg_port_free "$stored"; then
+    local stored="${1:-}" tried=" ${2:-} " p
+    if [[ "$stored" =~ ^[0-9]+$ ]] && [[ "$tried" != *" $stored "* ]] && _upshift_pg_port_free "$stored"; then
         printf '%s\n' "$stored"
         return 0
     fi
     for ((p = 54320; p < 54520; p++)); do
-        [[ "$p" == "$stored" ]] && continue
+        [[ "$p" == "$stored" || "$tried" == *" $p "* ]] && continue
         if _upshift_pg_port_free "$p"; then
             printf '%s\n' "$p"
             return 0
@@ -205,10 +206,11 @@ EOF
 # Starts the cluster on a free port and sets UPSHIFT_PG_PORT. Retries with another
 # port if someone grabbed ours between the check and the bind.
 _upshift_pg_start() {
-    local dir="$UPSHIFT_PG_DIR" stored port attempt
+    local dir="$UPSHIFT_PG_DIR" stored port attempt tried=""
     stored="$(cat "$dir/port" 2>/dev/null || true)"
     for attempt in 1 2 3; do
-        port="$(_upshift_pg_pick_port "$stored")"
+        port="$(_upshift_pg_pick_port "$stored" "$tried")"
+        tried+=" $port"
         printf '%s\n' "$port" | upshift_run_as_cluster_user tee "$dir/port" >/dev/null
         _upshift_pg_log "starting cluster at $dir on port $port"
         # Close the lock fd for the daemon: an inherited fd would keep the
@@ -219,8 +221,17 @@ _upshift_pg_start() {
             upshift_run_as_cluster_user "$UPSHIFT_PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" \
                 -o "-p $port" -w -t 60 start >/dev/null
         ); then
-            UPSHIFT_PG_PORT="$port"
-            return 0
+            # It listens on 127.0.0.1 and 127.0.0.2, and starts when either bind works: a port held on
+            # 127.0.0.1 by a client's connection (54320-54519 lie in Linux's ephemeral range, which `ss -l`
+            # does not show) leaves it without the address everything uses. Stopped, and another port tried.
+            if [[ -n "$(ss -Hltn "src 127.0.0.1 and sport = :$port" 2>/dev/null)" ]] || ! command -v ss >/dev/null 2>&1; then
+                UPSHIFT_PG_PORT="$port"
+                return 0
+            fi
+            _upshift_pg_log "port $port is taken on 127.0.0.1 (attempt $attempt), trying another"
+            upshift_run_as_cluster_user "$UPSHIFT_PG_BINDIR/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+            stored=""
+            continue
         fi
         if tail -n 20 "$dir/postgres.log" 2>/dev/null | grep -q 'could not bind\|Address already in use'; then
             _upshift_pg_log "port $port was taken (attempt $attempt), trying another"
