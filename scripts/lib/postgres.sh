@@ -131,11 +131,12 @@ _upshift_pg_running() {
     upshift_run_as_cluster_user "$UPSHIFT_PG_BINDIR/pg_ctl" -D "$UPSHIFT_PG_DIR/data" status >/dev/null 2>&1
 }
 
-# True when nothing listens on 127.0.0.1:PORT (or any address on that port), and no connection uses it.
+# True when nothing listens on 127.0.0.1:PORT (or any address on that port), and no connection uses it
+# (one in TIME_WAIT does not stop PostgreSQL's bind: a cluster keeps its port across a restart).
 _upshift_pg_port_free() {
     local port="$1"
     if command -v ss >/dev/null 2>&1; then
-        [[ -z "$(ss -Htan "sport = :$port" 2>/dev/null)" ]]
+        [[ -z "$(ss -Htan exclude time-wait "sport = :$port" 2>/dev/null)" ]]
     else
         ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null
     fi

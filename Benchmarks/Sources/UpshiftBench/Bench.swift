@@ -223,6 +223,12 @@ final class Bench {
         return (cpu, (Double(peak) / 1024).rounded())
     }
 
+    /// VmRSS of a running process, in MiB.
+    func residentMiB(_ pid: Int32) throws -> Double {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        return Double(ProcFiles.kilobytes("VmRSS", status: status) ?? 0) / 1_024
+    }
+
     func cpuTicks() throws -> CPUTicks {
         try ProcFiles.cpuTicks(stat: String(contentsOfFile: "/proc/stat", encoding: .utf8))
     }

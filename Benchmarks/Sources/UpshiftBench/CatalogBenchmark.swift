@@ -176,11 +176,15 @@ enum HTTP {
     struct Reply {
         var status: Int
         var body: Data
+        /// Seconds of its `Retry-After`, when it has one.
+        var retryAfter: Double?
     }
 
     static let session = URLSession(configuration: .ephemeral)
 
-    static func send(_ method: String, _ url: String, body: String? = nil, headers: [String: String] = [:]) throws -> Reply {
+    static func send(
+        _ method: String, _ url: String, body: String? = nil, headers: [String: String] = [:], session: URLSession = session
+    ) throws -> Reply {
         guard let target = URL(string: url) else { throw BenchFailure("not a URL: \(url)") }
         var request = URLRequest(url: target, timeoutInterval: 10)
         request.httpMethod = method
@@ -192,7 +196,10 @@ enum HTTP {
             if let error {
                 result = .failure(BenchFailure("\(method) \(url): \(error)"))
             } else {
-                result = .success(Reply(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: data ?? Data()))
+                let response = response as? HTTPURLResponse
+                result = .success(Reply(
+                    status: response?.statusCode ?? 0, body: data ?? Data(),
+                    retryAfter: response?.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)))
             }
             done.signal()
         }.resume()

@@ -196,7 +196,7 @@ struct MemoryBenchmark {
         Thread.sleep(forTimeInterval: 1)
         var tables: [MemorySummary.LimiterTable] = []
         for (index, table) in cases.enumerated() {
-            let before = try residentMiB(server)
+            let before = try bench.residentMiB(server.process.pid)
             let out = bench.path("table-\(index)-wrk.txt")
             let threads = 2
             var environment = table.environment
@@ -214,13 +214,8 @@ struct MemoryBenchmark {
             let summary = try WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8))
             tables.append(.init(
                 name: table.name, clients: tableClients, addressesNamed: try summary.integer("addresses"),
-                statuses: try summary.text("statuses"), rssBeforeMiB: before, rssAfterMiB: try residentMiB(server)))
+                statuses: try summary.text("statuses"), rssBeforeMiB: before, rssAfterMiB: try bench.residentMiB(server.process.pid)))
         }
         return (tables, try bench.stop(server))
-    }
-
-    private func residentMiB(_ server: Server) throws -> Double {
-        let status = try String(contentsOfFile: "/proc/\(server.process.pid)/status", encoding: .utf8)
-        return Double(ProcFiles.kilobytes("VmRSS", status: status) ?? 0) / 1_024
     }
 }

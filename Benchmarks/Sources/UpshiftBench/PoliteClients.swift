@@ -67,47 +67,35 @@ final class PoliteClients: @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
-    private func batch(_ index: Int) -> Data {
+    private func batch(_ index: Int) -> String {
         let now = Format.iso8601(Date())
         let install = Self.installId(index)
         let events = (0..<settings.eventsPerBatch).map { _ in
             #"{"id":"\#(UUID().uuidString.lowercased())","occurredAt":"\#(now)","installId":"\#(install)","platform":"ios","appVersion":"1.0.0","type":"launched","appId":"\#(settings.app)"}"#
         }
-        return Data(#"{"events":[\#(events.joined(separator: ","))]}"#.utf8)
+        return #"{"events":[\#(events.joined(separator: ","))]}"#
     }
 
     /// Posts `body` until it is stored (`200`), waiting `Retry-After` after each `429` or `503`; false
     /// when it is answered otherwise or `giveUpAt` passes.
-    private func post(_ body: Data, from index: Int, session: URLSession, giveUpAt: Date) -> Bool {
-        var request = URLRequest(url: URL(string: settings.url + "/v1/events")!, timeoutInterval: 10)
-        request.httpMethod = "POST"
-        request.httpBody = body
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("Bearer \(settings.key)", forHTTPHeaderField: "Authorization")
-        request.setValue("198.51.\(index / 256).\(index % 256)", forHTTPHeaderField: "X-Forwarded-For")
+    private func post(_ body: String, from index: Int, session: URLSession, giveUpAt: Date) -> Bool {
+        let headers = [
+            "Content-Type": "application/json", "Authorization": "Bearer \(settings.key)",
+            "X-Forwarded-For": "198.51.\(index / 256).\(index % 256)",
+        ]
         while Date() < giveUpAt {
-            let done = DispatchSemaphore(value: 0)
-            nonisolated(unsafe) var answer: (status: Int, retryAfter: Double)?
-            nonisolated(unsafe) var failure: String?
-            session.dataTask(with: request) { _, response, error in
-                if let response = response as? HTTPURLResponse {
-                    let retry = response.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init) ?? 1
-                    answer = (response.statusCode, retry)
-                } else {
-                    failure = error.map { "\($0.localizedDescription)" } ?? "no answer"
-                }
-                done.signal()
-            }.resume()
-            done.wait()
-            guard let answer else {
-                outcome.withLock { $0.failures[failure ?? "no answer", default: 0] += 1 }
+            let answer: HTTP.Reply
+            do {
+                answer = try HTTP.send("POST", settings.url + "/v1/events", body: body, headers: headers, session: session)
+            } catch {
+                outcome.withLock { $0.failures["\(error)", default: 0] += 1 }
                 Thread.sleep(forTimeInterval: 1)
                 continue
             }
             outcome.withLock { $0.answers[answer.status, default: 0] += 1 }
             switch answer.status {
             case 200: return true
-            case 429, 503: Thread.sleep(forTimeInterval: answer.retryAfter)
+            case 429, 503: Thread.sleep(forTimeInterval: answer.retryAfter ?? 1)
             default: return false
             }
         }
