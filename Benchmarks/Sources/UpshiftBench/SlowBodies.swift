@@ -79,10 +79,10 @@ final class SlowBodies: @unchecked Sendable {
 
     private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
-    /// The request of connection `index`: the head with its client address, then the body.
-    private func request(_ index: Int) -> (head: [UInt8], body: [UInt8]) {
+    /// The request head of connection `index`, with its client address.
+    private func head(_ index: Int) -> [UInt8] {
         let address = "10.\(index / 65_536 % 256).\(index / 256 % 256).\(index % 256)"
-        return (Array((settings.head + "X-Forwarded-For: \(address)\r\n\r\n").utf8), settings.body)
+        return Array((settings.head + "X-Forwarded-For: \(address)\r\n\r\n").utf8)
     }
 
     private func advance(_ index: Int, now: Double) {
@@ -124,7 +124,7 @@ final class SlowBodies: @unchecked Sendable {
             return
         }
         outcome.attempts += 1
-        connections[index] = Connection(socket: fd, phase: .connecting, pending: request(index).head)
+        connections[index] = Connection(socket: fd, phase: .connecting, pending: head(index))
     }
 
     /// Writes what connection `index` has pending, as far as the socket takes it.
