@@ -45,9 +45,9 @@ public struct AppConfiguration: Sendable {
     public var keyRefresh: Duration = .seconds(1)
     public var pools = DatabasePoolSettings()
     /// The background import of App Store versions (`UPSHIFT_STORE_SYNC_INTERVAL`); nil: off.
-    public var storeSync: StoreSyncSettings?
+    public var storeSync: AppStoreSyncSettings?
     /// Where `upshift releases import` and the store sync ask the App Store (`UPSHIFT_STORE_LOOKUP_URL`).
-    public var storeLookup = StoreImporter.Settings()
+    public var storeLookup = AppStoreImporter.Settings()
 
     public init(database: DatabaseSettings) {
         self.database = database
@@ -165,10 +165,10 @@ public struct AppConfiguration: Sendable {
             configuration.pools.reportStatementTimeout = timeout
         }
         if let url = try read.text("UPSHIFT_STORE_LOOKUP_URL") {
-            configuration.storeLookup.lookupURL = try StoreImporter.Settings.lookupURL(url, name: "UPSHIFT_STORE_LOOKUP_URL")
+            configuration.storeLookup.lookupURL = try AppStoreImporter.Settings.lookupURL(url, name: "UPSHIFT_STORE_LOOKUP_URL")
         }
         if let seconds = try read.decimal("UPSHIFT_STORE_SYNC_INTERVAL", in: 1...2_592_000) {
-            var sync = StoreSyncSettings(interval: .milliseconds(Int64((seconds * 1000).rounded())))
+            var sync = AppStoreSyncSettings(interval: .milliseconds(Int64((seconds * 1000).rounded())))
             sync.importer = configuration.storeLookup
             configuration.storeSync = sync
         }

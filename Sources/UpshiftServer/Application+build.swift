@@ -162,7 +162,7 @@ public struct ApplicationParts {
                 readers: readers)
             let reportsController = ReportsController(reports: reports, snapshot: snapshot, clock: configuration.clock)
             router.addRoutes(reportsController.routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
-            router.addRoutes(reportsController.previewRoutes(authentication: authentication), atPath: "/v1/apps/:app")
+            router.addRoutes(reportsController.backtestRoutes(authentication: authentication), atPath: "/v1/apps/:app")
             router.addRoutes(
                 DashboardPages(
                     sessions: SessionStore(pool: hot, logger: logger), keys: keys, catalog: catalogStore,
@@ -178,9 +178,9 @@ public struct ApplicationParts {
         if let sync = configuration.storeSync {
             // One instance at a time asks the store (an advisory lock), whatever its roles.
             services.append(
-                StoreSync(
+                AppStoreSync(
                     settings: sync,
-                    importer: StoreImporter(
+                    importer: AppStoreImporter(
                         settings: sync.importer, catalog: catalogStore, clock: configuration.clock, logger: logger),
                     catalog: catalogStore, database: configuration.database, clock: configuration.clock,
                     metrics: metrics, logger: logger,

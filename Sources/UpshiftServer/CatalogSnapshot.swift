@@ -34,6 +34,12 @@ final class CatalogSnapshot: Sendable {
         state.withLock { $0.apps[id] }
     }
 
+    /// The app of the request's path, when it exists (a malformed request is a `400` whether or not it does).
+    func app(in context: UpshiftRequestContext) -> (id: String, entry: Entry)? {
+        guard let id = try? context.pathValue("app"), let entry = app(id) else { return nil }
+        return (id, entry)
+    }
+
     /// Every app's id, in order.
     var appIds: [String] { state.withLock { $0.apps.keys.sorted() } }
 

@@ -33,8 +33,8 @@ struct CatalogSnapshotService: Service {
         self.database = database
         self.readiness = readiness
         self.logger = logger
-        undecodable = ServerMetrics.gauge("catalog_apps_undecodable", factory: metrics)
-        catalogVersion = ServerMetrics.gauge("catalog_version", factory: metrics)
+        undecodable = Meter(label: "upshift_catalog_apps_undecodable", factory: metrics)
+        catalogVersion = Meter(label: "upshift_catalog_version", factory: metrics)
     }
 
     /// Loads the snapshot once (before the server starts).

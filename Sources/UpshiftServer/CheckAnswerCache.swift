@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Metrics
 import NIOCore
 import Synchronization
 import UpshiftCore
@@ -166,7 +167,7 @@ final class CheckAnswerCache: Sendable {
             }
             var answer = self
             answer.body = spliced
-            answer.etag = "\"\(CheckController.fnv1a(Data(spliced.readableBytesView)))\""
+            answer.etag = "\"\(EntityTag.fnv1a(Data(spliced.readableBytesView)))\""
             answer.headers[.eTag] = answer.etag
             answer.spellingRange = moved(spellingRange)
             answer.stalenessRange = moved(stalenessRange)
@@ -204,7 +205,7 @@ final class CheckAnswerCache: Sendable {
     }
 
     /// A feed's parameters, normalized: what its answer depends on besides the app's catalog and the clock.
-    struct FeedParameters: Hashable, Sendable {
+    struct UpdateFeedParameters: Hashable, Sendable {
         enum Kind: Hashable, Sendable { case appcast, lookup, versionsPlist }
         var kind: Kind
         var platform: String
@@ -218,10 +219,10 @@ final class CheckAnswerCache: Sendable {
     }
 
     /// A feed answer's key: the app's catalog generation and the feed's parameters.
-    struct FeedQuestion: Hashable, Sendable {
+    struct UpdateFeedQuestion: Hashable, Sendable {
         var app: String
         var generation: Int
-        var parameters: FeedParameters
+        var parameters: UpdateFeedParameters
 
         var bytes: Int {
             app.utf8.count + parameters.platform.utf8.count + (parameters.locale?.utf8.count ?? 0)
@@ -230,7 +231,7 @@ final class CheckAnswerCache: Sendable {
     }
 
     /// A feed's bytes and the headers they are served with.
-    struct FeedAnswer: Sendable {
+    struct UpdateFeedAnswer: Sendable {
         var body: ByteBuffer
         var etag: String
         var headers: HTTPFields
@@ -241,13 +242,13 @@ final class CheckAnswerCache: Sendable {
     private enum Key: Hashable {
         case query(app: String, generation: Int, query: String)
         case answer(Question)
-        case feed(FeedQuestion)
+        case feed(UpdateFeedQuestion)
     }
 
     private enum Entry {
         case request(CheckRequest, Question)
         case answer(Answer)
-        case feed(FeedAnswer)
+        case feed(UpdateFeedAnswer)
     }
 
     /// Queries longer than this are answered but not indexed.
@@ -258,10 +259,21 @@ final class CheckAnswerCache: Sendable {
 
     private let table: Mutex<LRUTable<Key, Entry>>
     let byteLimit: Int
+    /// `upshift_check_cache_bytes`: ``bytes``, set after each store.
+    private let held: Meter
 
-    init(byteLimit: Int) {
+    init(byteLimit: Int, metrics: any MetricsFactory = NOOPMetricsHandler.instance) {
         self.byteLimit = byteLimit
         table = Mutex(LRUTable(capacity: byteLimit))
+        held = Meter(label: "upshift_check_cache_bytes", factory: metrics)
+    }
+
+    private func keep(_ entry: Entry, for key: Key, cost: Int) {
+        let used = table.withLock {
+            $0.set(entry, for: key, cost: cost)
+            return $0.used
+        }
+        held.set(Double(used))
     }
 
     /// The bytes held now (never above ``byteLimit``).
@@ -279,7 +291,7 @@ final class CheckAnswerCache: Sendable {
         guard query.utf8.count <= Self.maximumIndexedQuery else { return }
         let cost = Self.entryOverhead + query.utf8.count + Self.bytes(of: request) + question.bytes
         let key = Key.query(app: question.app, generation: question.generation, query: query)
-        table.withLock { $0.set(.request(request, question), for: key, cost: cost) }
+        keep(.request(request, question), for: key, cost: cost)
     }
 
     /// The answer to `question`, when the clock is still in the interval it was computed in.
@@ -292,19 +304,19 @@ final class CheckAnswerCache: Sendable {
     func store(_ answer: Answer, for question: Question) {
         let cost = Self.entryOverhead + question.bytes + Self.bytes(of: answer.body, answer.etag, answer.headers)
             + (answer.latestVersion?.utf8.count ?? 0)
-        table.withLock { $0.set(.answer(answer), for: .answer(question), cost: cost) }
+        keep(.answer(answer), for: .answer(question), cost: cost)
     }
 
     /// The feed answer to `question`, when the clock is still in the interval it was computed in.
-    func feed(_ question: FeedQuestion, interval: Int) -> FeedAnswer? {
+    func feed(_ question: UpdateFeedQuestion, interval: Int) -> UpdateFeedAnswer? {
         let entry = table.withLock { $0.value(for: .feed(question)) }
         guard case .feed(let answer) = entry, answer.interval == interval else { return nil }
         return answer
     }
 
-    func store(_ answer: FeedAnswer, for question: FeedQuestion) {
+    func store(_ answer: UpdateFeedAnswer, for question: UpdateFeedQuestion) {
         let cost = Self.entryOverhead + question.bytes + Self.bytes(of: answer.body, answer.etag, answer.headers)
-        table.withLock { $0.set(.feed(answer), for: .feed(question), cost: cost) }
+        keep(.feed(answer), for: .feed(question), cost: cost)
     }
 
     /// The bytes an answer holds: its body, its tag and its headers' names and values.

@@ -80,8 +80,8 @@ final class IngestionWriter: Service, Sendable {
         self.wake = wake
         self.shutdown = shutdown
         // Group commits of events, and those that failed (database unavailable).
-        self.flushed = ServerMetrics.counter("ingest_flushes", factory: metrics)
-        self.flushFailures = ServerMetrics.counter("ingest_flush_failures", factory: metrics)
+        self.flushed = Counter(label: "upshift_ingest_flushes_total", factory: metrics)
+        self.flushFailures = Counter(label: "upshift_ingest_flush_failures_total", factory: metrics)
         self.queued = ["posted", "observation"].map {
             Meter(label: "upshift_ingest_queue_events", dimensions: [("kind", $0)], factory: metrics)
         }

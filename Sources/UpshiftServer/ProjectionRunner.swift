@@ -39,11 +39,11 @@ public final class ProjectionRunner: Service, Sendable {
         self.signal = signal
         self.logger = logger
         // Events applied by projection runners, and those they could not apply.
-        applied = ServerMetrics.counter("projection_events", factory: metrics)
-        deadLettered = ServerMetrics.counter("projection_dead_letters", factory: metrics)
+        applied = Counter(label: "upshift_projection_events_total", factory: metrics)
+        deadLettered = Counter(label: "upshift_projection_dead_letters_total", factory: metrics)
         var leading: [String: Meter] = [:]
         for definition in definitions {
-            let gauge = ServerMetrics.gauge("projection_leading", dimensions: [("projection", definition.name)], factory: metrics)
+            let gauge = Meter(label: "upshift_projection_leading", dimensions: [("projection", definition.name)], factory: metrics)
             gauge.set(0)
             leading[definition.name] = gauge
         }

@@ -96,7 +96,7 @@ struct RolloutScheduler: Service {
                             expectedRevision: release.revision, actor: CatalogEvent.scheduleActor,
                             reason: CatalogEvent.scheduleActor, now: now, schedule: note
                         ) { _ in result }
-                        ServerMetrics.counter("rollout_schedule_writes", factory: metrics).increment()
+                        Counter(label: "upshift_rollout_schedule_writes_total", factory: metrics).increment()
                         logger.notice(
                             "rollout schedule advanced",
                             metadata: [

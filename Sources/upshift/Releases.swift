@@ -153,20 +153,20 @@ struct Releases: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add the App Store's current version of an app, read from Apple's lookup API.",
             discussion: """
-                Asks the lookup (UPSHIFT_STORE_LOOKUP_URL, default \(StoreImporter.Settings.appleLookupURL)) for the
+                Asks the lookup (UPSHIFT_STORE_LOOKUP_URL, default \(AppStoreImporter.Settings.appleLookupURL)) for the
                 app's bundle id on the platform. A valid version that the catalog does not hold yet is added as a
                 live release with the store's date, minimum OS and notes (in the app's default locale), reason
-                "\(StoreImport.reason)", actor "\(StoreImport.actor)". Exits non-zero when nothing could be read.
+                "\(AppStoreImport.reason)", actor "\(AppStoreImport.actor)". Exits non-zero when nothing could be read.
                 """)
         @Option(help: "The app id.") var app: String
         @Option(help: "ios, tvos or macos.") var platform: String = "ios"
         @Option(help: "The lookup URL (overrides UPSHIFT_STORE_LOOKUP_URL).") var lookupUrl: String?
 
         func run() async throws {
-            var settings = StoreImporter.Settings()
+            var settings = AppStoreImporter.Settings()
             if let url = lookupUrl ?? ProcessInfo.processInfo.environment["UPSHIFT_STORE_LOOKUP_URL"].flatMap({ $0.isEmpty ? nil : $0 }) {
                 do {
-                    settings.lookupURL = try StoreImporter.Settings.lookupURL(
+                    settings.lookupURL = try AppStoreImporter.Settings.lookupURL(
                         url, name: lookupUrl == nil ? "UPSHIFT_STORE_LOOKUP_URL" : "--lookup-url")
                 } catch {
                     throw ValidationError("\(error)")
@@ -174,7 +174,7 @@ struct Releases: AsyncParsableCommand {
             }
             let (app, platform, lookup) = (app, platform, settings)
             let result = try await CatalogCommand.run { catalog in
-                try await StoreImporter(settings: lookup, catalog: catalog, clock: SystemClock(), logger: Logger(label: "upshift"))
+                try await AppStoreImporter(settings: lookup, catalog: catalog, clock: SystemClock(), logger: Logger(label: "upshift"))
                     .run(appId: app, platform: platform)
             }
             switch result {

@@ -128,7 +128,7 @@ import UpshiftTestSupport
             store.answer("com.example.notes", with: .json(FakeAppStore.listing(
                 bundleId: "com.example.notes", version: "2.1", released: "2026-05-30T12:00:00Z")))
             var configuration = harness.configuration()
-            var sync = StoreSyncSettings(interval: .seconds(3_600))
+            var sync = AppStoreSyncSettings(interval: .seconds(3_600))
             sync.importer.lookupURL = store.lookupURL
             configuration.storeSync = sync  // rounds a minute apart but for catalog changes
             try await harness.run(configuration) { server in

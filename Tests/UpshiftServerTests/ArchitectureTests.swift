@@ -43,6 +43,27 @@ import UpshiftTestSupport
         }
     }
 
+    /// Every metric of the metrics table is created under its full name, in the file the table names:
+    /// a name seen in Grafana is found in the code as it is.
+    @Test func everyMetricIsNamedInFullInTheFileTheTableNames() throws {
+        let text = try String(contentsOf: Self.document, encoding: .utf8)
+        var checked = 0
+        for line in text.split(separator: "\n") where line.hasPrefix("| `upshift_") {
+            guard let file = line.firstMatch(of: #/\| `((?:Sources)/[^`]+\.swift)` \|$/#)?.1 else {
+                Issue.record("a metric row without its file: \(line)")
+                continue
+            }
+            let code = try String(
+                contentsOf: TestEnvironment.packageRoot.appendingPathComponent(String(file)), encoding: .utf8)
+            let cell = line.split(separator: "|")[0]
+            for name in cell.matches(of: #/`(upshift_[a-z_]+)/#).map({ String($0.1) }) {
+                checked += 1
+                #expect(code.contains("\"\(name)\""), "\(name) is not created by that name in \(file)")
+            }
+        }
+        #expect(checked > 25)
+    }
+
     /// git takes a file with a NUL byte for binary: its diffs and blame are lost. A test that sends one
     /// writes it as an escape (`\u{0}`).
     @Test func noSwiftFileHoldsANulByte() throws {

@@ -29,16 +29,16 @@ import UpshiftCore
         var generator = SplitMix64(seed: 11)
         for _ in 0..<20_000 {
             let query = (0..<generator.int(0...6)).map { _ in pieces[generator.int(0...(pieces.count - 1))] }.joined()
-            let (rest, install, clean) = CheckController.splitInstall(query)
+            let (rest, install, clean) = CheckQueryIndex.splitInstall(query)
             let expected = plain(query)
             #expect(rest == expected.rest && install == expected.install && clean == expected.clean, "\(query)")
         }
-        let split = CheckController.splitInstall("platform=ios&install=0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d&version=1.0")
+        let split = CheckQueryIndex.splitInstall("platform=ios&install=0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d&version=1.0")
         #expect(split.rest == "platform=ios&version=1.0")
         #expect(split.install == "0190f5c8-7d2e-7a1b-9c3d-4e5f6a7b8c9d")
         #expect(split.clean)
         // A combining mark after `=` stays in the install id (which then is no UUID: 400), not dropped with it.
-        #expect(CheckController.splitInstall("install=\u{301}x").install.map { Array($0.utf8) } == [0xCC, 0x81, 0x78])
+        #expect(CheckQueryIndex.splitInstall("install=\u{301}x").install.map { Array($0.utf8) } == [0xCC, 0x81, 0x78])
     }
 
     @Test func theTableNeverHoldsMoreThanItsCapacityAndForgetsTheLeastRecentlyUsed() {

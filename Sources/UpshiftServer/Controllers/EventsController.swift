@@ -37,7 +37,7 @@ struct EventsController: Sendable {
         self.trustedProxies = trustedProxies
         var counters: [IngestResponse.Status: Counter] = [:]
         for status in [IngestResponse.Status.accepted, .duplicate, .rejected] {
-            counters[status] = ServerMetrics.counter("events", dimensions: [("status", status.rawValue)], factory: metrics)
+            counters[status] = Counter(label: "upshift_events_total", dimensions: [("status", status.rawValue)], factory: metrics)
         }
         self.counters = counters
         batchEvents = Recorder(label: "upshift_ingest_batch_events", factory: metrics)

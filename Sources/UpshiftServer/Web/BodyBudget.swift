@@ -22,8 +22,8 @@ final class BodyBudget: Sendable {
 
     init(capacity: Int, metrics: any MetricsFactory) {
         self.capacity = capacity
-        refused = ServerMetrics.counter("body_budget_refused", factory: metrics)
-        inUse = ServerMetrics.gauge("body_budget_reserved_bytes", factory: metrics)
+        refused = Counter(label: "upshift_body_budget_refused_total", factory: metrics)
+        inUse = Meter(label: "upshift_body_budget_reserved_bytes", factory: metrics)
         inUse.set(0)
     }
 

@@ -25,7 +25,7 @@ final class RateLimiter: Sendable {
         rate = limit.rate
         burst = max(limit.burst, 1)
         buckets = Mutex(LRUTable(capacity: capacity))
-        refusals = ServerMetrics.counter("rate_limited", dimensions: [("limit", name)], factory: metrics)
+        refusals = Counter(label: "upshift_rate_limited_total", dimensions: [("limit", name)], factory: metrics)
     }
 
     var isOn: Bool { rate > 0 }

@@ -42,8 +42,8 @@ final class ReaderShares: Sendable {
     init(_ settings: ReaderSettings, metrics: any MetricsFactory) {
         self.settings = settings
         rate = RateLimiter(settings.ratePerToken, name: "reader", metrics: metrics)
-        refusedConcurrency = ServerMetrics.counter("reader_refused", dimensions: [("reason", "concurrency")], factory: metrics)
-        refusedBacktestQueue = ServerMetrics.counter("reader_refused", dimensions: [("reason", "backtest_queue")], factory: metrics)
+        refusedConcurrency = Counter(label: "upshift_reader_refused_total", dimensions: [("reason", "concurrency")], factory: metrics)
+        refusedBacktestQueue = Counter(label: "upshift_reader_refused_total", dimensions: [("reason", "backtest_queue")], factory: metrics)
     }
 
     /// Runs a read of `token` within its rate and its concurrency, else `429` with `Retry-After`.

@@ -108,7 +108,7 @@ extension DashboardPages {
 
     /// `POST /dashboard/apps/{app}/policy/preview`: the policy form's fields backtested against the fleet
     /// (``RolloutPage``), written nowhere; the page shows the form again with them, ready to save.
-    @Sendable func previewPolicy(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+    @Sendable func backtestPolicy(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let app = try await context.app(in: catalog)
         let form = try await DashboardForm.decode(RolloutForms.Policy.self, from: request)
@@ -125,7 +125,7 @@ extension DashboardPages {
 
     /// `POST /dashboard/apps/{app}/new-release/preview`: the release backtested against the fleet
     /// (``RolloutPage``), written nowhere; the page shows the form again with it, ready to add.
-    @Sendable func previewNewRelease(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
+    @Sendable func backtestNewRelease(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let app = try await context.app(in: catalog)
         let form = try await DashboardForm.decode(RolloutForms.NewRelease.self, from: request)

@@ -17,12 +17,12 @@ enum RolloutPage {
         /// What the check would answer the fleet before and after the previewed change (a minimum or a
         /// release change), and the release change itself (its form's fields).
         var backtest: BacktestReport?
-        var change: ReleaseChangePreview?
-        /// A policy as edited in the form and previewed (``DashboardPages/previewPolicy``): shown in the form
+        var change: ReleaseChangeBacktest?
+        /// A policy as edited in the form and previewed (``DashboardPages/backtestPolicy``): shown in the form
         /// with the revision and the reason it was sent with, so that saving it saves what was previewed.
         var draft: PolicyDraft?
         /// A release not in the catalog yet, as the "Add a release" form posted it and previewed
-        /// (``DashboardPages/previewNewRelease``): its backtest, then the form again with "Add".
+        /// (``DashboardPages/backtestNewRelease``): its backtest, then the form again with "Add".
         var newRelease: RolloutForms.NewRelease?
         /// The application's clock when the page was made (the new release's default date).
         var now: Date
@@ -35,7 +35,7 @@ enum RolloutPage {
     }
 
     /// A release change as the overview's form posts it (``RolloutForms/ReleaseChange``), previewed here.
-    struct ReleaseChangePreview {
+    struct ReleaseChangeBacktest {
         var version: String
         var action: String
         var percent: String?
@@ -75,7 +75,7 @@ enum RolloutPage {
         }
         // The backtest of the previewed change: the candidate minimum, or a release change.
         var proposed: AppCatalog?
-        var change: ReleaseChangePreview?
+        var change: ReleaseChangeBacktest?
         if let draft {
             proposed = app
             proposed?.policies[platform] = draft.policy
@@ -93,7 +93,7 @@ enum RolloutPage {
         } else if let version = query["release"], !version.isEmpty {
             let form = RolloutForms.ReleaseChange(
                 platform: platform, revision: nil, reason: nil, action: query["action"], percent: query["percent"])
-            change = ReleaseChangePreview(version: version, action: query["action"] ?? "", percent: query["percent"])
+            change = ReleaseChangeBacktest(version: version, action: query["action"] ?? "", percent: query["percent"])
             let proposal: JSONValue = .object(["releases": .object([version: try form.patch()])])
             do throws(FieldError) {
                 proposed = try CatalogInput.proposal(proposal, to: app, platform: platform, now: now)
@@ -181,12 +181,12 @@ enum RolloutPage {
             <label>Rollout %<input name="percent" type="number" min="0" max="100" step="0.01" value="\(model.change?.percent ?? "")"></label>
             <label>Installs seen in the last (days)<input name="window" type="number" min="1" max="\(BacktestReport.maximumWindowDays)" value="\(model.window)"></label>
             <button type="submit">Preview the change</button></form>
-            \(model.change.flatMap { change in model.backtest.map { previewedChange(change, $0, model) } } ?? "")
+            \(model.change.flatMap { change in model.backtest.map { backtestedChange(change, $0, model) } } ?? "")
             """
     }
 
     /// The backtest of a previewed release change, and the form that applies it.
-    private static func previewedChange(_ change: ReleaseChangePreview, _ report: BacktestReport, _ model: Model) -> HTML {
+    private static func backtestedChange(_ change: ReleaseChangeBacktest, _ report: BacktestReport, _ model: Model) -> HTML {
         guard let release = model.app.releases(for: model.platform).first(where: { $0.version.text == change.version }) else { return "" }
         let percent: HTML = change.percent.map { "<input type=\"hidden\" name=\"percent\" value=\"\($0)\">" } ?? ""
         return """

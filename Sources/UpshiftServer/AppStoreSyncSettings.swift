@@ -1,9 +1,9 @@
-/// The store sync (`UPSHIFT_STORE_SYNC_INTERVAL`, ``StoreSync``): how often each app's App Store lookup
+/// The store sync (`UPSHIFT_STORE_SYNC_INTERVAL`, ``AppStoreSync``): how often each app's App Store lookup
 /// is asked, and where.
-public struct StoreSyncSettings: Sendable {
+public struct AppStoreSyncSettings: Sendable {
     /// At most one request per app and platform per interval.
     public var interval: Duration
-    public var importer = StoreImporter.Settings()
+    public var importer = AppStoreImporter.Settings()
     /// The longest wait between rounds of an unchanged catalog.
     public var longestPause: Duration = .seconds(60)
     /// How often a pause looks at the catalog's version: a change (an app given a bundle id) starts a round.

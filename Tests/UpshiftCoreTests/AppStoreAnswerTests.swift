@@ -2,8 +2,8 @@ import Foundation
 import Testing
 import UpshiftCore
 
-/// How an answer of Apple's lookup API is read for the store import (``StoreImport``).
-@Suite struct StoreAnswerTests {
+/// How an answer of Apple's lookup API is read for the store import (``AppStoreImport``).
+@Suite struct AppStoreAnswerTests {
     static let app = AppInfo(
         id: "expenses", name: "Expenses", defaultLocale: "de", bundleId: ["ios": "com.example.expenses"])
 
@@ -21,8 +21,8 @@ import UpshiftCore
         return fields
     }
 
-    static func outcome(_ bytes: [UInt8], catalog: AppCatalog = AppCatalog(app: app)) -> StoreImport.Outcome {
-        StoreImport.outcome(of: bytes, catalog: catalog, platform: "ios")
+    static func outcome(_ bytes: [UInt8], catalog: AppCatalog = AppCatalog(app: app)) -> AppStoreImport.Outcome {
+        AppStoreImport.outcome(of: bytes, catalog: catalog, platform: "ios")
     }
 
     @Test func aNewValidVersionIsALiveReleaseWithTheStoresFields() throws {
@@ -114,19 +114,19 @@ import UpshiftCore
     }
 
     @Test func platformsAndBundleIdsTheLookupCannotAnswerAreSaid() {
-        #expect(StoreImport.unsupported(Self.app, platform: "ios") == nil)
-        #expect(StoreImport.unsupported(Self.app, platform: "tvos")?.contains("no bundle id for tvos") == true)
-        #expect(StoreImport.unsupported(Self.app, platform: "android")?.contains("not android") == true)
+        #expect(AppStoreImport.unsupported(Self.app, platform: "ios") == nil)
+        #expect(AppStoreImport.unsupported(Self.app, platform: "tvos")?.contains("no bundle id for tvos") == true)
+        #expect(AppStoreImport.unsupported(Self.app, platform: "android")?.contains("not android") == true)
     }
 
     @Test func theURLAsksForTheBundleIdAndThePlatformsEntity() {
         let base = "https://itunes.apple.com/lookup"
-        #expect(StoreImport.url(base: base, bundleId: "com.example.app", platform: "ios") == base + "?bundleId=com.example.app")
+        #expect(AppStoreImport.url(base: base, bundleId: "com.example.app", platform: "ios") == base + "?bundleId=com.example.app")
         #expect(
-            StoreImport.url(base: base, bundleId: "com.example.app", platform: "macos")
+            AppStoreImport.url(base: base, bundleId: "com.example.app", platform: "macos")
                 == base + "?bundleId=com.example.app&entity=macSoftware")
         #expect(
-            StoreImport.url(base: base + "?country=de", bundleId: "a&b=c d", platform: "tvos")
+            AppStoreImport.url(base: base + "?country=de", bundleId: "a&b=c d", platform: "tvos")
                 == base + "?country=de&bundleId=a%26b%3Dc%20d&entity=tvSoftware")
     }
 }

@@ -6,7 +6,7 @@ import UpshiftTestSupport
 
 /// The feeds for existing client libraries through the real server (docs/CLIENTS.md): a catalog written
 /// through the admin API, read back as Sparkle, Siren, upgrader and iVersion read it.
-@Suite struct FeedEndpointTests {
+@Suite struct UpdateFeedEndpointTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
 
     /// App `notes`: iOS 2.0 (live, 5 days), 2.1-beta.1 (beta), 1.9 (blocked); macOS 3.0 with a download.

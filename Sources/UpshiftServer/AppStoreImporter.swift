@@ -7,10 +7,10 @@ import UpshiftCore
 import UpshiftStore
 
 /// One import of an app's current App Store version: ask Apple's lookup API for the app's bundle id, read
-/// the answer (``StoreImport``) and add the release it names through the catalog, as a catalog event with
-/// reason `store import` and actor `store-sync`. `upshift releases import` runs it once; ``StoreSync`` runs
+/// the answer (``AppStoreImport``) and add the release it names through the catalog, as a catalog event with
+/// reason `store import` and actor `store-sync`. `upshift releases import` runs it once; ``AppStoreSync`` runs
 /// it for every app on an interval.
-public struct StoreImporter: Sendable {
+public struct AppStoreImporter: Sendable {
     /// Where the lookup is asked, and how much of it is read.
     public struct Settings: Sendable {
         /// Apple's lookup; a country's (`https://itunes.apple.com/de/lookup`) or a stand-in's may replace it.
@@ -46,7 +46,7 @@ public struct StoreImporter: Sendable {
         /// No usable answer: the request failed, timed out, was answered other than `200`, or too long.
         case failed(String)
 
-        /// The label of ``StoreSync``'s metric.
+        /// The label of ``AppStoreSync``'s metric.
         public var outcome: String {
             switch self {
             case .added: "added"
@@ -74,8 +74,8 @@ public struct StoreImporter: Sendable {
     /// (no such app, a database error); everything the store does is a ``Result``.
     public func run(appId: String, platform: String) async throws -> Result {
         guard let app = try await catalog.app(id: appId) else { throw CatalogError.appNotFound(appId) }
-        if let reason = StoreImport.unsupported(app.app, platform: platform) { return .refused(reason) }
-        let url = StoreImport.url(base: settings.lookupURL, bundleId: app.app.bundleId[platform]!, platform: platform)
+        if let reason = AppStoreImport.unsupported(app.app, platform: platform) { return .refused(reason) }
+        let url = AppStoreImport.url(base: settings.lookupURL, bundleId: app.app.bundleId[platform]!, platform: platform)
         let answer: [UInt8]
         switch await fetch(url) {
         case .success(let bytes): answer = bytes
@@ -83,14 +83,14 @@ public struct StoreImporter: Sendable {
         }
         // Read the catalog again: the release may have been added while the store answered.
         guard let current = try await catalog.app(id: appId) else { throw CatalogError.appNotFound(appId) }
-        switch StoreImport.outcome(of: answer, catalog: current, platform: platform) {
+        switch AppStoreImport.outcome(of: answer, catalog: current, platform: platform) {
         case .present(let version): return .present(version)
         case .notListed: return .notListed
         case .refused(let reason): return .refused(reason)
         case .add(let release):
             do {
                 let write = try await catalog.addRelease(
-                    appId: appId, release, actor: StoreImport.actor, reason: StoreImport.reason, now: clock.now())
+                    appId: appId, release, actor: AppStoreImport.actor, reason: AppStoreImport.reason, now: clock.now())
                 return .added(write.value, revision: write.revision)
             } catch CatalogError.releaseExists {
                 return .present(release.version)  // another import, or an admin, was first

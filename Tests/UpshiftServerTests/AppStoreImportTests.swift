@@ -8,7 +8,7 @@ import UpshiftTestSupport
 
 /// The App Store import: `upshift releases import` and the store sync read Apple's
 /// lookup, here a fake store on loopback that answers as each test says.
-@Suite struct StoreImportTests {
+@Suite struct AppStoreImportTests {
     static let appId = "expenses"
     static let bundleId = "com.example.expenses"
     static let tvBundleId = "com.example.expenses.tv"
@@ -34,14 +34,14 @@ import UpshiftTestSupport
     /// Runs `body` with an importer that asks `store`, on a pool of the harness's database.
     static func withImporter<T: Sendable>(
         _ harness: Harness, store: FakeAppStore, timeout: Duration = .seconds(10),
-        _ body: @Sendable (StoreImporter, CatalogStore) async throws -> T
+        _ body: @Sendable (AppStoreImporter, CatalogStore) async throws -> T
     ) async throws -> T {
         let pool = Self.pool(harness)
-        var settings = StoreImporter.Settings()
+        var settings = AppStoreImporter.Settings()
         settings.lookupURL = store.lookupURL
         settings.timeout = timeout
         let catalog = CatalogStore(pool: pool, logger: TestEnvironment.logger)
-        let importer = StoreImporter(settings: settings, catalog: catalog, clock: harness.clock, logger: TestEnvironment.logger)
+        let importer = AppStoreImporter(settings: settings, catalog: catalog, clock: harness.clock, logger: TestEnvironment.logger)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 await pool.client.run()
@@ -121,7 +121,7 @@ import UpshiftTestSupport
             (.oversized(bytes: 2 << 20, declared: true), "more than 1048576 bytes"),
             (.oversized(bytes: 2 << 20, declared: false), "more than 1048576 bytes"),
         ]
-        @Sendable func ask(_ importer: StoreImporter, _ answer: FakeAppStore.Answer, expecting expected: String, store: FakeAppStore) async throws {
+        @Sendable func ask(_ importer: AppStoreImporter, _ answer: FakeAppStore.Answer, expecting expected: String, store: FakeAppStore) async throws {
             store.answer(Self.bundleId, with: answer)
             let started = ContinuousClock.now
             let result = try await importer.run(appId: Self.appId, platform: "ios")
@@ -170,7 +170,7 @@ import UpshiftTestSupport
                 with: .json(FakeAppStore.listing(bundleId: Self.bundleId, version: "2.5", released: "2026-11-21T12:00:00Z")))
             store.answer(Self.tvBundleId, with: .status(503))
             var configuration = harness.configuration()
-            var sync = StoreSyncSettings(interval: .seconds(3_600))
+            var sync = AppStoreSyncSettings(interval: .seconds(3_600))
             sync.importer.lookupURL = store.lookupURL
             sync.longestPause = .milliseconds(100)  // a round every 100 ms: only the schedule holds requests back
             configuration.storeSync = sync
@@ -225,7 +225,7 @@ import UpshiftTestSupport
         try await FakeAppStore.run { store in
             store.answer(Self.bundleId, with: .held(FakeAppStore.listing(bundleId: Self.bundleId, version: "2.5")))
             var configuration = harness.configuration()
-            var sync = StoreSyncSettings(interval: .seconds(3_600))
+            var sync = AppStoreSyncSettings(interval: .seconds(3_600))
             sync.importer.lookupURL = store.lookupURL
             sync.importer.timeout = .seconds(120)  // the test decides when the store answers
             sync.longestPause = .milliseconds(100)
@@ -289,10 +289,10 @@ import UpshiftTestSupport
     }
 
     @Test func failuresDoubleTheWaitUpToADay() {
-        let hourly = StoreSyncSettings(interval: .seconds(3_600))
+        let hourly = AppStoreSyncSettings(interval: .seconds(3_600))
         #expect((0...6).map { hourly.delay(failures: $0) } == [1, 2, 4, 8, 16, 24, 24].map { Duration.seconds($0 * 3_600) })
         // An interval of a day or more does not grow.
-        let daily = StoreSyncSettings(interval: .seconds(2 * 86_400))
+        let daily = AppStoreSyncSettings(interval: .seconds(2 * 86_400))
         #expect(daily.delay(failures: 5) == .seconds(2 * 86_400))
         #expect(hourly.delay(failures: Int.max) == .seconds(86_400))
     }

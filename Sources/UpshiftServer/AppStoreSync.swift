@@ -8,18 +8,18 @@ import UpshiftStore
 /// The optional background import of App Store versions (`UPSHIFT_STORE_SYNC_INTERVAL`; docs/CLIENTS.md,
 /// "Import from the App Store"): every app with a bundle id for iOS, tvOS or macOS has its lookup asked
 /// at most once per interval, by one instance at a time (an advisory lock), and a new store version is
-/// added as a live release (``StoreImporter``). It runs beside the server and never delays a check:
+/// added as a live release (``AppStoreImporter``). It runs beside the server and never delays a check:
 /// the check answers from its snapshot, which the catalog write refreshes like any other.
-struct StoreSync: Service {
-    let settings: StoreSyncSettings
-    let importer: StoreImporter
+struct AppStoreSync: Service {
+    let settings: AppStoreSyncSettings
+    let importer: AppStoreImporter
     let catalog: CatalogStore
     let database: DatabaseSettings
     let clock: any WallClock
     let metrics: any MetricsFactory
     let logger: Logger
     /// The catalog's version (the in-memory snapshot's where this instance serves HTTP): a change ends the
-    /// pause between rounds within ``StoreSyncSettings/catalogPoll``, so that an app given a bundle id is
+    /// pause between rounds within ``AppStoreSyncSettings/catalogPoll``, so that an app given a bundle id is
     /// asked for at once (the schedule still holds back what is not due).
     let catalogVersion: @Sendable () async -> Int64
     /// Called after a release was added, to refresh this instance's snapshot at once (others reload on
@@ -58,13 +58,13 @@ struct StoreSync: Service {
 
     /// Asks the store for every app and platform that is due, when this instance holds the lock.
     func round() async throws {
-        _ = try await StoreSyncSchedule.whileLeading(
+        _ = try await AppStoreSyncSchedule.whileLeading(
             settings: database, timeout: settings.databaseTimeout, logger: logger
         ) { schedule in
             let entries = Dictionary(
                 try await schedule.entries().map { ("\($0.appId) \($0.platform)", $0) }, uniquingKeysWith: { first, _ in first })
             for app in try await catalog.apps() {
-                for platform in StoreLookup.entities.keys.sorted() where app.bundleId[platform] != nil {
+                for platform in AppStoreLookup.entities.keys.sorted() where app.bundleId[platform] != nil {
                     let previous = entries["\(app.id) \(platform)"]
                     let now = clock.now()
                     if let previous, previous.nextAt > now { continue }
@@ -76,21 +76,21 @@ struct StoreSync: Service {
     }
 
     private func sync(
-        _ appId: String, _ platform: String, previous: StoreSyncSchedule.Entry?, now: Date, schedule: StoreSyncSchedule
+        _ appId: String, _ platform: String, previous: AppStoreSyncSchedule.Entry?, now: Date, schedule: AppStoreSyncSchedule
     ) async throws {
         let failures = previous?.failures ?? 0
         // The attempt is on record before the request goes out.
-        var entry = StoreSyncSchedule.Entry(
+        var entry = AppStoreSyncSchedule.Entry(
             appId: appId, platform: platform, attemptedAt: now, nextAt: now.adding(settings.delay(failures: failures)),
             failures: failures, outcome: "asking", detail: nil)
         try await schedule.save(entry)
-        let result: StoreImporter.Result
+        let result: AppStoreImporter.Result
         do {
             result = try await importer.run(appId: appId, platform: platform)
         } catch let error where !(error is CancellationError) {
             result = .failed("\(error)")
         }
-        ServerMetrics.counter("store_sync", dimensions: [("outcome", result.outcome)], factory: metrics).increment()
+        Counter(label: "upshift_store_sync_total", dimensions: [("outcome", result.outcome)], factory: metrics).increment()
         var metadata: Logger.Metadata = ["app": "\(appId)", "platform": "\(platform)", "outcome": "\(result.outcome)"]
         switch result {
         case .added(let release, let revision):

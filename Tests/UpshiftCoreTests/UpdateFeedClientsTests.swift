@@ -6,7 +6,7 @@ import UpshiftTestData
 /// What each client decides from its feed equals what the check decides (DESIGN.md section 4, Feeds), asked
 /// of the clients' own rules (``SparkleClient``, ``UpgraderClient``), except in the cases docs/CLIENTS.md
 /// names, each only in its documented direction.
-@Suite struct FeedClientsTests {
+@Suite struct UpdateFeedClientsTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
 
     static func day(_ offset: Double) -> Date { now.addingTimeInterval(offset * 86_400) }
@@ -179,7 +179,7 @@ import UpshiftTestData
     // MARK: what excuses a case (never the outcome)
 
     static func excuses(
-        _ round: Round, installed: Version, client: Client, items: [Release], feed: FeedView
+        _ round: Round, installed: Version, client: Client, items: [Release], feed: UpdateFeedView
     ) -> Set<Excuse> {
         let policy = round.catalog.policy(for: round.platform)
         var excuses: Set<Excuse> = []
@@ -245,10 +245,10 @@ import UpshiftTestData
         var (overdueNotNewest, unreachableMinimum, cases, failures) = (0, 0, 0, 0)
         for index in 0..<rounds {
             let round = Self.round(&generator, index: index)
-            let feed = FeedView(round.catalog, platform: round.platform, channel: round.channel, now: Self.now)
+            let feed = UpdateFeedView(round.catalog, platform: round.platform, channel: round.channel, now: Self.now)
             let items = Appcast.items(feed)
             let appcast = Appcast.render(feed, locale: nil)
-            let lookup = try JSONEncoder().encode(StoreLookup.answer(feed, locale: nil))
+            let lookup = try JSONEncoder().encode(AppStoreLookup.answer(feed, locale: nil))
             let policy = feed.policy
             if policy.enabled, policy.minimumVersion != nil, feed.minimumTarget(among: feed.releases) == nil {
                 unreachableMinimum += 1
@@ -400,9 +400,9 @@ import UpshiftTestData
                 Release(platform: "ios", version: Version("1.0")!, releasedAt: Self.day(-60)),
             ],
             policies: ["ios": Policy(minimumVersion: Version("1.5")!)])
-        let feed = FeedView(catalog, platform: "ios", channel: .live, now: Self.now)
+        let feed = UpdateFeedView(catalog, platform: "ios", channel: .live, now: Self.now)
         let appcast = Appcast.render(feed, locale: nil)
-        let lookup = try JSONEncoder().encode(StoreLookup.answer(feed, locale: nil))
+        let lookup = try JSONEncoder().encode(AppStoreLookup.answer(feed, locale: nil))
         #expect(UpgraderClient.appcast(appcast, platform: "ios", installed: "1.6").outcome == .force)  // [M, L)
         #expect(UpgraderClient.lookup(lookup, installed: "1.6").outcome == .soft)
         #expect(UpgraderClient.lookup(lookup, installed: "1.4").outcome == .force)

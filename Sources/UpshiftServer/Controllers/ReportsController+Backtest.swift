@@ -10,7 +10,7 @@ import UpshiftStore
 /// under the proposed one (``Backtest``).
 extension ReportsController {
     /// The route, relative to `/v1/apps/{app}`.
-    func previewRoutes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
+    func backtestRoutes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
         let routes = RouteCollection(context: UpshiftRequestContext.self)
         routes.add(middleware: authentication).add(middleware: RequireAccess(.read))
             .add(middleware: ReaderShare(shares: reports.readers))

@@ -5,7 +5,7 @@ import PostgresNIO
 /// The store sync's schedule (`store_sync`), read and written on the connection of the instance that
 /// holds the sync's advisory lock: one instance at a time asks the App Store, and the stored times keep
 /// it to one request per app per interval across restarts and takeovers.
-public struct StoreSyncSchedule: Sendable {
+public struct AppStoreSyncSchedule: Sendable {
     /// One app and platform's row.
     public struct Entry: Sendable, Equatable {
         public var appId: String
@@ -40,12 +40,12 @@ public struct StoreSyncSchedule: Sendable {
     /// instance holds it), on a connection of its own (``AdvisoryLeadership``).
     public static func whileLeading<T: Sendable>(
         settings: DatabaseSettings, timeout: Duration, logger: Logger,
-        _ body: @Sendable (StoreSyncSchedule) async throws -> T
+        _ body: @Sendable (AppStoreSyncSchedule) async throws -> T
     ) async throws -> T? {
         try await AdvisoryLeadership.whileHolding(
             lockKey, settings: settings, applicationName: "upshift-store-sync", timeout: timeout, logger: logger
         ) { lease in
-            try await body(StoreSyncSchedule(connection: lease.connection, timeout: timeout, logger: logger))
+            try await body(AppStoreSyncSchedule(connection: lease.connection, timeout: timeout, logger: logger))
         }
     }
 

@@ -6,8 +6,8 @@ import UpshiftTestSupport
 
 /// The feeds through the real server, asked what each client decides by its own rules (``SparkleClient``,
 /// ``UpgraderClient``) and compared with what `GET …/check` answers the same installed version
-/// (docs/CLIENTS.md; the property over random catalogs is `FeedClientsTests`).
-@Suite struct FeedClientDecisionTests {
+/// (docs/CLIENTS.md; the property over random catalogs is `UpdateFeedClientsTests`).
+@Suite struct UpdateFeedClientDecisionTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
 
     static func daysAgo(_ days: Int) -> String { Timestamp.formatSeconds(now.addingTimeInterval(-Double(days) * 86_400)) }

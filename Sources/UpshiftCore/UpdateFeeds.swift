@@ -8,7 +8,7 @@ import Foundation
 /// - live (not withdrawn) releases with `releasedAt ≤ now`, at least `notifyAfterDays` old;
 /// - not blocked, not paused, at 100 %;
 /// - in the `live` channel only live-channel releases without a pre-release part; `beta` lists both.
-public struct FeedView: Sendable, Equatable {
+public struct UpdateFeedView: Sendable, Equatable {
     public var app: AppInfo
     public var platform: String
     public var policy: Policy
@@ -160,7 +160,7 @@ public enum XMLText {
 public enum Appcast {
     public static let namespace = "http://www.andymatuschak.org/xml-namespaces/sparkle"
 
-    public static func render(_ feed: FeedView, locale: String?) -> String {
+    public static func render(_ feed: UpdateFeedView, locale: String?) -> String {
         let macOS = feed.platform == "macos"
         var xml = """
             <?xml version="1.0" encoding="utf-8"?>
@@ -172,7 +172,7 @@ public enum Appcast {
         if let link = feed.app.updateURL[feed.platform] { xml += "<link>\(XMLText.escaped(link))</link>\n" }
         xml += "<description>\(XMLText.escaped("Updates of \(feed.app.name) (\(feed.platform))"))</description>\n"
         let items = items(feed)
-        // T = max(L, X) (``FeedView/forceTargets(among:)``): upgrader forces below the one item tagged
+        // T = max(L, X) (``UpdateFeedView/forceTargets(among:)``): upgrader forces below the one item tagged
         // critical, so T carries the tag. Sparkle reads the critical mark of the best item its host can run
         // only, so every item names the version below which it is critical, counting the items at or
         // below it: on the newest that is T, on an older one (the best for a host the newer ones exclude
@@ -230,7 +230,7 @@ public enum Appcast {
     /// one item without an enclosure or an http(s) `<link>`, so on macOS a release needs a `downloadURL` or
     /// an http(s) page (its own or the app's), and, when the platform has builds, a `build` of its own.
     /// Elsewhere every release with a download or a page is listed (the page becomes the enclosure).
-    public static func items(_ feed: FeedView) -> [Release] {
+    public static func items(_ feed: UpdateFeedView) -> [Release] {
         guard feed.platform == "macos" else {
             return feed.releases.filter { $0.downloadURL != nil || feed.pageURL($0) != nil }
         }
@@ -264,7 +264,7 @@ public enum Appcast {
 
 /// The iTunes lookup answer (`/v1/apps/{app}/lookup`) as Siren and upgrader read Apple's: always one
 /// result or none.
-public enum StoreLookup {
+public enum AppStoreLookup {
     /// The one result, keys as Apple spells them.
     public struct Result: Sendable, Equatable, Encodable {
         public var trackId: Int64
@@ -313,7 +313,7 @@ public enum StoreLookup {
     /// or no result when there is none or the app's store id for the platform is not numeric (Siren cannot
     /// use a result without a real id). `bundleId` is echoed when the app has none for the platform (the
     /// lookup was asked for it), as Apple's answer always names one.
-    public static func answer(_ feed: FeedView, locale: String?, bundleId asked: String? = nil) -> Answer {
+    public static func answer(_ feed: UpdateFeedView, locale: String?, bundleId asked: String? = nil) -> Answer {
         guard let store = feed.app.storeId[feed.platform], let trackId = numericId(store),
             let latest = feed.releases.first
         else { return .empty }
@@ -330,7 +330,7 @@ public enum StoreLookup {
     /// upgrader's `[:mav: V]`: every install below V must update. The lookup can name any version, so V is
     /// the larger of the minimum (only when a listed release reaches it: upgrader would otherwise block
     /// with nowhere to go) and the newest overdue release X (the check forces every install below it).
-    public static func minimumAppVersion(_ feed: FeedView) -> Version? {
+    public static func minimumAppVersion(_ feed: UpdateFeedView) -> Version? {
         let minimum = feed.minimumTarget(among: feed.releases).flatMap { _ in feed.policy.minimumVersion }
         let overdue = feed.releases.first { feed.overdue.contains($0.version) }?.version
         switch (minimum, overdue) {
@@ -351,7 +351,7 @@ public enum StoreLookup {
 /// iVersion's versions plist (`/v1/apps/{app}/versions.plist`): a dictionary of version (as written) →
 /// array of note lines, newest first.
 public enum VersionsPlist {
-    public static func render(_ feed: FeedView, locale: String?) -> String {
+    public static func render(_ feed: UpdateFeedView, locale: String?) -> String {
         var xml = """
             <?xml version="1.0" encoding="UTF-8"?>
             <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">

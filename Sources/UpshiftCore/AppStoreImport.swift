@@ -5,7 +5,7 @@ import Foundation
 /// tells only the store's current version: when it is a valid version (DESIGN.md section 3) that the
 /// catalog does not hold yet, in any status, it becomes a live release at 100 % with the store's date,
 /// minimum OS and notes (in the app's default locale). Anything else adds nothing and says why.
-public enum StoreImport {
+public enum AppStoreImport {
     /// The `reason` and `actor` of the catalog event that adds an imported release.
     public static let reason = "store import"
     public static let actor = "store-sync"
@@ -26,8 +26,8 @@ public enum StoreImport {
     /// Why an app cannot be imported on `platform` at all (nil when it can): the lookup knows only Apple's
     /// platforms, and finds an app by its bundle id.
     public static func unsupported(_ app: AppInfo, platform: String) -> String? {
-        guard StoreLookup.entities.keys.contains(platform) else {
-            return "the App Store lookup knows only \(StoreLookup.entities.keys.sorted().joined(separator: ", ")), not \(platform)"
+        guard AppStoreLookup.entities.keys.contains(platform) else {
+            return "the App Store lookup knows only \(AppStoreLookup.entities.keys.sorted().joined(separator: ", ")), not \(platform)"
         }
         guard app.bundleId[platform] != nil else { return "app \(app.id) has no bundle id for \(platform)" }
         return nil
@@ -39,7 +39,7 @@ public enum StoreImport {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         var query = "bundleId=" + (bundleId.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
-        if let entity = StoreLookup.entities[platform] ?? nil { query += "&entity=\(entity)" }
+        if let entity = AppStoreLookup.entities[platform] ?? nil { query += "&entity=\(entity)" }
         return base + (base.contains("?") ? "&" : "?") + query
     }
 

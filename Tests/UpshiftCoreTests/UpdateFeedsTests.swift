@@ -5,7 +5,7 @@ import UpshiftTestData
 
 /// The feeds for existing client libraries (docs/CLIENTS.md), parsed back with a strict XML parser, a
 /// property-list parser and a JSON parser, and read by the rules each client applies.
-@Suite struct FeedsTests {
+@Suite struct UpdateFeedsTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
 
     static func day(_ offset: Double) -> Date { now.addingTimeInterval(offset * 86_400) }
@@ -45,23 +45,23 @@ import UpshiftTestData
                 Self.release("1.4", 9),
                 Self.release("1.3", 10),
             ])
-        let live = FeedView(catalog, platform: "ios", channel: .live, now: Self.now)
+        let live = UpdateFeedView(catalog, platform: "ios", channel: .live, now: Self.now)
         #expect(live.releases.map(\.version.text) == ["1.4", "1.3"])
-        let beta = FeedView(catalog, platform: "ios", channel: .beta, now: Self.now)
+        let beta = UpdateFeedView(catalog, platform: "ios", channel: .beta, now: Self.now)
         #expect(beta.releases.map(\.version.text) == ["1.5.0-beta.1", "1.4.2", "1.4", "1.3"])
         var disabled = catalog
         disabled.policies["ios"]?.enabled = false
-        #expect(FeedView(disabled, platform: "ios", channel: .beta, now: Self.now).releases.isEmpty)
-        #expect(FeedView(catalog, platform: "android", channel: .live, now: Self.now).releases.isEmpty)
+        #expect(UpdateFeedView(disabled, platform: "ios", channel: .beta, now: Self.now).releases.isEmpty)
+        #expect(UpdateFeedView(catalog, platform: "android", channel: .live, now: Self.now).releases.isEmpty)
     }
 
     @Test func theMinimumsTargetIsTheOldestListedReleaseThatSatisfiesIt() {
         let releases = [Self.release("3.0", 1), Self.release("2.1", 2), Self.release("2.0", 3), Self.release("1.0", 4)]
-        let feed = FeedView(Self.catalog(policy: Policy(minimumVersion: Version("2.0.5")!), releases), platform: "ios", channel: .live, now: Self.now)
+        let feed = UpdateFeedView(Self.catalog(policy: Policy(minimumVersion: Version("2.0.5")!), releases), platform: "ios", channel: .live, now: Self.now)
         #expect(feed.minimumTarget(among: feed.releases)?.version.text == "2.1")
-        let none = FeedView(Self.catalog(policy: Policy(minimumVersion: Version("4")!), releases), platform: "ios", channel: .live, now: Self.now)
+        let none = UpdateFeedView(Self.catalog(policy: Policy(minimumVersion: Version("4")!), releases), platform: "ios", channel: .live, now: Self.now)
         #expect(none.minimumTarget(among: none.releases) == nil)
-        let overdue = FeedView(Self.catalog(policy: Policy(blockAfterDays: 2.5), releases), platform: "ios", channel: .live, now: Self.now)
+        let overdue = UpdateFeedView(Self.catalog(policy: Policy(blockAfterDays: 2.5), releases), platform: "ios", channel: .live, now: Self.now)
         #expect(overdue.overdue == [Version("2.0")!, Version("1.0")!])
     }
 
@@ -82,7 +82,7 @@ import UpshiftTestData
                 Release(platform: "macos", version: Version("1.5")!, build: 150, releasedAt: Self.day(-40)),
                 Release(platform: "macos", version: Version("2.1-beta.1")!, build: 210, releasedAt: Self.day(-1), channel: .beta),
             ])
-        let xml = Appcast.render(FeedView(catalog, platform: "macos", channel: .beta, now: Self.now), locale: "de-AT")
+        let xml = Appcast.render(UpdateFeedView(catalog, platform: "macos", channel: .beta, now: Self.now), locale: "de-AT")
         #expect(xml.contains(#"<rss version="2.0" xmlns:sparkle="http://www.andymatuschak.org/xml-namespaces/sparkle">"#))
         let root = try XMLTree.parse(xml)
         #expect(root.name == "rss" && root.namespace == nil)
@@ -109,7 +109,7 @@ import UpshiftTestData
         #expect(items[1].child("description")?.text == "Schneller")
         #expect(items[1].child("description")?.attributes["sparkle:format"] == "plain-text")
         #expect(items[1].child("pubDate")?.text == "Fri, 29 May 2026 12:00:00 +0000")
-        let english = try XMLTree.parse(Appcast.render(FeedView(catalog, platform: "macos", channel: .live, now: Self.now), locale: nil))
+        let english = try XMLTree.parse(Appcast.render(UpdateFeedView(catalog, platform: "macos", channel: .live, now: Self.now), locale: nil))
         #expect(english.child("channel")?.children("item").first?.child("description")?.text == "Faster\nSafer <3")
     }
 
@@ -120,7 +120,7 @@ import UpshiftTestData
              Self.release("1.0", 6, platform: "android")])
         // Android: no updateURL for the platform; only 2.0 has a download.
         catalog.upsert(Release(platform: "android", version: Version("2.0")!, releasedAt: Self.day(-5), downloadURL: "https://example.com/a.apk"))
-        var xml = Appcast.render(FeedView(catalog, platform: "android", channel: .beta, now: Self.now), locale: nil)
+        var xml = Appcast.render(UpdateFeedView(catalog, platform: "android", channel: .beta, now: Self.now), locale: nil)
         var items = try #require(try XMLTree.parse(xml).child("channel")).children("item")
         // 3.0-rc.1 and 1.0 have neither a download nor a page: Sparkle would refuse the whole appcast.
         #expect(items.map { $0.child("sparkle:shortVersionString")?.text } == ["2.0"])
@@ -130,7 +130,7 @@ import UpshiftTestData
         #expect(items[0].child("sparkle:tags")?.child("sparkle:criticalUpdate") != nil)
 
         catalog.app.updateURL["android"] = "https://play.google.com/store/apps/details?id=x"
-        xml = Appcast.render(FeedView(catalog, platform: "android", channel: .beta, now: Self.now), locale: nil)
+        xml = Appcast.render(UpdateFeedView(catalog, platform: "android", channel: .beta, now: Self.now), locale: nil)
         items = try #require(try XMLTree.parse(xml).child("channel")).children("item")
         // Every item leads somewhere upgrader's Update can open: the download, else the page as the enclosure.
         #expect(items.count == 3 && items.allSatisfy { $0.child("link") == nil })
@@ -142,14 +142,14 @@ import UpshiftTestData
         // With a minimum above every listed release, neither critical form.
         catalog.policies["android"]?.minimumVersion = Version("9")
         catalog.policies["android"]?.blockAfterDays = nil
-        xml = Appcast.render(FeedView(catalog, platform: "android", channel: .live, now: Self.now), locale: nil)
+        xml = Appcast.render(UpdateFeedView(catalog, platform: "android", channel: .live, now: Self.now), locale: nil)
         #expect(!xml.contains("criticalUpdate"))
     }
 
     @Test func onOtherPlatformsSparkleVersionIsTheVersionAndTheEnclosureNamesTheOS() throws {
         var release = Self.release("4.2.0", 3, build: 99)
         release.downloadURL = "https://example.com/app.apk"
-        let xml = Appcast.render(FeedView(Self.catalog([release]), platform: "ios", channel: .live, now: Self.now), locale: nil)
+        let xml = Appcast.render(UpdateFeedView(Self.catalog([release]), platform: "ios", channel: .live, now: Self.now), locale: nil)
         let item = try #require(try XMLTree.parse(xml).child("channel")?.child("item"))
         #expect(item.child("sparkle:version")?.text == "4.2.0")
         #expect(item.child("enclosure")?.attributes["sparkle:version"] == "4.2.0")
@@ -237,7 +237,7 @@ import UpshiftTestData
             catalog.app.storeId[platform] = numericStore ? String(generator.int(1...999_999_999_999_999)) : text(generator.int(1...20))
             let locale = [nil, "de", "pt-BR", "fr"][generator.int(0...3)]
             for channel in Channel.allCases {
-                let feed = FeedView(catalog, platform: platform, channel: channel, now: Self.now)
+                let feed = UpdateFeedView(catalog, platform: platform, channel: channel, now: Self.now)
                 let appcast = Appcast.render(feed, locale: locale)
                 let tree = try XMLTree.parse(appcast)
                 let items = tree.child("channel")?.children("item") ?? []
@@ -258,7 +258,7 @@ import UpshiftTestData
                     #expect(dictionary[release.version.text] == expected)
                 }
                 guard channel == .live else { continue }
-                let json = try JSONEncoder().encode(StoreLookup.answer(feed, locale: locale))
+                let json = try JSONEncoder().encode(AppStoreLookup.answer(feed, locale: locale))
                 let lookup = try JSONSerialization.jsonObject(with: json) as? [String: Any]
                 let results = try #require(lookup?["results"] as? [[String: Any]])
                 #expect(lookup?["resultCount"] as? Int == results.count && results.count <= 1)
@@ -285,12 +285,12 @@ import UpshiftTestData
             Self.release("1.10", 1, notes: ["en": ["Ten"], "fr": ["Dix"]]), Self.release("1.9.0", 2, notes: ["en": ["Nine"]]),
             Self.release("1.8", 3),
         ])
-        let plist = VersionsPlist.render(FeedView(catalog, platform: "ios", channel: .live, now: Self.now), locale: "fr-CA")
+        let plist = VersionsPlist.render(UpdateFeedView(catalog, platform: "ios", channel: .live, now: Self.now), locale: "fr-CA")
         let parsed = try PropertyListSerialization.propertyList(from: Data(plist.utf8), format: nil) as? [String: [String]]
         #expect(parsed == ["1.10": ["Dix"], "1.9.0": ["Nine"], "1.8": []])
         var disabled = catalog
         disabled.policies["ios"] = Policy(enabled: false)
-        let empty = VersionsPlist.render(FeedView(disabled, platform: "ios", channel: .live, now: Self.now), locale: nil)
+        let empty = VersionsPlist.render(UpdateFeedView(disabled, platform: "ios", channel: .live, now: Self.now), locale: nil)
         #expect(try PropertyListSerialization.propertyList(from: Data(empty.utf8), format: nil) as? [String: [String]] == [:])
     }
 
@@ -301,8 +301,8 @@ import UpshiftTestData
         newest.releasedAt = Timestamp.parse("2026-05-30T08:15:30.250Z")!
         newest.minimumOSVersion = Version("16.4")
         let catalog = Self.catalog(policy: Policy(minimumVersion: Version("2.0")!), [newest, Self.release("2.3", 5)])
-        let feed = FeedView(catalog, platform: "ios", channel: .live, now: Self.now)
-        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(StoreLookup.answer(feed, locale: nil))) as? [String: Any]
+        let feed = UpdateFeedView(catalog, platform: "ios", channel: .live, now: Self.now)
+        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(AppStoreLookup.answer(feed, locale: nil))) as? [String: Any]
         #expect(json?["resultCount"] as? Int == 1)
         let result = try #require((json?["results"] as? [[String: Any]])?.first)
         #expect(result["trackId"] as? Int == 123_456_789)
@@ -313,20 +313,20 @@ import UpshiftTestData
         #expect(result["releaseNotes"] as? String == "One\nTwo")
         #expect(result["description"] as? String == "[:mav: 2.0]")
         #expect(result["trackViewUrl"] as? String == "https://apps.apple.com/app/id123")
-        let text = String(decoding: try JSONEncoder().encode(StoreLookup.answer(feed, locale: nil)), as: UTF8.self)
+        let text = String(decoding: try JSONEncoder().encode(AppStoreLookup.answer(feed, locale: nil)), as: UTF8.self)
         #expect(text.contains(#/"trackId":123456789[,}]/#))  // a JSON integer, whatever the key order
         // Without a minimum OS or a minimum version: Siren's required field, and no tag.
-        let plain = FeedView(Self.catalog([Self.release("2.3", 5)]), platform: "ios", channel: .live, now: Self.now)
-        let bare = try #require(StoreLookup.answer(plain, locale: nil).results.first)
+        let plain = UpdateFeedView(Self.catalog([Self.release("2.3", 5)]), platform: "ios", channel: .live, now: Self.now)
+        let bare = try #require(AppStoreLookup.answer(plain, locale: nil).results.first)
         #expect(bare.minimumOsVersion == "1.0" && bare.description.isEmpty)
         // A store id that is not all digits cannot be a trackId: no result.
-        #expect(StoreLookup.answer(FeedView(catalog, platform: "macos", channel: .live, now: Self.now), locale: nil) == .empty)
-        #expect(StoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.notes", id: "123456789"))
-        #expect(!StoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.other", id: nil))
-        #expect(!StoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: "987"))
-        #expect(StoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: nil))
+        #expect(AppStoreLookup.answer(UpdateFeedView(catalog, platform: "macos", channel: .live, now: Self.now), locale: nil) == .empty)
+        #expect(AppStoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.notes", id: "123456789"))
+        #expect(!AppStoreLookup.matches(catalog.app, platform: "ios", bundleId: "com.example.other", id: nil))
+        #expect(!AppStoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: "987"))
+        #expect(AppStoreLookup.matches(catalog.app, platform: "ios", bundleId: nil, id: nil))
         // An app without a bundle id on the platform takes any (Siren and upgrader always send one).
-        #expect(StoreLookup.matches(catalog.app, platform: "tvos", bundleId: "com.example.tv", id: nil))
+        #expect(AppStoreLookup.matches(catalog.app, platform: "tvos", bundleId: "com.example.tv", id: nil))
     }
 
     // MARK: the fields the feeds read
