@@ -1,6 +1,6 @@
 import UpshiftWire
 
-/// What happened in the app that Upshift counts (DESIGN.md section 5). `checked` is the server's own.
+/// What happened in the app that Upshift counts (docs/SDK.md, "Events"). `checked` is the server's own.
 public enum UpshiftEvent: Sendable, Equatable {
     case launched
     case promptShown(kind: PromptKind, targetVersion: String)

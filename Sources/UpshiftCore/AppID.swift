@@ -1,4 +1,4 @@
-/// App identifiers (DESIGN.md section 4): `^[a-z0-9][a-z0-9-]{0,62}$`.
+/// App identifiers (docs/ARCHITECTURE.md, "What the catalog holds"): `^[a-z0-9][a-z0-9-]{0,62}$`.
 public enum AppID {
     public static func isValid(_ text: String) -> Bool {
         let bytes = Array(text.utf8)

@@ -2,9 +2,9 @@ import Foundation
 
 /// Reads an answer of Apple's lookup API (`https://itunes.apple.com/lookup?bundleId=…`) for
 /// `upshift releases import` and the store sync (docs/CLIENTS.md, "Import from the App Store"). The lookup
-/// tells only the store's current version: when it is a valid version (DESIGN.md section 3) that the
-/// catalog does not hold yet, in any status, it becomes a live release at 100 % with the store's date,
-/// minimum OS and notes (in the app's default locale). Anything else adds nothing and says why.
+/// tells only the store's current version: when it is a valid version (docs/ARCHITECTURE.md, "Versions")
+/// that the catalog does not hold yet, in any status, it becomes a live release at 100 % with the store's
+/// date, minimum OS and notes (in the app's default locale). Anything else adds nothing and says why.
 public enum AppStoreImport {
     /// The `reason` and `actor` of the catalog event that adds an imported release.
     public static let reason = "store import"
@@ -25,9 +25,9 @@ public enum AppStoreImport {
 
     /// Why an app cannot be imported on `platform` at all (nil when it can): the lookup knows only Apple's
     /// platforms, and finds an app by its bundle id.
-    public static func unsupported(_ app: AppInfo, platform: String) -> String? {
+    public static func unsupported(_ app: AppInfo, platform: Platform) -> String? {
         guard AppStoreLookup.entities.keys.contains(platform) else {
-            return "the App Store lookup knows only \(AppStoreLookup.entities.keys.sorted().joined(separator: ", ")), not \(platform)"
+            return "the App Store lookup knows only \(AppStoreLookup.entities.keys.sorted().map(\.rawValue).joined(separator: ", ")), not \(platform)"
         }
         guard app.bundleId[platform] != nil else { return "app \(app.id) has no bundle id for \(platform)" }
         return nil
@@ -35,7 +35,7 @@ public enum AppStoreImport {
 
     /// The lookup URL for the app's bundle id on `platform`: `base` (Apple's `…/lookup`, or a country's
     /// `…/de/lookup`) with `bundleId` and, for tvOS and macOS, `entity` appended to its query.
-    public static func url(base: String, bundleId: String, platform: String) -> String {
+    public static func url(base: String, bundleId: String, platform: Platform) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         var query = "bundleId=" + (bundleId.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
@@ -44,7 +44,7 @@ public enum AppStoreImport {
     }
 
     /// What `answer` (the body of a `200`) means for `catalog` on `platform`.
-    public static func outcome(of answer: [UInt8], catalog: AppCatalog, platform: String) -> Outcome {
+    public static func outcome(of answer: [UInt8], catalog: AppCatalog, platform: Platform) -> Outcome {
         if let reason = unsupported(catalog.app, platform: platform) { return .refused(reason) }
         let bundleId = catalog.app.bundleId[platform]!
         let root: JSONValue
@@ -72,7 +72,7 @@ public enum AppStoreImport {
         if let held = catalog.release(platform: platform, version: version) { return .present(held.version) }
 
         var body: [String: JSONValue] = [
-            "platform": .string(platform), "version": .string(versionText), "channel": "live", "status": "live",
+            "platform": .string(platform.rawValue), "version": .string(versionText), "channel": "live", "status": "live",
             "rolloutPercent": 100,
         ]
         guard let date = result["currentVersionReleaseDate"]?.stringValue else {

@@ -62,7 +62,7 @@ public enum Backtest {
 
     /// Where buckets may matter under `catalogs`; nil when no release of `platform` has a partial rollout,
     /// so that no install's bucket matters.
-    public static func idsBelow(platform: String, catalogs: [AppCatalog], now: Date) -> IDsBelow? {
+    public static func idsBelow(platform: Platform, catalogs: [AppCatalog], now: Date) -> IDsBelow? {
         let partial = partialReleases(platform: platform, catalogs: catalogs, now: now)
         guard let beta = partial.map(\.version).max() else { return nil }
         return IDsBelow(live: partial.filter { $0.channel == .live }.map(\.version).max(), beta: beta)
@@ -70,12 +70,12 @@ public enum Backtest {
 
     /// Whether an install's channel may change its answer under `catalogs`: only where a release of
     /// `platform` is in the beta channel (a live install is never offered one; DecisionEngine's candidates).
-    public static func channelMatters(platform: String, catalogs: [AppCatalog]) -> Bool {
+    public static func channelMatters(platform: Platform, catalogs: [AppCatalog]) -> Bool {
         catalogs.contains { $0.releases(for: platform).contains { $0.channel == .beta } }
     }
 
     /// The releases of `platform` with a partial rollout in any of `catalogs` (one entry per catalog).
-    static func partialReleases(platform: String, catalogs: [AppCatalog], now: Date) -> [Release] {
+    static func partialReleases(platform: Platform, catalogs: [AppCatalog], now: Date) -> [Release] {
         catalogs.flatMap { $0.releases(for: platform) }.filter { isPartial($0, now: now) }
     }
 
@@ -99,7 +99,7 @@ public enum Backtest {
     /// (`installs`: the ids of each cohort whose buckets may matter) under both catalogs. Throws a
     /// ``FieldError`` on `releases` (answered `422`) when the installs' buckets number more than `maximumBuckets`.
     public static func run(
-        app: String, platform: String, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog,
+        app: String, platform: Platform, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog,
         counts: [Cohort: Int], installs: [(Cohort, InstallIDs)], dataAsOf: Date?, maximumBuckets: Int = maximumBuckets
     ) async throws -> BacktestReport {
         var rows: [RowKey: BacktestReport.Row] = [:]
@@ -282,7 +282,7 @@ public struct BacktestReport: Sendable, Encodable {
     }
 
     public var app: String
-    public var platform: String
+    public var platform: Platform
     public var windowDays: Int
     public var now: Date
     public var installs = 0
@@ -293,7 +293,7 @@ public struct BacktestReport: Sendable, Encodable {
     public var rows: [Row]
     public var dataAsOf: Date?
 
-    init(app: String, platform: String, windowDays: Int, now: Date, rows: [Row], dataAsOf: Date?) {
+    init(app: String, platform: Platform, windowDays: Int, now: Date, rows: [Row], dataAsOf: Date?) {
         self.app = app
         self.platform = platform
         self.windowDays = windowDays

@@ -5,22 +5,22 @@ public enum ReleaseStatus: String, Sendable, Codable, CaseIterable {
     case live, withdrawn
 }
 
-/// An app of the catalog (DESIGN.md section 4).
+/// An app of the catalog (docs/ARCHITECTURE.md, "What the catalog holds").
 public struct AppInfo: Sendable, Equatable, Codable {
     public var id: String
     public var name: String
     public var defaultLocale: String
     /// Store URL per platform; a platform without one answers `updateURL: null`.
-    public var updateURL: [String: String]
-    public var storeId: [String: String]
+    public var updateURL: [Platform: String]
+    public var storeId: [Platform: String]
     /// Bundle or package id per platform, as the iTunes lookup answers it (`bundleId`).
-    public var bundleId: [String: String]
+    public var bundleId: [Platform: String]
     /// 1 at creation, one more with each edit (`ETag: "n"`).
     public var revision: Int
 
     public init(
-        id: String, name: String, defaultLocale: String = "en", updateURL: [String: String] = [:],
-        storeId: [String: String] = [:], bundleId: [String: String] = [:], revision: Int = 1
+        id: String, name: String, defaultLocale: String = "en", updateURL: [Platform: String] = [:],
+        storeId: [Platform: String] = [:], bundleId: [Platform: String] = [:], revision: Int = 1
     ) {
         self.id = id
         self.name = name
@@ -41,9 +41,9 @@ public struct AppInfo: Sendable, Equatable, Codable {
         id = try container.decode(String.self, forKey: .id)
         name = try container.decode(String.self, forKey: .name)
         defaultLocale = try container.decode(String.self, forKey: .defaultLocale)
-        updateURL = try container.decode([String: String].self, forKey: .updateURL)
-        storeId = try container.decode([String: String].self, forKey: .storeId)
-        bundleId = try container.decodeIfPresent([String: String].self, forKey: .bundleId) ?? [:]
+        updateURL = try container.decode([Platform: String].self, forKey: .updateURL)
+        storeId = try container.decode([Platform: String].self, forKey: .storeId)
+        bundleId = try container.decodeIfPresent([Platform: String].self, forKey: .bundleId) ?? [:]
         revision = try container.decodeIfPresent(Int.self, forKey: .revision) ?? 1
     }
 
@@ -52,7 +52,7 @@ public struct AppInfo: Sendable, Equatable, Codable {
     /// leave the appcast, and their check answers carry no `updateURL`. On macOS a page that is not
     /// http(s) counts as none, since Sparkle refuses an item whose only link is not.
     public func pageWarnings(from old: AppInfo, releases: [Release]) -> [String] {
-        func leads(_ page: String?, platform: String) -> Bool {
+        func leads(_ page: String?, platform: Platform) -> Bool {
             guard let page else { return false }
             return platform != "macos" || CatalogInput.isDownloadURL(page)
         }
@@ -72,9 +72,9 @@ public struct AppInfo: Sendable, Equatable, Codable {
     }
 }
 
-/// A release of an app on one platform (DESIGN.md section 4).
+/// A release of an app on one platform (docs/ARCHITECTURE.md, "What the catalog holds").
 public struct Release: Sendable, Equatable, Codable {
-    public var platform: String
+    public var platform: Platform
     public var version: Version
     public var build: Int?
     /// May be in the future: then it is not offered yet.
@@ -107,7 +107,7 @@ public struct Release: Sendable, Equatable, Codable {
     public var revision: Int
 
     public init(
-        platform: String, version: Version, build: Int? = nil, releasedAt: Date, channel: Channel = .live,
+        platform: Platform, version: Version, build: Int? = nil, releasedAt: Date, channel: Channel = .live,
         minimumOSVersion: Version? = nil, maximumOSVersion: Version? = nil, notes: [String: [String]] = [:],
         updateURL: String? = nil, downloadURL: String? = nil, downloadLength: Int? = nil, edSignature: String? = nil,
         status: ReleaseStatus = .live, rolloutPercent: Double = 100, rolloutPaused: Bool = false,
@@ -136,8 +136,8 @@ public struct Release: Sendable, Equatable, Codable {
     }
 }
 
-/// The update policy of an app on one platform (DESIGN.md section 4). Every field is optional but
-/// `enabled`; a policy never set is `{"enabled": true}` at revision 0.
+/// The update policy of an app on one platform (docs/ARCHITECTURE.md, "What the catalog holds"). Every
+/// field is optional but `enabled`; a policy never set is `{"enabled": true}` at revision 0.
 public struct Policy: Sendable, Equatable, Codable {
     public var enabled: Bool
     public var minimumVersion: Version?
@@ -207,7 +207,7 @@ public struct Policy: Sendable, Equatable, Codable {
 
     /// What an operator must hear about this policy among the platform's `releases`: a minimum above
     /// every live release blocks installs that have nothing to update to.
-    public func warnings(among releases: [Release], platform: String) -> [String] {
+    public func warnings(among releases: [Release], platform: Platform) -> [String] {
         guard let minimum = minimumVersion, !releases.contains(where: { $0.status == .live && $0.version >= minimum })
         else { return [] }
         return ["minimumVersion \(minimum) is above every live release on \(platform): installs below it cannot update"]
@@ -218,28 +218,28 @@ public struct Policy: Sendable, Equatable, Codable {
 public struct AppCatalog: Sendable, Equatable {
     public var app: AppInfo
     /// Releases per platform, newest first.
-    public private(set) var releases: [String: [Release]]
-    public var policies: [String: Policy]
+    public private(set) var releases: [Platform: [Release]]
+    public var policies: [Platform: Policy]
 
-    public init(app: AppInfo, releases: [Release] = [], policies: [String: Policy] = [:]) {
+    public init(app: AppInfo, releases: [Release] = [], policies: [Platform: Policy] = [:]) {
         self.app = app
         self.releases = [:]
         self.policies = policies
         for release in releases { upsert(release) }
     }
 
-    public func policy(for platform: String) -> Policy {
+    public func policy(for platform: Platform) -> Policy {
         policies[platform] ?? Policy()
     }
 
     /// The platforms with a release or a policy, sorted.
-    public var platforms: [String] { Set(releases.keys).union(policies.keys).sorted() }
+    public var platforms: [Platform] { Set(releases.keys).union(policies.keys).sorted() }
 
-    public func releases(for platform: String) -> [Release] {
+    public func releases(for platform: Platform) -> [Release] {
         releases[platform] ?? []
     }
 
-    public func release(platform: String, version: Version) -> Release? {
+    public func release(platform: Platform, version: Version) -> Release? {
         releases[platform]?.first { $0.version == version }
     }
 

@@ -1,8 +1,8 @@
 import Foundation
 
-/// A change to the catalog, as recorded on stream `app:{id}` (DESIGN.md 5.1). Each carries the whole
-/// value after the change, so that the catalog can be rebuilt from the events alone, plus who made it,
-/// why, and what changed.
+/// A change to the catalog, as recorded on stream `app:{id}` (docs/ARCHITECTURE.md, "The catalog can be
+/// rebuilt from the events"). Each carries the whole value after the change, so that the catalog can be
+/// rebuilt from the events alone, plus who made it, why, and what changed.
 public struct CatalogEvent: Sendable, Equatable, Codable {
     public enum Kind: String, Sendable, Codable, CaseIterable {
         case appCreated = "app_created"
@@ -24,7 +24,7 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
     public var reason: String?
     public var app: AppInfo?
     public var release: Release?
-    public var platform: String?
+    public var platform: Platform?
     public var policy: Policy?
     public var changes: [String: FieldChange]
     /// The rollout worker's step, on its writes.
@@ -35,7 +35,7 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
     }
 
     public init(kind: Kind, actor: String, reason: String?, app: AppInfo? = nil, release: Release? = nil,
-                platform: String? = nil, policy: Policy? = nil, changes: [String: FieldChange] = [:],
+                platform: Platform? = nil, policy: Policy? = nil, changes: [String: FieldChange] = [:],
                 schedule: ScheduleNote? = nil) {
         self.kind = kind
         self.actor = actor
@@ -62,7 +62,7 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
         reason = try container.decodeIfPresent(String.self, forKey: .reason)
         app = try container.decodeIfPresent(AppInfo.self, forKey: .app)
         release = try container.decodeIfPresent(Release.self, forKey: .release)
-        platform = try container.decodeIfPresent(String.self, forKey: .platform)
+        platform = try container.decodeIfPresent(Platform.self, forKey: .platform)
         policy = try container.decodeIfPresent(Policy.self, forKey: .policy)
         changes = try container.decodeIfPresent([String: FieldChange].self, forKey: .changes) ?? [:]
         schedule = try container.decodeIfPresent(ScheduleNote.self, forKey: .schedule)

@@ -1,7 +1,7 @@
 import Foundation
 
-/// The check decision of DESIGN.md section 4, as a pure function of the catalog, the request and `now`.
-/// Step numbers in comments refer to that section's list.
+/// The check decision (docs/ARCHITECTURE.md, "The decision rules"), as a pure function of the catalog, the
+/// request and `now`. Step numbers in comments refer to that section's list.
 public enum DecisionEngine {
     public static func decide(_ request: CheckRequest, catalog: AppCatalog, now: Date) -> CheckDecision {
         let policy = catalog.policy(for: request.platform)
@@ -163,7 +163,7 @@ extension DecisionEngine {
     /// The instants at which a decision for `platform` can change while the catalog stays the same:
     /// each release's `releasedAt`, and that plus `notifyAfterDays` and `blockAfterDays`. Between two
     /// of them every decision is constant in `now`, which is what lets the server reuse an answer.
-    public static func timeBoundaries(_ catalog: AppCatalog, platform: String) -> [Date] {
+    public static func timeBoundaries(_ catalog: AppCatalog, platform: Platform) -> [Date] {
         let policy = catalog.policy(for: platform)
         var instants: Set<Date> = []
         for release in catalog.releases(for: platform) {
@@ -176,7 +176,7 @@ extension DecisionEngine {
 
     /// Whether the install id can change a decision on `platform`: only a rollout strictly between 0
     /// and 100% (and not paused) admits some installs and not others.
-    public static func dependsOnInstall(_ catalog: AppCatalog, platform: String) -> Bool {
+    public static func dependsOnInstall(_ catalog: AppCatalog, platform: Platform) -> Bool {
         catalog.releases(for: platform).contains { !$0.rolloutPaused && $0.rolloutPercent > 0 && $0.rolloutPercent < 100 }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A validated event, ready to append to the event log (DESIGN.md 5.1).
+/// A validated event, ready to append to the event log (docs/ARCHITECTURE.md, "The event log").
 ///
 /// The fixed columns are properties; everything else travels in `data`, a JSON object.
 public struct Event: Sendable, Equatable {
@@ -9,13 +9,13 @@ public struct Event: Sendable, Equatable {
     public var occurredAt: Date
     public var appId: String
     public var installId: UUID
-    public var platform: String
+    public var platform: Platform
     public var appVersion: String
     /// The remaining fields as a JSON object (`build`, `osVersion`, `locale` and the type's own fields).
     public var data: String
 
     public init(
-        id: UUID, type: EventType, occurredAt: Date, appId: String, installId: UUID, platform: String,
+        id: UUID, type: EventType, occurredAt: Date, appId: String, installId: UUID, platform: Platform,
         appVersion: String, data: String
     ) {
         self.id = id
@@ -58,7 +58,7 @@ public struct EventData {
     }
 }
 
-/// What makes an event one event (DESIGN.md section 5): its app and its id.
+/// What makes an event one event (docs/ARCHITECTURE.md, "One id, one event"): its app and its id.
 public struct EventKey: Hashable, Sendable {
     public var appId: String
     public var id: UUID

@@ -1,13 +1,12 @@
 import Foundation
 
-/// The per-event rules of DESIGN.md section 5, as a pure function of the event, the key's app and `now`.
+/// The per-event rules (docs/ARCHITECTURE.md, "Validate each event"; docs/OPERATIONS.md, "Limits"), as a
+/// pure function of the event, the key's app and `now`.
 public struct EventValidator: Sendable {
     /// How far ahead of the server's clock `occurredAt` may be.
     public static let maximumAhead: TimeInterval = 24 * 3600
     /// How far behind the server's clock `occurredAt` may be.
     public static let maximumBehind: TimeInterval = 30 * 86_400
-    /// Platform names: lowercase identifiers, e.g. `ios`, `android`, `macos`.
-    public static let maximumPlatformLength = 32
     /// Locale tags (BCP 47 style, `_` read as `-`).
     public static let maximumLocaleLength = 35
     /// The largest `build` number accepted (JSON-safe integer).
@@ -54,10 +53,8 @@ public struct EventValidator: Sendable {
                 code: "occurred_in_future", field: "occurredAt", message: "occurredAt is more than 24 h ahead")
         }
         let installId = try uuid(event, .installId)
-        guard let platform = event[.platform] else { throw EventRejection.missing(.platform) }
-        guard Self.isPlatform(platform) else {
-            throw EventRejection.invalid(.platform, "lowercase letters, digits, _ or -, at most 32")
-        }
+        guard let text = event[.platform] else { throw EventRejection.missing(.platform) }
+        guard let platform = Platform(validating: text) else { throw EventRejection.invalid(.platform, Platform.rule) }
         let appVersion = try version(event, .appVersion, required: true)!
         if let build = event.build, !(0...Self.maximumBuild).contains(build) {
             throw EventRejection.invalid(.build, "must be an integer from 0 to \(Self.maximumBuild)")
@@ -125,15 +122,6 @@ public struct EventValidator: Sendable {
             throw EventRejection.invalid(.promptKind, "must be soft or force")
         }
         return kind
-    }
-
-    /// `ios`, `android`, `macos`, …: a lowercase letter, then lowercase letters, digits, `_` or `-`.
-    public static func isPlatform(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard let first = bytes.first, bytes.count <= maximumPlatformLength, first >= 0x61, first <= 0x7A else {
-            return false
-        }
-        return bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F || $0 == 0x2D }
     }
 
     /// ICU keywords after a locale tag (`@calendar=japanese;rg=gbzzzz`), which are dropped.

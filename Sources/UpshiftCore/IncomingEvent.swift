@@ -32,7 +32,7 @@ public struct IncomingBatch: Sendable {
 }
 
 /// One element of a posted batch, read leniently: a wrong type or a bad value in one event is a
-/// per-event rejection (DESIGN.md section 5), never a failure of the whole batch.
+/// per-event rejection (docs/ARCHITECTURE.md, "Parse, counting"), never a failure of the whole batch.
 public struct IncomingEvent: Sendable {
     public enum Field: String, CaseIterable, Sendable {
         case id, type, occurredAt, installId, platform, appVersion, build, osVersion, locale, appId

@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 
-/// What a key or token may do (DESIGN.md section 7).
+/// What a key or token may do (docs/ARCHITECTURE.md, "Identity").
 public enum KeyScope: String, Sendable, Codable, CaseIterable {
     /// Embedded in apps; may only post events for its one app.
     case ingest

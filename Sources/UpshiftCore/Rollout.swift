@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 
-/// Sticky percentage rollouts (DESIGN.md 4.1).
+/// Sticky percentage rollouts (docs/ARCHITECTURE.md, "The decision rules", step 4).
 public enum Rollout {
     /// `UInt64(big-endian first 8 bytes of SHA-256("{appId}:{version}:{installId}")) % 10000`, with the
     /// version as written in the catalog and the install id lowercased.

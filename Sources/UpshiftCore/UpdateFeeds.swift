@@ -1,8 +1,9 @@
 import Foundation
 
-/// What the feeds for existing client libraries offer (DESIGN.md section 4, Feeds; docs/CLIENTS.md): the
-/// releases the check could offer a caller without `install` or `os`, newest first. A feed cannot admit per
-/// install, so it lists a release only when every install would be offered it:
+/// What the feeds for existing client libraries offer (docs/ARCHITECTURE.md, "The update feeds";
+/// docs/CLIENTS.md, "What a feed lists"): the releases the check could offer a caller without `install` or
+/// `os`, newest first. A feed cannot admit per install, so it lists a release only when every install would
+/// be offered it:
 ///
 /// - nothing when the policy is disabled;
 /// - live (not withdrawn) releases with `releasedAt ≤ now`, at least `notifyAfterDays` old;
@@ -10,9 +11,9 @@ import Foundation
 /// - in the `live` channel only live-channel releases without a pre-release part; `beta` lists both.
 public struct UpdateFeedView: Sendable, Equatable {
     public var app: AppInfo
-    public var platform: String
+    public var platform: Platform
     public var policy: Policy
-    /// Newest first (DESIGN.md section 3 order).
+    /// Newest first, in version order (docs/ARCHITECTURE.md, "Versions").
     public var releases: [Release]
     /// Listed releases at least `blockAfterDays` old: the check forces them on every install below.
     public var overdue: Set<Version>
@@ -20,7 +21,7 @@ public struct UpdateFeedView: Sendable, Equatable {
     /// since Sparkle compares `sparkle:version` with the host's build.
     public var hasBuilds: Bool
 
-    public init(_ catalog: AppCatalog, platform: String, channel: Channel, now: Date) {
+    public init(_ catalog: AppCatalog, platform: Platform, channel: Channel, now: Date) {
         app = catalog.app
         self.platform = platform
         policy = catalog.policy(for: platform)
@@ -207,7 +208,7 @@ public enum Appcast {
             if let download = release.downloadURL {
                 xml += "<enclosure url=\"\(XMLText.escaped(download))\" length=\"\(release.downloadLength ?? 0)\""
                 xml += " type=\"application/octet-stream\" sparkle:version=\"\(version)\""
-                if !macOS { xml += " sparkle:os=\"\(XMLText.escaped(feed.platform))\"" }
+                if !macOS { xml += " sparkle:os=\"\(XMLText.escaped(feed.platform.rawValue))\"" }
                 if let signature = release.edSignature { xml += " sparkle:edSignature=\"\(XMLText.escaped(signature))\"" }
                 xml += "/>\n"
             } else if let page = feed.pageURL(release) {
@@ -217,7 +218,7 @@ public enum Appcast {
                 } else {
                     // upgrader's Update opens the enclosure's URL and ignores <link>.
                     xml += "<enclosure url=\"\(XMLText.escaped(page))\" length=\"0\" type=\"text/html\""
-                    xml += " sparkle:version=\"\(version)\" sparkle:os=\"\(XMLText.escaped(feed.platform))\"/>\n"
+                    xml += " sparkle:version=\"\(version)\" sparkle:os=\"\(XMLText.escaped(feed.platform.rawValue))\"/>\n"
                 }
             }
             xml += "</item>\n"
@@ -290,10 +291,10 @@ public enum AppStoreLookup {
 
     /// The platforms Apple's lookup answers, each with the `entity` that asks for it (nil: the default,
     /// iOS software).
-    public static let entities: [String: String?] = ["ios": nil, "tvos": "tvSoftware", "macos": "macSoftware"]
+    public static let entities: [Platform: String?] = ["ios": nil, "tvos": "tvSoftware", "macos": "macSoftware"]
 
     /// The platform a lookup's `entity` asks for: iOS unless it names tvOS or macOS software.
-    public static func platform(entity: String?) -> String {
+    public static func platform(entity: String?) -> Platform {
         entities.first { $0.value != nil && $0.value == entity }?.key ?? "ios"
     }
 
@@ -303,7 +304,7 @@ public enum AppStoreLookup {
     /// Whether a lookup's `bundleId` and `id` (as the request gave them) name this app on `platform`:
     /// one that differs from the app's finds no result, as on Apple's. An app without a bundle id for the
     /// platform takes any `bundleId` (Siren and upgrader always send one).
-    public static func matches(_ app: AppInfo, platform: String, bundleId: String?, id: String?) -> Bool {
+    public static func matches(_ app: AppInfo, platform: Platform, bundleId: String?, id: String?) -> Bool {
         if let bundleId, let own = app.bundleId[platform], bundleId != own { return false }
         if let id, numericId(id) == nil || numericId(id) != app.storeId[platform].flatMap(numericId) { return false }
         return true

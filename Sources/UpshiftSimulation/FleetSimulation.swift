@@ -325,10 +325,10 @@ public struct FleetSimulation {
     }
 
     /// The adoption projection closes a day of an app once the feed holds an event of the app recorded 32
-    /// days after it (DESIGN.md section 6: events are accepted up to 30 days late). An app whose events
-    /// already reach now (a second run on the same app) would have the first days of a longer period closed
-    /// before the simulation reaches them: refuse, saying so, rather than report differences. Other apps'
-    /// events close none of its days.
+    /// days after it (docs/ARCHITECTURE.md, "Determinism": events are accepted up to 30 days late). An
+    /// app whose events already reach now (a second run on the same app) would have the first days of a
+    /// longer period closed before the simulation reaches them: refuse, saying so, rather than report
+    /// differences. Other apps' events close none of its days.
     private func checkTheLogLeavesThePeriodOpen() async throws {
         let (settings, start, app) = (configuration.database, start, options.appId)
         let latest = try await Database.withClient(settings, logger: logger) { client, logger in

@@ -8,8 +8,9 @@ import UpshiftStore
     import FoundationNetworking
 #endif
 
-/// The reports DESIGN.md section 6 defines, computed from what the simulation saw stored, and compared
-/// with what the server answers. Returns the differences, one line each (empty: equal).
+/// The reports as docs/ARCHITECTURE.md defines them ("What the reports count"), computed from what the
+/// simulation saw stored, and compared with what the server answers. Returns the differences, one line each
+/// (empty: equal).
 struct GroundTruth {
     let facts: [Fact]
     let releases: [PlannedRelease]

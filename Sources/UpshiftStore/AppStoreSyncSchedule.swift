@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import UpshiftCore
 
 /// The store sync's schedule (`store_sync`), read and written on the connection of the instance that
 /// holds the sync's advisory lock: one instance at a time asks the App Store, and the stored times keep
@@ -9,7 +10,7 @@ public struct AppStoreSyncSchedule: Sendable {
     /// One app and platform's row.
     public struct Entry: Sendable, Equatable {
         public var appId: String
-        public var platform: String
+        public var platform: Platform
         public var attemptedAt: Date
         public var nextAt: Date
         public var failures: Int
@@ -17,7 +18,7 @@ public struct AppStoreSyncSchedule: Sendable {
         public var detail: String?
 
         public init(
-            appId: String, platform: String, attemptedAt: Date, nextAt: Date, failures: Int, outcome: String,
+            appId: String, platform: Platform, attemptedAt: Date, nextAt: Date, failures: Int, outcome: String,
             detail: String? = nil
         ) {
             self.appId = appId
@@ -57,7 +58,7 @@ public struct AppStoreSyncSchedule: Sendable {
                 "SELECT app_id, platform, attempted_at, next_at, failures, outcome, detail FROM store_sync", logger: logger)
             var entries: [Entry] = []
             for try await (app, platform, attempted, next, failures, outcome, detail)
-                in rows.decode((String, String, Date, Date, Int, String, String?).self)
+                in rows.decode((String, Platform, Date, Date, Int, String, String?).self)
             {
                 entries.append(
                     Entry(

@@ -45,7 +45,7 @@ public struct CatalogHistoryEntry: Sendable, Codable, Equatable {
     public var at: Date
     public var actor: String
     public var reason: String?
-    public var platform: String?
+    public var platform: Platform?
     public var releaseVersion: String?
     public var changes: [String: CatalogEvent.FieldChange]
     /// On the rollout worker's writes: the step applied, the steps skipped, a pause ended.
@@ -56,7 +56,8 @@ public struct CatalogHistoryEntry: Sendable, Codable, Equatable {
 }
 
 /// The catalog: apps, releases and policies as events on `app:{id}` streams plus current tables,
-/// written together in one transaction with optimistic concurrency (DESIGN.md 4 and 5.1).
+/// written together in one transaction with optimistic concurrency (docs/ARCHITECTURE.md, "One transaction
+/// per write").
 public struct CatalogStore: Sendable {
     /// The channel every catalog write notifies, with the app id as payload.
     public static let notifyChannel = "upshift_catalog"
@@ -118,7 +119,7 @@ public struct CatalogStore: Sendable {
         let policies = try await pool.query(
             "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
-        for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
+        for try await (appId, platform, json, revision) in policies.decode((String, Platform, String, Int).self) {
             do {
                 var policy = try decoder.decode(Policy.self, from: Data(json.utf8))
                 policy.revision = revision
@@ -283,9 +284,9 @@ public struct CatalogStore: Sendable {
         let decoder = JSONDecoder()
         return AppInfo(
             id: row.0, name: row.1, defaultLocale: row.2,
-            updateURL: try decoder.decode([String: String].self, from: Data(row.3.utf8)),
-            storeId: try decoder.decode([String: String].self, from: Data(row.4.utf8)),
-            bundleId: try decoder.decode([String: String].self, from: Data(row.5.utf8)), revision: row.6)
+            updateURL: try decoder.decode([Platform: String].self, from: Data(row.3.utf8)),
+            storeId: try decoder.decode([Platform: String].self, from: Data(row.4.utf8)),
+            bundleId: try decoder.decode([Platform: String].self, from: Data(row.5.utf8)), revision: row.6)
     }
 
     /// Edits an app with optimistic concurrency (`expectedRevision` must be the current one): an
@@ -364,7 +365,7 @@ public struct CatalogStore: Sendable {
 
     /// Edits a release with optimistic concurrency: `expectedRevision` must be the current one.
     public func updateRelease(
-        appId: String, platform: String, version: Version, expectedRevision: Int, actor: String, reason: String?,
+        appId: String, platform: Platform, version: Version, expectedRevision: Int, actor: String, reason: String?,
         now: Date, schedule: CatalogEvent.ScheduleNote? = nil, edit: @escaping @Sendable (Release) throws -> Release
     ) async throws -> CatalogWrite<Release> {
         try await write(appId: appId, now: now) { connection, streamVersion in
@@ -411,7 +412,7 @@ public struct CatalogStore: Sendable {
 
     /// Replaces a policy with optimistic concurrency (revision 0: never set).
     public func replacePolicy(
-        appId: String, platform: String, _ policy: Policy, expectedRevision: Int, actor: String, reason: String?,
+        appId: String, platform: Platform, _ policy: Policy, expectedRevision: Int, actor: String, reason: String?,
         now: Date
     ) async throws -> CatalogWrite<Policy> {
         try await write(appId: appId, now: now) { connection, streamVersion in
@@ -450,7 +451,7 @@ public struct CatalogStore: Sendable {
     }
 
     /// A minimum above every live release blocks everyone below it with nothing to update to.
-    private func policyWarnings(_ policy: Policy, appId: String, platform: String, on connection: PostgresConnection)
+    private func policyWarnings(_ policy: Policy, appId: String, platform: Platform, on connection: PostgresConnection)
         async throws -> [String]
     {
         guard policy.minimumVersion != nil else { return [] }
@@ -471,7 +472,7 @@ public struct CatalogStore: Sendable {
             among: try await releases(appId: appId, platform: release.platform, on: connection), appPageURL: page)
     }
 
-    private func releases(appId: String, platform: String, on connection: PostgresConnection) async throws -> [Release] {
+    private func releases(appId: String, platform: Platform, on connection: PostgresConnection) async throws -> [Release] {
         let rows = try await connection.query(
             "SELECT release::text FROM releases WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)
         var releases: [Release] = []

@@ -2,8 +2,8 @@ import Foundation
 import NIOSSL
 import PostgresNIO
 
-/// Where PostgreSQL is (DESIGN.md section 8): `DATABASE_URL`, or `POSTGRES_HOST`, `POSTGRES_PORT`,
-/// `POSTGRES_USER`, `POSTGRES_PASSWORD`, `POSTGRES_DB`.
+/// Where PostgreSQL is (docs/OPERATIONS.md, "Configuration"): `DATABASE_URL`, or `POSTGRES_HOST`,
+/// `POSTGRES_PORT`, `POSTGRES_USER`, `POSTGRES_PASSWORD`, `POSTGRES_DB`.
 public struct DatabaseSettings: Sendable, Equatable {
     public var host: String
     public var port: Int

@@ -3,7 +3,7 @@ import Logging
 import PostgresNIO
 import UpshiftCore
 
-/// The append-only `event_log` table (DESIGN.md 5.1).
+/// The append-only `event_log` table (docs/ARCHITECTURE.md, "Append-only").
 public struct EventLog: Sendable {
     let pool: DatabasePool
     let logger: Logger
@@ -57,10 +57,12 @@ public struct EventLog: Sendable {
             """, logger: logger)
         var stored: [Event] = []
         for try await row in rows.decode((UUID, String, Date, String, UUID?, String?, String?, String).self) {
-            guard let type = EventType(rawValue: row.1), let install = row.4 else { continue }
+            guard let type = EventType(rawValue: row.1), let install = row.4,
+                let platform = row.5.flatMap(Platform.init(validating:))
+            else { continue }
             stored.append(
                 Event(
-                    id: row.0, type: type, occurredAt: row.2, appId: row.3, installId: install, platform: row.5 ?? "",
+                    id: row.0, type: type, occurredAt: row.2, appId: row.3, installId: install, platform: platform,
                     appVersion: row.6 ?? "", data: row.7))
         }
         return stored
@@ -86,8 +88,8 @@ public struct EventLog: Sendable {
         return count
     }
 
-    /// Creates the monthly partitions that cover (now − 31 days) … (now + 2 months), as DESIGN.md 5.1
-    /// asks, and returns how many were new.
+    /// Creates the monthly partitions that cover (now − 31 days) … (now + 2 months) (docs/ARCHITECTURE.md,
+    /// "Partitions by month"), and returns how many were new.
     @discardableResult
     public func ensurePartitions(now: Date) async throws -> Int {
         let from = now.addingTimeInterval(-31 * 86_400)
@@ -146,7 +148,7 @@ struct AppendEvents: PostgresPreparedStatement {
 
     init(_ events: [Event], recordedAt: Date) {
         var ids: [UUID] = [], occurred: [Date] = [], apps: [String] = [], types: [String] = []
-        var installs: [UUID] = [], platforms: [String] = [], versions: [String] = [], data: [String] = []
+        var installs: [UUID] = [], platforms: [Platform] = [], versions: [String] = [], data: [String] = []
         ids.reserveCapacity(events.count)
         for event in events {
             ids.append(event.id)

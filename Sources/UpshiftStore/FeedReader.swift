@@ -3,8 +3,9 @@ import Logging
 import PostgresNIO
 import UpshiftCore
 
-/// Reads the event log in commit-safe order (DESIGN.md 5.2), as projections see it: the fixed columns,
-/// the few `data` fields they use (extracted by PostgreSQL), and the whole `data` of catalog events.
+/// Reads the event log in commit-safe order (docs/ARCHITECTURE.md, "The gap-free feed"), as projections
+/// see it: the fixed columns, the few `data` fields they use (extracted by PostgreSQL), and the whole `data`
+/// of catalog events.
 ///
 /// Sequence values are taken before commit, so ordering by `position` alone would skip an event whose
 /// transaction commits after a later one's. The reader orders by (`tx_id`, `position`) and stops below

@@ -1,8 +1,8 @@
 import Foundation
 
-/// What an app asks on launch (DESIGN.md section 4, check request).
+/// What an app asks on launch (docs/ARCHITECTURE.md, "Parse").
 public struct CheckRequest: Sendable, Equatable {
-    public var platform: String
+    public var platform: Platform
     public var version: Version
     public var build: Int?
     public var os: Version?
@@ -13,7 +13,7 @@ public struct CheckRequest: Sendable, Equatable {
     public var previous: Version?
 
     public init(
-        platform: String, version: Version, build: Int? = nil, os: Version? = nil, install: String? = nil,
+        platform: Platform, version: Version, build: Int? = nil, os: Version? = nil, install: String? = nil,
         locale: String? = nil, channel: Channel = .live, previous: Version? = nil
     ) {
         self.platform = platform
@@ -31,7 +31,7 @@ public enum CheckAction: String, Sendable, Codable, CaseIterable {
     case none, soft, force
 }
 
-/// Why the check answered as it did (DESIGN.md section 4, decision steps).
+/// Why the check answered as it did (docs/ARCHITECTURE.md, "The decision rules").
 public enum CheckReason: String, Sendable, Codable, CaseIterable {
     case disabled
     case belowMinimum = "below_minimum"
@@ -69,7 +69,7 @@ public struct Unsupported: Sendable, Equatable, Codable {
     }
 }
 
-/// The check response (DESIGN.md section 4).
+/// The check response (docs/openapi.yaml, schema "CheckDecision").
 public struct CheckDecision: Sendable, Equatable, Codable {
     public var action: CheckAction
     public var reason: CheckReason

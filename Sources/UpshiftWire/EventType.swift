@@ -1,4 +1,4 @@
-/// The event types of DESIGN.md section 5.
+/// The event types (docs/openapi.yaml, schema "EventType"; the fields of each: schema "Event").
 public enum EventType: String, Sendable, CaseIterable, Codable {
     case launched
     case promptShown = "prompt_shown"

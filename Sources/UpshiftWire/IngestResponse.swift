@@ -1,4 +1,4 @@
-/// The answer to `POST /v1/events` (DESIGN.md section 5).
+/// The answer to `POST /v1/events` (docs/openapi.yaml, schema "IngestResponse").
 public struct IngestResponse: Codable, Sendable, Equatable {
     public enum Status: String, Codable, Sendable {
         case accepted, duplicate, rejected

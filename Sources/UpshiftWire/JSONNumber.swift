@@ -1,5 +1,6 @@
 /// A JSON number as it was written, so that no value is rounded, clamped or truncated before the field
-/// that reads it decides what it accepts (DESIGN.md section 3: never coerce).
+/// that reads it decides what it accepts (docs/ARCHITECTURE.md, "Reading input": nothing is clamped,
+/// rounded or truncated).
 ///
 /// Its exact value is kept as a decimal (sign, significant digits, power of ten): `1.0`, `1e2` and `-0`
 /// are the integers 1, 100 and 0, as JSON Schema reads them, while `1.5`, `1e400` and a 400-digit

@@ -1,7 +1,7 @@
-/// An app or OS version as DESIGN.md section 3 defines it: `N(.N)*` with 1 to 6 numeric components,
-/// an optional `-prerelease` and an optional `+build`.
+/// An app or OS version as docs/ARCHITECTURE.md defines it ("Versions"): `N(.N)*` with 1 to 6 numeric
+/// components, an optional `-prerelease` and an optional `+build`.
 ///
-/// Ordering and equality follow the section's rules: numeric components compare numerically with
+/// Ordering and equality follow its rules: numeric components compare numerically with
 /// missing components read as 0 (`1.0 == 1.0.0`), a pre-release ranks below its release and
 /// compares by SemVer 2.0 §11, and `+build` metadata is ignored.
 public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
@@ -15,14 +15,16 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// The longest version string accepted (numeric part, pre-release and build together).
     public static let maximumLength = 64
 
-    /// The text as it was written (kept for display and for rollout bucketing, DESIGN.md 4.1).
+    /// The text as it was written (kept for display and for rollout bucketing: docs/ARCHITECTURE.md, "The
+    /// decision rules", step 4).
     public let text: String
     /// Numeric components with trailing zeros removed, so that equal versions have equal arrays.
     public let components: [Int]
     /// Pre-release identifiers (`beta.2` → `["beta", "2"]`); empty for a release.
     public let prerelease: [String]
 
-    /// Parses `text`, returning nil for anything section 3 calls invalid. Never coerces.
+    /// Parses `text`, returning nil for anything the version rules call invalid (docs/ARCHITECTURE.md,
+    /// "Versions"). Never coerces.
     public init?(_ text: String) {
         guard !text.isEmpty, text.utf8.count <= Self.maximumLength else { return nil }
         var rest = Substring(text)
@@ -71,7 +73,8 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
     public var description: String { text }
 
     /// One spelling per equality class (`1.2.0` → `1.2`, `1.2+7` → `1.2`), used as a key where versions
-    /// must be unique by section 3 equality (one release per platform per version).
+    /// must be unique by version equality (one release per platform per version: docs/ARCHITECTURE.md,
+    /// "Versions").
     public var canonical: String {
         let numeric = components.isEmpty ? "0" : components.map(String.init).joined(separator: ".")
         return prerelease.isEmpty ? numeric : numeric + "-" + prerelease.joined(separator: ".")
@@ -136,8 +139,8 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
         }
     }
 
-    /// The kind of update from `installed` to `target` (DESIGN.md section 3): the index of the first
-    /// differing numeric component, or nil when the numeric components are equal.
+    /// The kind of update from `installed` to `target` (docs/ARCHITECTURE.md, "Versions"): the index of
+    /// the first differing numeric component, or nil when the numeric components are equal.
     public static func updateType(from installed: Version, to target: Version) -> UpdateType? {
         let count = max(installed.components.count, target.components.count)
         for index in 0..<count where installed.component(at: index) != target.component(at: index) {
@@ -179,7 +182,7 @@ public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
     }
 }
 
-/// The kind of update between two versions (DESIGN.md section 3).
+/// The kind of update between two versions (docs/ARCHITECTURE.md, "Versions").
 public enum UpdateType: String, Sendable, Codable {
     case major, minor, patch, revision
 }

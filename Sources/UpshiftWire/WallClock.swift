@@ -1,7 +1,7 @@
 import Foundation
 
-/// The application's one clock (DESIGN.md section 2). Core never reads it; the composition root
-/// passes the system clock in production, and tests or the simulator pass one they control.
+/// The application's one clock (docs/ARCHITECTURE.md, "The clock"). Core never reads it; the composition
+/// root passes the system clock in production, and tests or the simulator pass one they control.
 public protocol WallClock: Sendable {
     func now() -> Date
 }

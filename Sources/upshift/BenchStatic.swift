@@ -3,9 +3,9 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// `upshift bench-static`: the reference of the check benchmark (DESIGN.md section 10) — a trivial
-/// Hummingbird route that answers every GET with fixed bytes. Hidden: it is not part of the product,
-/// and not a route of the production server.
+/// `upshift bench-static`: the reference of the check benchmark (docs/ARCHITECTURE.md, "Performance
+/// targets") — a trivial Hummingbird route that answers every GET with fixed bytes. Hidden: it is not part of
+/// the product, and not a route of the production server.
 struct BenchStatic: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-static", abstract: "Serve one file's bytes on every GET (benchmark reference).",

@@ -24,3 +24,11 @@ enum CatalogCommand {
         }
     }
 }
+
+extension Platform {
+    /// `--platform`, refused before anything is sent, with the rule the server answers a bad platform with.
+    static func argument(_ text: String) throws -> Platform {
+        guard let platform = Platform(validating: text) else { throw ValidationError(Platform.rule) }
+        return platform
+    }
+}

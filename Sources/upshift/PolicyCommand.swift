@@ -12,7 +12,7 @@ struct PolicyCommand: AsyncParsableCommand {
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print the policy as JSON with its revision.")
         @Option(help: "The app id.") var app: String
-        @Option(help: "ios, android, macos, …") var platform: String
+        @Option(help: "ios, android, macos, …", transform: Platform.argument) var platform: Platform
 
         func run() async throws {
             let (app, platform) = (app, platform)
@@ -30,7 +30,7 @@ struct PolicyCommand: AsyncParsableCommand {
             abstract: "Change policy fields; the others keep their values.",
             discussion: "Example: upshift policy set --app demo --platform ios --minimum 2.4.0 --reason \"crash in 2.3.x\"")
         @Option(help: "The app id.") var app: String
-        @Option(help: "ios, android, macos, …") var platform: String
+        @Option(help: "ios, android, macos, …", transform: Platform.argument) var platform: Platform
         @Option(help: "true or false: the kill switch.") var enabled: Bool?
         @Option(help: "Installs below it are forced to update.") var minimum: String?
         @Flag(help: "Remove the minimum version.") var clearMinimum = false

@@ -13,7 +13,7 @@ struct Releases: AsyncParsableCommand {
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a release of an app on one platform.")
         @Option(help: "The app id.") var app: String
-        @Option(help: "ios, android, macos, …") var platform: String
+        @Option(help: "ios, android, macos, …", transform: Platform.argument) var platform: Platform
         @Option(help: "The version, e.g. 2.4.0.") var version: String
         @Option(help: "When it is (or will be) out, RFC 3339; default now.") var releasedAt: String?
         @Option(help: "live or beta (default live).") var channel: String?
@@ -29,7 +29,7 @@ struct Releases: AsyncParsableCommand {
 
         func run() async throws {
             var body: [String: JSONValue] = [
-                "platform": .string(platform), "version": .string(version),
+                "platform": .string(platform.rawValue), "version": .string(version),
                 "releasedAt": .string(releasedAt ?? Timestamp.format(SystemClock().now())),
             ]
             body["channel"] = channel.map(JSONValue.string)
@@ -60,7 +60,7 @@ struct Releases: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List an app's releases, newest first.")
         @Option(help: "The app id.") var app: String
-        @Option(help: "Only this platform.") var platform: String?
+        @Option(help: "Only this platform.", transform: Platform.argument) var platform: Platform?
 
         func run() async throws {
             let (app, platform) = (app, platform)
@@ -78,7 +78,7 @@ struct Releases: AsyncParsableCommand {
                         }
                         rollout += ")"
                     }
-                    print([release.platform, release.version.text, Timestamp.format(release.releasedAt), release.channel.rawValue,
+                    print([release.platform.rawValue, release.version.text, Timestamp.format(release.releasedAt), release.channel.rawValue,
                            release.status.rawValue, rollout, String(release.revision)].joined(separator: "\t"))
                 }
             }
@@ -91,7 +91,7 @@ struct Releases: AsyncParsableCommand {
         @Option(help: "Why (recorded in the app's history).") var reason: String
 
         func run() async throws {
-            try await target.patch(["status": .string("withdrawn")], reason: reason, verb: "withdrew")
+            try await target.patch(try ReleaseAction.withdraw.patch(), reason: reason, verb: "withdrew")
         }
     }
 
@@ -138,14 +138,17 @@ struct Releases: AsyncParsableCommand {
         }
 
         func run() async throws {
-            var patch: [String: JSONValue] = [:]
-            patch["rolloutPercent"] = percent.map { .number(JSONNumber($0)) }
-            if let schedule { patch["rolloutSchedule"] = try Self.steps(schedule) }
-            if endSchedule { patch["rolloutSchedule"] = .null }
-            let actions: [(Bool, RolloutAction)] = [
-                (pauseSchedule, .pause), (pause, .halt), (resume, .resume), (releaseToEveryone, .release),
-            ]
-            for (chosen, action) in actions where chosen { patch["rolloutAction"] = .string(action.rawValue) }
+            let patch: [String: JSONValue]
+            if endSchedule {
+                patch = ["rolloutSchedule": .null]
+            } else {
+                let actions: [(Bool, ReleaseAction)] = [
+                    (percent != nil, .rollout), (schedule != nil, .schedule), (pauseSchedule, .pauseSchedule),
+                    (pause, .halt), (resume, .resume), (releaseToEveryone, .release),
+                ]
+                guard let action = actions.first(where: { $0.0 })?.1 else { throw ValidationError("give one change") }
+                patch = try action.patch(percent: percent.map { JSONNumber($0) }, steps: try schedule.map(Self.steps))
+            }
             try await target.patch(patch, reason: reason, verb: "updated the rollout of")
         }
     }
@@ -159,7 +162,7 @@ struct Releases: AsyncParsableCommand {
                 "\(AppStoreImport.reason)", actor "\(AppStoreImport.actor)". Exits non-zero when nothing could be read.
                 """)
         @Option(help: "The app id.") var app: String
-        @Option(help: "ios, tvos or macos.") var platform: String = "ios"
+        @Option(help: "ios, tvos or macos.", transform: Platform.argument) var platform: Platform = "ios"
         @Option(help: "The lookup URL (overrides UPSHIFT_STORE_LOOKUP_URL).") var lookupUrl: String?
 
         func run() async throws {
@@ -194,7 +197,7 @@ struct Releases: AsyncParsableCommand {
 /// `--app --platform --version` of one release.
 struct ReleaseTarget: ParsableArguments {
     @Option(help: "The app id.") var app: String
-    @Option(help: "ios, android, macos, …") var platform: String
+    @Option(help: "ios, android, macos, …", transform: Platform.argument) var platform: Platform
     @Option(help: "The release's version.") var version: String
 
     /// Reads the release's current revision and applies `patch` against it (a stale read is refused).

@@ -23,10 +23,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Database user (POSTGRES_USER).") var postgresUser: String?
     @Option(help: "Database name (POSTGRES_DB).") var postgresDb: String?
 
-    /// The environment with the database flags in place of their variables (DESIGN.md section 8: flags
-    /// override the environment): `--database-url` is `DATABASE_URL`; a `--postgres-*` flag without it sets
-    /// the database by parts, so the environment's `DATABASE_URL` is left out and the other parts come
-    /// from `POSTGRES_*`.
+    /// The environment with the database flags in place of their variables (docs/OPERATIONS.md,
+    /// "Configuration": flags override the environment): `--database-url` is `DATABASE_URL`; a `--postgres-*`
+    /// flag without it sets the database by parts, so the environment's `DATABASE_URL` is left out and the
+    /// other parts come from `POSTGRES_*`.
     func environment(_ base: [String: String]) -> [String: String] {
         var environment = base
         let parts = [("POSTGRES_HOST", postgresHost), ("POSTGRES_PORT", postgresPort), ("POSTGRES_USER", postgresUser), ("POSTGRES_DB", postgresDb)]

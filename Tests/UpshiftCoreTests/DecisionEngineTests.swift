@@ -174,15 +174,17 @@ enum ScenarioCatalog {
         }
         let releases = try scenario.releases.map { try decoder.decode(ScenarioRelease.self, from: try $0.data()).release }
         let policy = try decoder.decode(Policy.self, from: try scenario.policy.data())
-        var policies: [String: Policy] = [:]
-        for platform in Set(releases.map(\.platform)).union(scenario.app.updateURL.keys) { policies[platform] = policy }
+        var updateURL: [Platform: String] = [:]
+        for (platform, url) in scenario.app.updateURL { updateURL[try Platform(platform)] = url }
+        var policies: [Platform: Policy] = [:]
+        for platform in Set(releases.map(\.platform)).union(updateURL.keys) { policies[platform] = policy }
         return AppCatalog(
-            app: AppInfo(id: scenario.app.id, name: scenario.app.id, defaultLocale: scenario.app.defaultLocale, updateURL: scenario.app.updateURL),
+            app: AppInfo(id: scenario.app.id, name: scenario.app.id, defaultLocale: scenario.app.defaultLocale, updateURL: updateURL),
             releases: releases, policies: policies)
     }
 
     static func request(_ fields: [String: String]) -> CheckRequest? {
-        guard let platform = fields["platform"], let version = fields["version"].flatMap(Version.init) else { return nil }
+        guard let platform = fields["platform"].flatMap(Platform.init(validating:)), let version = fields["version"].flatMap(Version.init) else { return nil }
         return CheckRequest(
             platform: platform, version: version, os: fields["os"].flatMap(Version.init), install: fields["install"],
             locale: fields["locale"], channel: fields["channel"].flatMap(Channel.init) ?? .live,
@@ -190,7 +192,7 @@ enum ScenarioCatalog {
     }
 
     struct ScenarioRelease: Decodable {
-        var platform: String
+        var platform: Platform
         var version: Version
         var releasedAt: Date
         var channel: Channel

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import UpshiftCore
 
-/// The per-event rules of DESIGN.md section 5, one case per rule.
+/// The per-event rules (docs/ARCHITECTURE.md, "Validate each event."), one case per rule.
 @Suite struct EventValidatorTests {
     static let now = Timestamp.parse("2026-04-01T12:00:00Z")!
     let validator = EventValidator()

@@ -3,7 +3,7 @@ import Testing
 import UpshiftCore
 import UpshiftTestData
 
-/// What each client decides from its feed equals what the check decides (DESIGN.md section 4, Feeds), asked
+/// What each client decides from its feed equals what the check decides (docs/CLIENTS.md, "What each client decides, and where it differs from the check"), asked
 /// of the clients' own rules (``SparkleClient``, ``UpgraderClient``), except in the cases docs/CLIENTS.md
 /// names, each only in its documented direction.
 @Suite struct UpdateFeedClientsTests {
@@ -48,7 +48,7 @@ import UpshiftTestData
 
     struct Round {
         var catalog: AppCatalog
-        var platform: String
+        var platform: Platform
         var channel: Channel
         var hostOS: Version?
     }
@@ -76,7 +76,7 @@ import UpshiftTestData
     }
 
     static func round(_ generator: inout SplitMix64, index: Int) -> Round {
-        let platform = ["macos", "macos", "ios", "ios", "android"][index % 5]
+        let platform: Platform = ["macos", "macos", "ios", "ios", "android"][index % 5]
         let channel: Channel = generator.unit() < 0.7 ? .live : .beta
         // Versions ascending: two to four parts, small numbers, sometimes a pre-release (beta channel only).
         var versions: [Version] = []
@@ -287,7 +287,7 @@ import UpshiftTestData
                             allowedChannels: round.channel == .beta ? ["beta"] : [])
                         decided = SparkleClient.outcome(appcast, host: host)
                     case .upgraderAppcast:
-                        let decision = UpgraderClient.appcast(appcast, platform: round.platform, installed: installed.text)
+                        let decision = UpgraderClient.appcast(appcast, platform: round.platform.rawValue, installed: installed.text)
                         (decided, updateURL) = (decision.outcome, decision.updateURL)
                     case .upgraderLookup:
                         let decision = UpgraderClient.lookup(lookup, installed: installed.text)

@@ -10,7 +10,7 @@ import UpshiftTestData
 
     static func day(_ offset: Double) -> Date { now.addingTimeInterval(offset * 86_400) }
 
-    static func catalog(policy: Policy = Policy(), platform: String = "ios", _ releases: [Release]) -> AppCatalog {
+    static func catalog(policy: Policy = Policy(), platform: Platform = "ios", _ releases: [Release]) -> AppCatalog {
         AppCatalog(
             app: AppInfo(
                 id: "notes", name: "Notes & Co", defaultLocale: "en",
@@ -20,7 +20,7 @@ import UpshiftTestData
     }
 
     static func release(
-        _ version: String, _ ageDays: Double, platform: String = "ios", build: Int? = nil, channel: Channel = .live,
+        _ version: String, _ ageDays: Double, platform: Platform = "ios", build: Int? = nil, channel: Channel = .live,
         notes: [String: [String]] = [:], status: ReleaseStatus = .live, rollout: Double = 100, paused: Bool = false
     ) -> Release {
         Release(
@@ -199,7 +199,7 @@ import UpshiftTestData
         // What the rounds covered, so that the test cannot pass on empty feeds.
         var (itemsSeen, longNotesSeen, resultsSeen, largestVersions) = (0, 0, 0, 0)
         for round in 0..<150 {
-            let platform = ["ios", "macos", "android"][round % 3]
+            let platform: Platform = ["ios", "macos", "android"][round % 3]
             let atLimit = round % 25 == 0
             var releases: [Release] = []
             for index in 0..<generator.int(0...6) {

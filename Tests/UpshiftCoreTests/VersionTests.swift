@@ -3,7 +3,7 @@ import Testing
 import UpshiftCore
 import UpshiftTestData
 
-/// Every case of `../shared/testdata/versions.json`, as it is (DESIGN.md section 3).
+/// Every case of `../shared/testdata/versions.json`, as it is (docs/ARCHITECTURE.md, "Versions").
 @Suite struct VersionTests {
     struct Cases: Decodable {
         var compare: [[CompareValue]]
@@ -74,7 +74,7 @@ import UpshiftTestData
         #expect(Version.updateType(from: Version("2.0.0-beta.1")!, to: Version("2.0.0")!) == nil)
     }
 
-    /// The numeric part read in one pass accepts exactly what the rules of DESIGN.md section 3 say, written
+    /// The numeric part read in one pass accepts exactly what the rules of docs/ARCHITECTURE.md ("Versions") say, written
     /// here the plain way (split at dots, each part checked), over random texts of digits and dots near the limits.
     @Test func numericPartsFollowTheRulesOnRandomTexts() {
         func byTheRules(_ text: String) -> [Int]? {

@@ -7,10 +7,10 @@ import UpshiftTestSupport
 
 /// `PATCH /v1/apps/{app}`: a JSON merge patch with `If-Match`, recorded in the
 /// history and followed by the check, the feeds and the store sync.
-@Suite struct AppEditTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct AppEditTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
 
-    static func text(_ reply: Server.Reply) -> String { String(decoding: reply.body, as: UTF8.self) }
+    static func text(_ reply: Server.Reply) -> String { reply.text }
 
     /// App `notes` created without store or bundle ids (as apps made before they existed), with an iOS
     /// and an Android page, and link-only releases on both.

@@ -8,7 +8,7 @@ import UpshiftTestSupport
 
 /// The App Store import: `upshift releases import` and the store sync read Apple's
 /// lookup, here a fake store on loopback that answers as each test says.
-@Suite struct AppStoreImportTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct AppStoreImportTests {
     static let appId = "expenses"
     static let bundleId = "com.example.expenses"
     static let tvBundleId = "com.example.expenses.tv"
@@ -211,7 +211,7 @@ import UpshiftTestSupport
                     try await harness.count(
                         "SELECT failures::int8 FROM store_sync WHERE app_id = \(Self.appId) AND platform = 'tvos'") == 3
                 }
-                let metrics = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
+                let metrics = try await server.request(.GET, "/metrics").text
                 #expect(metrics.contains(#"upshift_store_sync_total{outcome="added"} 1"#), "\(metrics)")
                 #expect(metrics.contains(#"upshift_store_sync_total{outcome="failed"} 3"#), "\(metrics)")
             }

@@ -5,7 +5,7 @@ import UpshiftTestSupport
 
 /// docs/ARCHITECTURE.md maps every route, page, rule and metric to the file that holds it: its route
 /// table is the router's, both ways, and every file it names exists.
-@Suite struct ArchitectureTests {
+@Suite(.serverTimeLimit) struct ArchitectureTests {
     static let document = TestEnvironment.packageRoot.appendingPathComponent("docs/ARCHITECTURE.md")
 
     /// `METHOD /path/{param}` → file, from the rows `| `GET` | `/path` | access | `file` |`.
@@ -62,6 +62,52 @@ import UpshiftTestSupport
             }
         }
         #expect(checked > 25)
+    }
+
+    /// The comments of every Swift file, each file's comment lines joined into one text (a citation may
+    /// wrap), by path.
+    static func comments() throws -> [String: String] {
+        var comments: [String: String] = [:]
+        for folder in ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests"] {
+            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
+            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+            while let url = walker?.nextObject() as? URL {
+                guard url.pathExtension == "swift" else { continue }
+                let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n").compactMap { line -> Substring? in
+                    let trimmed = line.drop { $0 == " " }
+                    guard trimmed.hasPrefix("//") else { return nil }
+                    return trimmed.drop { $0 == "/" }
+                }
+                comments["\(folder)/\(url.path.dropFirst(root.path.count + 1))"] = lines.joined(separator: " ")
+            }
+        }
+        return comments
+    }
+
+    /// A comment cites the docs of this repository, by a phrase the cited document holds, never a document
+    /// outside the repository or an issue number: a reader can follow every citation from the checkout.
+    @Test func everyCitationOfACommentIsFoundInTheRepository() throws {
+        var documents: [String: String] = [:]
+        var cited = 0
+        let outside = ["DESIGN", "STYLE"].map { $0 + ".md" }
+        for (file, text) in try Self.comments() {
+            for name in outside {
+                #expect(!text.contains(name), "\(file) cites \(name), which is not in the repository")
+            }
+            #expect(text.firstMatch(of: #/(?i)\bissues?\s+#?[0-9]+/#) == nil, "\(file) cites an issue number")
+            for match in text.matches(of: #/docs/([A-Za-z]+\.md)[^()"]{0,40}?"([^"]+)"/#) {
+                let document = String(match.1)
+                if documents[document] == nil {
+                    let url = TestEnvironment.packageRoot.appendingPathComponent("docs/\(document)")
+                    let raw = try String(contentsOf: url, encoding: .utf8)
+                    documents[document] = raw.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+                }
+                let phrase = match.2.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+                cited += 1
+                #expect(documents[document]!.contains(phrase), "\(file) cites \"\(phrase)\" in docs/\(document), which does not hold it")
+            }
+        }
+        #expect(cited > 100)
     }
 
     /// git takes a file with a NUL byte for binary: its diffs and blame are lost. A test that sends one

@@ -10,7 +10,7 @@ import UpshiftTestSupport
 /// each caller (no token; an ingest key; read and admin tokens covering one app, another app or every
 /// app; a revoked key; an expired session) is let through or refused as the route's need says. A
 /// route missing from `needs` fails the test, so that no route is added without deciding who may use it.
-@Suite struct AuthorizationMatrixTests {
+@Suite(.serverTimeLimit) struct AuthorizationMatrixTests {
     enum Need: Sendable {
         case anyone, ingest, read, write, createApps
         /// Any signed-in dashboard session (sign-out).

@@ -9,7 +9,7 @@ import UpshiftWire
 /// The policy backtest (`POST /v1/apps/{app}/preview`, docs/ARCHITECTURE.md "The policy backtest"): for a
 /// generated fleet, its "today" equals what `GET /check` answers each install now, and its "proposed"
 /// equals what the check answers once the change is applied; it writes nothing and names bad fields.
-@Suite struct BacktestTests {
+@Suite(.serverTimeLimit) struct BacktestTests {
     static let start = Timestamp.parse("2026-07-01T12:00:00Z")!
 
     struct Install {
@@ -168,7 +168,7 @@ import UpshiftWire
                 "releases": .object(scenario.changes), "newReleases": .array(scenario.newReleases),
             ])
             let preview = try await server.send(.POST, "/v1/apps/expenses/preview?platform=ios", key: harness.readKey, json: proposal)
-            #expect(preview.status == 200, "\(String(decoding: preview.body, as: UTF8.self))")
+            #expect(preview.status == 200, "\(preview.text)")
             let report = try preview.value()
             #expect(report["installs"]?.intValue == fleet.count, "installs active in the last 7 days")
             #expect(report["windowDays"]?.intValue == 7)
@@ -250,7 +250,7 @@ import UpshiftWire
             ]
             for (body, status, field) in cases {
                 let reply = try await preview(body)
-                #expect(reply.status == status, "\(body): \(String(decoding: reply.body, as: UTF8.self))")
+                #expect(reply.status == status, "\(body): \(reply.text)")
                 #expect(try reply.value()["field"]?.stringValue ?? "" == field, "\(body)")
             }
             // `releases` still edits existing releases only, even one the same body proposes anew.

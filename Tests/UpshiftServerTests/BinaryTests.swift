@@ -5,7 +5,7 @@ import UpshiftStore
 import UpshiftTestSupport
 
 /// `upshift` put on PATH works from any folder: it carries its migrations and its API description.
-@Suite struct BinaryTests {
+@Suite(.serverTimeLimit) struct BinaryTests {
     @Test func theBuiltInMigrationsAreTheFilesOfSql() throws {
         let builtIn = try Migration.embedded()
         #expect(!builtIn.isEmpty)
@@ -135,11 +135,8 @@ import UpshiftTestSupport
         let server = try ServerProcess(database: database, port: try await freePort())
         try server.process.run()
         let started = ContinuousClock.now
-        let deadline = ContinuousClock.now.advanced(by: .seconds(20))
-        while server.log().components(separatedBy: "database unreachable at start").count < 4,
-            ContinuousClock.now < deadline
-        {
-            try await Task.sleep(for: .milliseconds(200))
+        try? await Waits.until("four attempts logged", timeout: .seconds(20), every: .milliseconds(200)) {
+            server.log().components(separatedBy: "database unreachable at start").count >= 4
         }
         let log = server.log()
         #expect(server.process.isRunning, "serve gave up before its 60 s: \(log)")
@@ -160,7 +157,7 @@ import UpshiftTestSupport
         let last = server.log().split(separator: "\n").last { $0.contains("cannot connect to PostgreSQL at") && !$0.contains("retrying") }
         #expect(last?.contains("127.0.0.1:\(closed)") == true && last?.contains("connection refused") == true, "\(server.log().suffix(600))")
     }
-    /// `serve`'s flags override the environment (DESIGN.md section 8): it runs on the database of
+    /// `serve`'s flags override the environment (docs/OPERATIONS.md, "`serve` flags override them"): it runs on the database of
     /// `--database-url`, or of `--postgres-*`, while `DATABASE_URL` names one nobody listens on; a bad
     /// `--trusted-proxies` stops it with a message naming the flag.
     @Test func serveFlagsOverrideTheEnvironment() async throws {
@@ -187,8 +184,7 @@ import UpshiftTestSupport
         let refused = try ServerProcess(
             database: database, port: try await freePort(), arguments: ["--roles", "http", "--trusted-proxies", "10.0.0.0/8"])
         try refused.process.run()
-        let deadline = ContinuousClock.now.advanced(by: .seconds(20))
-        while refused.process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try? await Waits.until("serve refusing a bad --trusted-proxies", timeout: .seconds(20)) { !refused.process.isRunning }
         #expect(!refused.process.isRunning, "serve started with a bad --trusted-proxies")
         #expect(await refused.terminate() != 0)
         #expect(refused.log().contains("--trusted-proxies"), "\(refused.log())")

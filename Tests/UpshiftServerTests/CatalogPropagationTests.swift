@@ -5,7 +5,7 @@ import UpshiftCore
 import UpshiftStore
 import UpshiftTestSupport
 
-@Suite struct CatalogPropagationTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct CatalogPropagationTests {
     static let release: JSONValue = .object([
         "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
     ])
@@ -117,13 +117,9 @@ import UpshiftTestSupport
             #expect(try await server.request(.GET, check).value()["action"] == .string("soft"))
 
             proxy.restore()
-            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
-            var caughtUp = false
-            while !caughtUp, ContinuousClock.now < deadline {
-                caughtUp = try await server.request(.GET, check).value()["action"] == .string("force")
-                if !caughtUp { try await Task.sleep(for: .milliseconds(100)) }
+            try await Waits.until("the snapshot catching up after the database returned", timeout: .seconds(30), every: .milliseconds(100)) {
+                try await server.request(.GET, check).value()["action"] == .string("force")
             }
-            #expect(caughtUp, "the snapshot did not catch up after the database returned")
             // Nothing is lost silently: each observation is stored (if its flush outlived the cut) or counted
             // as dropped. A flush whose commit reached PostgreSQL just as the proxy cut the answer is both:
             // the writer cannot tell, so it counts the loss it cannot rule out.
@@ -131,7 +127,7 @@ import UpshiftTestSupport
             var stored = 0
             let settle = ContinuousClock.now.advanced(by: .seconds(10))
             while accounted < 5, ContinuousClock.now < settle {
-                let metrics = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
+                let metrics = try await server.request(.GET, "/metrics").text
                 let dropped = metrics.split(separator: "\n")
                     .first { $0.hasPrefix("upshift_check_observations_dropped_total ") }
                     .flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0

@@ -10,7 +10,7 @@ import UpshiftTestSupport
 /// A catalog reload never replaces an app with an older catalog of it: the reload after a write, the one
 /// on a NOTIFY and the poll's run at once and can finish in any order. And a write costs the app it
 /// changed: only that app is read again, and only its cached answers go cold.
-@Suite struct CatalogSnapshotTests {
+@Suite(.serverTimeLimit) struct CatalogSnapshotTests {
     static func catalog(_ id: String = "expenses", minimum: String) -> [String: AppCatalog] {
         [id: AppCatalog(app: AppInfo(id: id, name: id), policies: ["ios": Policy(minimumVersion: Version(minimum))])]
     }

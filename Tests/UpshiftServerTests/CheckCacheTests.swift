@@ -2,11 +2,12 @@ import Foundation
 import NIOCore
 import Testing
 import UpshiftCore
+import UpshiftTestSupport
 
 @testable import UpshiftServer
 
 /// The check-answer cache holds at most its budget of bytes, whatever it is asked.
-@Suite struct CheckCacheTests {
+@Suite(.serverTimeLimit) struct CheckCacheTests {
     /// The query index's split of `install` out of a query, in one pass over its bytes, against the
     /// plain definition: split at `&` without empty parameters, `install=…` taken out, the rest joined by `&`.
     @Test func splittingTheInstallOutOfAQueryAgreesWithThePlainDefinition() {
@@ -149,7 +150,7 @@ import UpshiftCore
                     "notes": ["en": .array(lines.map(JSONValue.string)), "de": .array(lines.map(JSONValue.string))],
                 ]
                 let created = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: release)
-                #expect(created.status == 201, "\(created.status): \(String(decoding: created.body, as: UTF8.self))")
+                #expect(created.status == 201, "\(created.status): \(created.text)")
             }
             let junk = String(repeating: "j", count: 15_000)
             try await Self.ask(10_000, server: server) { index in
@@ -160,7 +161,7 @@ import UpshiftCore
                 return "platform=ios&version=1.\(version)&os=1\(os).0&locale=\(locale)&previous=0.\(previous)"
             }
             let metrics = try await server.request(.GET, "/metrics")
-            let line = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n")
+            let line = metrics.text.split(separator: "\n")
                 .first { $0.hasPrefix("upshift_check_cache_bytes ") }
             let bytes = try #require(line.flatMap { Double($0.split(separator: " ")[1]) })
             #expect(bytes > 0)
@@ -271,10 +272,8 @@ import UpshiftCore
     }
 
     static func waitForRows(_ harness: Harness, _ count: Int) async throws {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
-        while try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'") < count {
-            guard ContinuousClock.now < deadline else { throw HarnessError("observations not written") }
-            try await Task.sleep(for: .milliseconds(50))
+        try await Waits.until("\(count) observations written", timeout: .seconds(10)) {
+            try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'") >= count
         }
     }
 }

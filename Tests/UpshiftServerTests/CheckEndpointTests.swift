@@ -9,7 +9,7 @@ import UpshiftTestSupport
 
 /// `decisions.json` through the real server: each scenario in a fresh database, its catalog loaded
 /// through the admin API, the server's clock at the scenario's `now`.
-@Suite struct CheckEndpointTests {
+@Suite(.serverTimeLimit) struct CheckEndpointTests {
     static let cases = Result { try DecisionCases.load() }
 
     /// Loads a scenario's app, releases and policy through the admin API.
@@ -20,18 +20,18 @@ import UpshiftTestSupport
             "updateURL": .object(scenario.app.updateURL.mapValues(JSONValue.string)),
         ])
         let created = try await server.send(.POST, "/v1/apps", key: key, json: app)
-        #expect(created.status == 201, "\(String(decoding: created.body, as: UTF8.self))")
+        #expect(created.status == 201, "\(created.text)")
         var platforms = Set(scenario.app.updateURL.keys)
         for release in scenario.releases {
             let reply = try await server.send(.POST, "/v1/apps/\(scenario.app.id)/releases", key: key, json: release)
-            #expect(reply.status == 201, "\(scenario.name): \(String(decoding: reply.body, as: UTF8.self))")
+            #expect(reply.status == 201, "\(scenario.name): \(reply.text)")
             if let platform = release["platform"]?.stringValue { platforms.insert(platform) }
         }
         for platform in platforms {
             let reply = try await server.send(
                 .PUT, "/v1/apps/\(scenario.app.id)/policies/\(platform)", key: key, json: scenario.policy,
                 headers: [("If-Match", "\"0\"")])
-            #expect(reply.status == 200, "\(scenario.name): \(String(decoding: reply.body, as: UTF8.self))")
+            #expect(reply.status == 200, "\(scenario.name): \(reply.text)")
         }
     }
 
@@ -52,7 +52,7 @@ import UpshiftTestSupport
                 var compared = 0
                 for check in scenario.checks {
                     let reply = try await server.request(.GET, "/v1/apps/\(scenario.app.id)/check?\(Self.query(check.request))")
-                    #expect(reply.status == 200, "\(scenario.name): \(String(decoding: reply.body, as: UTF8.self))")
+                    #expect(reply.status == 200, "\(scenario.name): \(reply.text)")
                     let actual = try reply.value()
                     for (field, expected) in check.expect {
                         compared += 1
@@ -227,11 +227,8 @@ import UpshiftTestSupport
                 .GET, "/v1/apps/expenses/check?platform=ios&version=1.0&os=17.4&locale=de_AT&install=\(install.uuidString)")
             #expect(reply.status == 200)
             // The observation is written by the group-commit writer shortly after the answer.
-            let deadline = ContinuousClock.now.advanced(by: .seconds(5))
-            while try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'") == 0,
-                ContinuousClock.now < deadline
-            {
-                try await Task.sleep(for: .milliseconds(20))
+            try? await Waits.until("the observation stored", timeout: .seconds(5), every: .milliseconds(20)) {
+                try await harness.count("SELECT count(*)::int FROM event_log WHERE type = 'checked'") > 0
             }
         }
         let row = try await harness.sql { client -> (UUID, String, String, String, String, String)? in

@@ -11,7 +11,7 @@ import UpshiftTestSupport
 
 /// The Swift SDK (`UpshiftClient`) against a live server built by the composition root: real HTTP,
 /// real PostgreSQL. A test transport sits in front of URLSession to stall, fail or lose answers.
-@Suite struct ClientSDKTests {
+@Suite(.serverTimeLimit) struct ClientSDKTests {
     @Test func checkAsksWhenDueAndForceAlwaysAsks() async throws {
         let harness = try await Harness.make(now: Self.start)
         try await harness.run { (server: Server) async throws in
@@ -62,11 +62,10 @@ import UpshiftTestSupport
         // The `checked` row is written beside the check's answer, not before it: wait for it.
         let install = try #require(await sdk.installId).uuidString.lowercased()
         let query: PostgresQuery = "SELECT type FROM event_log WHERE install_id = \(install)::uuid ORDER BY type"
-        var types = try await harness.strings(query)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while types.count < 3, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        var types: [String] = []
+        try? await Waits.until("three events stored", timeout: .seconds(5), every: .milliseconds(20)) {
             types = try await harness.strings(query)
+            return types.count >= 3
         }
         #expect(types == ["checked", "prompt_dismissed", "prompt_shown"])
         #expect(await process.terminate() == 0)
@@ -214,8 +213,9 @@ import UpshiftTestSupport
                 let sdk = Upshift(configuration: configuration)
                 await sdk.launch()
                 await sdk.record(.launched)
-                let deadline = ContinuousClock.now + .seconds(5)
-                while transport.eventPosts == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+                try? await Waits.until("a post of the periodic sender", timeout: .seconds(5), every: .milliseconds(5)) {
+                    transport.eventPosts > 0
+                }
                 #expect(transport.eventPosts == 1, "the periodic sender is sending")
                 return (sdk, configuration)
             }
@@ -267,8 +267,7 @@ import UpshiftTestSupport
             try await Task.sleep(for: .milliseconds(400))  // eight intervals
             #expect(transport.eventPosts == 1, "nothing is sent before Retry-After (by the SDK's clock)")
             harness.clock.advance(by: 118)
-            let deadline = ContinuousClock.now + .seconds(5)
-            while await sdk.pendingEvents > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            try? await Waits.until("the queue sent", timeout: .seconds(5), every: .milliseconds(20)) { await sdk.pendingEvents == 0 }
             #expect(await sdk.pendingEvents == 0, "sent by the periodic sender once due")
             #expect(transport.eventPosts == 2)
             await sdk.stop()
@@ -404,7 +403,7 @@ import UpshiftTestSupport
                 // Raw, as an older client sends it.
                 let query = "platform=ios&version=1.0&locale=" + identifier.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
                 let check = try await server.request(.GET, "/v1/apps/\(harness.appId)/check?\(query)")
-                #expect(check.status == 200, "\(identifier): \(String(decoding: check.body, as: UTF8.self))")
+                #expect(check.status == 200, "\(identifier): \(check.text)")
                 let id = UUID()
                 let reply = try await server.postEvents(
                     [clientEvent(id: id, occurredAt: Self.start, extra: ["locale": identifier])], key: harness.ingestKey)
@@ -537,7 +536,7 @@ import UpshiftTestSupport
             "notes": .object(["en": .array(notes.map(JSONValue.string))]),
         ])
         let reply = try await server.send(.POST, "/v1/apps/\(harness.appId)/releases", key: harness.adminKey, json: body)
-        #expect(reply.status == 201, "\(String(decoding: reply.body, as: UTF8.self))")
+        #expect(reply.status == 201, "\(reply.text)")
     }
 
     /// Waits until the check endpoint answers `version` as `condition` wants: catalog writes reach its
@@ -546,12 +545,9 @@ import UpshiftTestSupport
         _ server: Server, _ harness: Harness, version: String, _ condition: @Sendable (JSONValue) -> Bool
     ) async throws {
         let path = "/v1/apps/\(harness.appId)/check?platform=ios&version=\(version)"
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline {
-            if condition(try await server.request(.GET, path).value()) { return }
-            try await Task.sleep(for: .milliseconds(20))
+        try await Waits.until("the check of \(version) changing", timeout: .seconds(5), every: .milliseconds(20)) {
+            condition(try await server.request(.GET, path).value())
         }
-        Issue.record("the check of \(version) did not change within 5 s")
     }
 
     static func policy(_ fields: [String: JSONValue], revision: Int = 0, on server: Server, harness: Harness) async throws {
@@ -560,7 +556,7 @@ import UpshiftTestSupport
         let reply = try await server.send(
             .PUT, "/v1/apps/\(harness.appId)/policies/ios", key: harness.adminKey, json: .object(body),
             headers: [("If-Match", "\"\(revision)\"")])
-        #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+        #expect(reply.status == 200, "\(reply.text)")
     }
 }
 

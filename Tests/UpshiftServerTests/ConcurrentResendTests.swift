@@ -7,7 +7,7 @@ import UpshiftTestSupport
 
 /// Clients resending a batch while its first attempt is still in flight (what an SDK does after a
 /// timeout, and what anyone with an app's public ingest key can do on purpose).
-@Suite struct ConcurrentResendTests {
+@Suite(.serverTimeLimit) struct ConcurrentResendTests {
     @Test func overlappingBatchesNeverDeadlockAndEachIdIsAcceptedOnce() async throws {
         let harness = try await Harness.make()
         var configuration = harness.configuration()
@@ -55,7 +55,7 @@ import UpshiftTestSupport
             }
             let replies = try await Self.post(round.map { events[$0]! }, clients: clients, to: server, key: key)
             for reply in replies {
-                try #require(reply.status == 200, "round \(number): \(String(decoding: reply.body, as: UTF8.self))")
+                try #require(reply.status == 200, "round \(number): \(reply.text)")
                 let results = try #require(try reply.json()["results"] as? [[String: Any]])
                 for result in results {
                     let id = try #require((result["id"] as? String).flatMap(UUID.init(uuidString:)))

@@ -5,7 +5,7 @@ import UpshiftStore
 import UpshiftTestSupport
 
 /// Every value read at start is checked there: an invalid one stops `serve` with a message naming it.
-@Suite struct ConfigurationTests {
+@Suite(.serverTimeLimit) struct ConfigurationTests {
     static let base = ["DATABASE_URL": "postgres://postgres@127.0.0.1:5432/upshift"]
 
     static let invalid: [(String, String)] = [

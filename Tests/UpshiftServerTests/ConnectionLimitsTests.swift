@@ -7,7 +7,7 @@ import UpshiftTestSupport
 
 /// Slow and idle clients cannot hold a server's connections: each part of a request has a deadline
 /// (here 1–2 s instead of the defaults), and a head has a size limit.
-@Suite struct ConnectionLimitsTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct ConnectionLimitsTests {
     static func configuration(_ harness: Harness) -> AppConfiguration {
         var configuration = harness.configuration()
         configuration.connections.headTimeout = .seconds(1)
@@ -104,7 +104,7 @@ import UpshiftTestSupport
             #expect(answered >= 3)
             // The server gave up on it: reading now, the client finds part of the answer, then the end.
             await stalled.startReading()
-            try await Self.waitUntil({ stalled.isClosed }, timeout: .seconds(10))
+            try await Waits.until("the stalled connection closed", timeout: .seconds(10)) { stalled.isClosed }
             let answer = stalled.answer
             #expect(stalled.status == 200)
             let head = try #require(answer.range(of: "\r\n\r\n"))
@@ -137,12 +137,12 @@ import UpshiftTestSupport
         try await harness.run(Self.configuration(harness)) { server in
             let big = try await RawConnection.open(port: server.port)
             await big.send("GET /v1/apps/expenses/check?platform=ios&version=1.0&pad=\(String(repeating: "a", count: 17_000)) HTTP/1.1\r\nHost: x\r\n\r\n")
-            try await Self.waitUntil { big.isClosed }
+            try await Waits.until("the big head's connection closed", timeout: .seconds(10)) { big.isClosed }
             #expect(big.status == 431)
             let headers = try await RawConnection.open(port: server.port)
             let padding = (0..<40).map { "X-Pad-\($0): \(String(repeating: "b", count: 500))\r\n" }.joined()
             await headers.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\(padding)\r\n")
-            try await Self.waitUntil { headers.isClosed }
+            try await Waits.until("the many headers' connection closed", timeout: .seconds(10)) { headers.isClosed }
             #expect(headers.status == 431)
 
             // Under the limit, two requests on one connection, the second after a pause shorter than
@@ -151,7 +151,9 @@ import UpshiftTestSupport
             await keptAlive.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
             try await Task.sleep(for: .milliseconds(1_200))
             await keptAlive.send("GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            try await Self.waitUntil { keptAlive.answer.components(separatedBy: "HTTP/1.1 200").count == 3 }
+            try await Waits.until("two answers on the kept-alive connection", timeout: .seconds(10)) {
+                keptAlive.answer.components(separatedBy: "HTTP/1.1 200").count == 3
+            }
             #expect(!keptAlive.isClosed)
             await keptAlive.close()
         }
@@ -164,11 +166,11 @@ import UpshiftTestSupport
         try await harness.run(Self.configuration(harness)) { server in
             let early = try await RawConnection.open(port: server.port)
             await early.send("POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1\r\n\r\n")
-            try await Self.waitUntil { early.status != nil }
+            try await Waits.until("an answer to the early connection", timeout: .seconds(10)) { early.status != nil }
             #expect(early.status == 404)
             await early.send("{")
             let quiet = ContinuousClock.now
-            try await Self.waitUntil({ early.isClosed }, timeout: .seconds(8))
+            try await Waits.until("the early connection closed", timeout: .seconds(8)) { early.isClosed }
             // Closed by the idle timeout (2 s here), not at once.
             #expect(ContinuousClock.now - quiet >= .seconds(1))
             await early.close()
@@ -200,17 +202,9 @@ import UpshiftTestSupport
         #expect(!waiting.isClosed)
         // When they go, the fourth is answered.
         for connection in held { await connection.close() }
-        try await Self.waitUntil { waiting.status != nil }
+        try await Waits.until("an answer to the waiting connection", timeout: .seconds(10)) { waiting.status != nil }
         #expect(waiting.status == 200)
         await waiting.close()
         #expect(await server.terminate() == 0)
-    }
-
-    static func waitUntil(_ condition: () -> Bool, timeout: Duration = .seconds(10)) async throws {
-        let deadline = ContinuousClock.now.advanced(by: timeout)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw HarnessError("condition not met within \(timeout)") }
-            try await Task.sleep(for: .milliseconds(50))
-        }
     }
 }

@@ -9,7 +9,7 @@ import UpshiftTestSupport
 
 /// The dashboard's forms and pages are not in docs/openapi.yaml, so scripts/fuzz does not reach them:
 /// every form here gets every kind of bad field, and every page what users typed.
-@Suite struct DashboardHostileTests {
+@Suite(.serverTimeLimit) struct DashboardHostileTests {
     typealias Browser = DashboardTests.Browser
 
     /// A form as a browser sends it, field by field (raw: already percent-encoded as the test wants).

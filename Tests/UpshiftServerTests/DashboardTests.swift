@@ -8,7 +8,7 @@ import UpshiftTestSupport
 
 /// The dashboard over real HTTP on a real database: sessions, who sees and may change what, CSRF,
 /// stale forms. (The browser flow is `Tests/e2e/dashboard_e2e.py`.)
-@Suite struct DashboardTests {
+@Suite(.serverTimeLimit) struct DashboardTests {
     /// A browser's view of the dashboard: one session cookie.
     struct Browser {
         let server: Server
@@ -449,8 +449,4 @@ extension DashboardTests {
             #expect(try await reader.get("/dashboard/apps/expenses/history?before=banana").status == 400)
         }
     }
-}
-
-extension Server.Reply {
-    var text: String { String(decoding: body, as: UTF8.self) }
 }

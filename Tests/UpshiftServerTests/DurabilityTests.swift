@@ -22,7 +22,7 @@ final class Acknowledgements: Sendable {
 }
 
 /// Runs the real `upshift serve` binary (scripts/test builds it) and kills it.
-@Suite struct DurabilityTests {
+@Suite(.serverTimeLimit) struct DurabilityTests {
     /// Each client posts its batches in order and retries a batch until it gets a 200, as the SDK does.
     func postFleet(port: Int, key: String, clients: Int, batches: Int, size: Int, acks: Acknowledgements) async throws -> Set<String> {
         let now = Date()
@@ -33,14 +33,12 @@ final class Acknowledgements: Sendable {
             for batchesOfClient in allBatches {
                 group.addTask {
                     for batch in batchesOfClient {
-                        let deadline = ContinuousClock.now.advanced(by: .seconds(120))
-                        while true {
-                            if let reply = try? await Server(port: port).postEvents(batch, key: key), reply.status == 200 {
-                                acks.record(batch.compactMap { $0["id"] })
-                                break
+                        try await Waits.until("a batch stored", timeout: .seconds(120)) {
+                            guard let reply = try? await Server(port: port).postEvents(batch, key: key), reply.status == 200 else {
+                                return false
                             }
-                            guard ContinuousClock.now < deadline else { throw CancellationError() }
-                            try await Task.sleep(for: .milliseconds(50))
+                            acks.record(batch.compactMap { $0["id"] })
+                            return true
                         }
                     }
                 }

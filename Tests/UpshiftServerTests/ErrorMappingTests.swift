@@ -10,9 +10,9 @@ import UpshiftStore
 @testable import UpshiftServer
 
 /// No domain error escapes as a 500: whatever a service throws for a client's mistake becomes its 4xx
-/// wherever it is thrown, also from a route that wraps nothing (STYLE.md rule 4: one mapping), as a
+/// wherever it is thrown, also from a route that wraps nothing (docs/ARCHITECTURE.md, "One error mapping."), as a
 /// problem from the API and as a page with the same status from the dashboard.
-@Suite struct ErrorMappingTests {
+@Suite(.serverTimeLimit) struct ErrorMappingTests {
     static let errors: [(name: String, error: any Error & Sendable, status: Int, field: String?)] = [
         ("CatalogError.appNotFound", CatalogError.appNotFound("x"), 404, nil),
         ("CatalogError.releaseNotFound", CatalogError.releaseNotFound("ios 1.0 of x"), 404, nil),
@@ -45,6 +45,43 @@ import UpshiftStore
     static let controllers = [
         "/v1/apps/:app/check", "/v1/events", "/v1/apps/:app/releases", "/v1/apps/:app/reports/adoption", "/health/live",
     ]
+
+    /// A bad platform is one error wherever it is named: the query, the path, a JSON body, a map's key or
+    /// an event answer ``Platform/rule``, naming the field.
+    @Test func aBadPlatformIsTheOneFieldErrorOnEveryRoute() async throws {
+        let harness = try await Harness.make()
+        try await harness.run { server in
+            let app = "/v1/apps/\(harness.appId)"
+            let cases: [(HTTPMethod, String, String?, JSONValue?, String)] = [
+                (.GET, "\(app)/check?platform=IOS&version=1.0", nil, nil, "platform"),
+                (.GET, "\(app)/appcast.xml?platform=IOS", nil, nil, "platform"),
+                (.GET, "\(app)/versions.plist?platform=IOS", nil, nil, "platform"),
+                (.GET, "\(app)/reports/adoption?platform=IOS", harness.readKey, nil, "platform"),
+                (.GET, "\(app)/releases?platform=IOS", harness.readKey, nil, "platform"),
+                (.GET, "\(app)/policies/IOS", harness.readKey, nil, "platform"),
+                (.POST, "\(app)/releases", harness.adminKey,
+                 ["platform": "IOS", "version": "1.0", "releasedAt": "2026-11-01T00:00:00Z"], "platform"),
+                (.PATCH, app, harness.adminKey, ["updateURL": ["IOS": "https://example.com"]], "updateURL.IOS"),
+            ]
+            for (method, path, key, body, field) in cases {
+                let reply = try await server.send(method, path, key: key, json: body, headers: [("If-Match", "\"1\"")])
+                #expect(reply.status == 400, "\(method) \(path)")
+                let problem = try reply.value()
+                #expect(problem["field"] == .string(field), "\(method) \(path)")
+                #expect(problem["detail"] == .string("\(field): \(Platform.rule)"), "\(method) \(path)")
+            }
+            let event = clientEvent(occurredAt: Date(), extra: ["platform": "IOS"])
+            let results = try #require(try await server.postEvents([event], key: harness.ingestKey).json()["results"] as? [[String: Any]])
+            #expect(results.first?["field"] as? String == "platform")
+            #expect((results.first?["message"] as? String)?.contains(Platform.rule) == true, "\(results)")
+        }
+        // The CLI refuses it before it reads or sends anything, with the same rule.
+        let url = "postgres://\(harness.database.username)@\(harness.database.host):\(harness.database.port)/\(harness.database.database)"
+        for arguments in [["policy", "show"], ["releases", "list"], ["releases", "withdraw", "--version", "1.0", "--reason", "x"]] {
+            let refused = try BinaryTests.command(arguments + ["--app", harness.appId, "--platform", "IOS"], databaseURL: url)
+            #expect(refused.status != 0 && refused.error.contains(Platform.rule), "\(arguments): \(refused.error)")
+        }
+    }
 
     @Test func everyDomainErrorFromEveryControllerBecomesItsStatus() async throws {
         let router = Router(context: UpshiftRequestContext.self)

@@ -10,7 +10,7 @@ import UpshiftTestSupport
 /// ways: nothing closes a socket and no kernel answers a keepalive, as when a host is lost. The standby
 /// must take over every projection and the rollout worker within the bound, nothing may be applied twice,
 /// and the old leader, once packets flow again, must find itself a follower.
-@Suite struct HostLossTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct HostLossTests {
     /// Takeover: the standby ends a holder's session idle for 7 s (``LeaderHeartbeat/standbyBound``) and
     /// retries its locks every 1 s (projections) or 2 s (the rollout worker). Asserted with room for a
     /// loaded machine; the measured figure is printed.
@@ -113,7 +113,7 @@ import UpshiftTestSupport
                         .object(["percent": .number(100), "afterHours": .number(0.001)]),  // 3.6 s
                     ]),
                 ]))
-            #expect(scheduled.status == 201, "\(String(decoding: scheduled.body, as: UTF8.self))")
+            #expect(scheduled.status == 201, "\(scheduled.text)")
             try await TwoInstancesTests.waitUntil("the schedule's last step, written by B's worker", within: .seconds(20), log: b) {
                 try await serverB.send(.GET, "/v1/apps/expenses/releases/ios/2.0.0", key: harness.readKey).value()["rolloutPercent"]
                     == .number(100)

@@ -10,7 +10,7 @@ import UpshiftTestSupport
 /// Every public input probed as an attacker would: numbers of every class in every numeric field of
 /// every JSON body, text that is not Unicode or holds control characters in bodies, queries, paths and
 /// headers, parameters sent twice. Nothing crashes, nothing is a 5xx, and a refusal names its field.
-@Suite struct HostileInputTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct HostileInputTests {
     /// A body's media type is read as HTTP writes it: parameters after `;`, spaces and tabs around the
     /// type, any ASCII case; nothing else passes for it.
     @Test func aContentTypeIsTheMediaTypeBeforeItsParametersInAnyCase() {
@@ -190,7 +190,7 @@ import UpshiftTestSupport
                         method, path,
                         headers: [("Authorization", "Bearer \(harness.rootKey)"), ("Content-Type", "application/json")] + headers,
                         body: body(template))
-                    let context = "\(bad.name) in \(field): \(reply.status) \(String(decoding: reply.body, as: UTF8.self))"
+                    let context = "\(bad.name) in \(field): \(reply.status) \(reply.text)"
                     #expect(reply.status == 400, "\(context)")
                     #expect(try reply.value()["field"] == .string(field), "\(context)")
                 }
@@ -268,7 +268,7 @@ import UpshiftTestSupport
                 await connection.send(
                     "PATCH /v1/apps/expenses/releases/ios/\(bad) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(harness.adminKey)\r\n"
                         + "If-Match: \"1\"\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
-                try await ConnectionLimitsTests.waitUntil { connection.isClosed }
+                try await Waits.until("the connection closed", timeout: .seconds(10)) { connection.isClosed }
                 #expect(connection.status == 400, "\(bad): \(connection.answer.prefix(200))")
                 #expect(connection.answer.contains(#""field":"version""#), "\(bad)")
             }
@@ -283,7 +283,7 @@ import UpshiftTestSupport
                     let auth = key.map { "Authorization: Bearer \($0)\r\n" } ?? ""
                     await connection.send(
                         target.replacingOccurrences(of: "%APP%", with: app) + " HTTP/1.1\r\nHost: x\r\n\(auth)Connection: close\r\n\r\n")
-                    try await ConnectionLimitsTests.waitUntil { connection.isClosed }
+                    try await Waits.until("the connection closed", timeout: .seconds(10)) { connection.isClosed }
                     #expect(connection.status == status, "\(target) with \(app): \(connection.answer.prefix(200))")
                     if status == 400 { #expect(connection.answer.contains(#""field":"app""#), "\(target) with \(app)") }
                 }
@@ -314,7 +314,7 @@ import UpshiftTestSupport
         try await harness.run { server in
             let connection = try await RawConnection.open(port: server.port)
             await connection.send(head)
-            try await ConnectionLimitsTests.waitUntil({ connection.isClosed }, timeout: .seconds(5))
+            try await Waits.until("the connection closed", timeout: .seconds(5)) { connection.isClosed }
             let answer = connection.answer
             #expect(connection.status == 400, "\(head.debugDescription): \(answer.prefix(300).debugDescription)")
             #expect(answer.lowercased().contains("content-type: application/problem+json"), "\(answer.prefix(300))")

@@ -9,7 +9,7 @@ import UpshiftTestSupport
 /// The pools of the hot path, the reads and the projections are apart, and every database call of a
 /// request has a bound: slow or stuck reports cannot starve ingestion or the check, and what cannot be
 /// answered in time is a `503` with `Retry-After`, never a `500` or an unbounded wait.
-@Suite struct HotPathTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct HotPathTests {
     /// A report whose read-model table another session holds locked waits, on a connection of the
     /// reads pool, until the lock goes.
     static func lockingAdoption<T: Sendable>(
@@ -61,10 +61,8 @@ import UpshiftTestSupport
                 let stuck = (0..<2).map { _ in
                     Task { try await server.send(.GET, Self.adoption, key: harness.readKey).status }
                 }
-                let deadline = ContinuousClock.now.advanced(by: .seconds(20))
-                while try await Self.blockedReads(harness) < 2 {
-                    guard ContinuousClock.now < deadline else { throw HarnessError("the reports never waited on the lock") }
-                    try await Task.sleep(for: .milliseconds(50))
+                try await Waits.until("two reports waiting on the lock", timeout: .seconds(20)) {
+                    try await Self.blockedReads(harness) >= 2
                 }
 
                 // The hot path has connections of its own.

@@ -6,7 +6,7 @@ import UpshiftStore
 import UpshiftTestSupport
 
 /// What `POST /v1/events` takes at most, from whom, and what one id means.
-@Suite struct IngestionLimitsTests {
+@Suite(.serverTimeLimit) struct IngestionLimitsTests {
     /// `{"events": []}` padded with spaces (valid JSON) to exactly `size` bytes.
     static func padded(_ size: Int) -> Data {
         let open = Data(#"{"events": ["#.utf8), close = Data("]}".utf8)
@@ -65,10 +65,8 @@ import UpshiftTestSupport
     }
 
     static func waitFor(_ server: Server, _ metric: String, toBe value: Int) async throws {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
-        while try await server.metric(metric) != Double(value) {
-            guard ContinuousClock.now < deadline else { throw HarnessError("\(metric) is not \(value) after 5 s") }
-            try await Task.sleep(for: .milliseconds(20))
+        try await Waits.until("\(metric) at \(value)", timeout: .seconds(5), every: .milliseconds(20)) {
+            try await server.metric(metric) == Double(value)
         }
     }
 

@@ -8,7 +8,7 @@ import UpshiftCore
 import UpshiftStore
 import UpshiftTestSupport
 
-@Suite struct IngestionTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct IngestionTests {
     @Test func eachEventGetsItsOwnResultAndRetriesAreStoredOnce() async throws {
         let harness = try await Harness.make()
         let now = harness.clock.now()
@@ -229,7 +229,7 @@ import UpshiftTestSupport
             #expect(try db.json()["status"] as? String == "ok")
             _ = try await server.postEvents([clientEvent(occurredAt: harness.clock.now())], key: harness.ingestKey)
             let metrics = try await server.request(.GET, "/metrics")
-            #expect(String(decoding: metrics.body, as: UTF8.self).contains(#"upshift_events_total{status="accepted"} 1"#))
+            #expect(metrics.text.contains(#"upshift_events_total{status="accepted"} 1"#))
         }
     }
 }

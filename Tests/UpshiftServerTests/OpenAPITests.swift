@@ -5,7 +5,7 @@ import UpshiftTestSupport
 
 /// docs/openapi.yaml says exactly what the server answers: its paths and methods are the router's
 /// (outside the dashboard, which has pages, not an API), both ways, and the server serves the file.
-@Suite struct OpenAPITests {
+@Suite(.serverTimeLimit) struct OpenAPITests {
     static let specFile = TestEnvironment.packageRoot.appendingPathComponent("docs/openapi.yaml")
 
     /// `METHOD /path/{param}` for every operation of the spec.

@@ -9,7 +9,7 @@ import UpshiftTestSupport
 /// Every metric that docs/grafana-dashboard.json graphs is served at `/metrics` and moves: one request of
 /// each kind, a projection held mid-batch (its lag), and a stalled database (the writer's queue, failed
 /// flushes, dropped observations, pool refusals).
-@Suite struct OperatorMetricsTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct OperatorMetricsTests {
     /// The metric names the dashboard's queries use (`upshift_…`, histograms by their series names).
     static func dashboardMetrics() throws -> Set<String> {
         let file = TestEnvironment.packageRoot.appendingPathComponent("docs/grafana-dashboard.json")
@@ -66,7 +66,7 @@ import UpshiftTestSupport
 
         try await harness.run(configuration) { server in
             @Sendable func scrape() async throws -> Set<String> {
-                let names = Self.nonZero(in: String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self))
+                let names = Self.nonZero(in: try await server.request(.GET, "/metrics").text)
                 seen.withLock { $0.formUnion(names) }
                 return names
             }
@@ -83,9 +83,8 @@ import UpshiftTestSupport
             // A projection read events and is held before its commit: it lags.
             gate.closed.withLock { $0 = true }
             #expect(try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status == 200)
-            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
-            while !(try await scrape()).contains("upshift_projection_lag_events"), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(100))
+            try await Waits.until("a lagging projection on /metrics", timeout: .seconds(30), every: .milliseconds(100)) {
+                try await scrape().contains("upshift_projection_lag_events")
             }
             gate.closed.withLock { $0 = false }
 
@@ -155,7 +154,7 @@ import UpshiftTestSupport
             // A method HTTP knows and the router does not answer (one it does not know at all is refused
             // by the HTTP parser before any route: `400`).
             #expect(try await server.request(.PROPFIND, "/v1/apps/expenses/check?platform=ios&version=1.0").status == 405)
-            let text = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
+            let text = try await server.request(.GET, "/metrics").text
             let series = text.split(separator: "\n").filter { $0.hasPrefix("upshift_http_request_duration_seconds") }
             #expect(!series.isEmpty)
             let leaked = series.filter { $0.lowercased().contains(chosen) || $0.contains("expenses") }
@@ -184,13 +183,13 @@ import UpshiftTestSupport
                     let reply = try await server.request(.GET, path, headers: header.map { [("Authorization", $0)] } ?? [])
                     #expect(reply.status == 401, "\(path) with \(header ?? "no header")")
                     #expect(reply.headers["Content-Type"].first == "application/problem+json")
-                    #expect(!String(decoding: reply.body, as: UTF8.self).contains("upshift_"))
+                    #expect(!reply.text.contains("upshift_"))
                 }
                 let allowed = try await server.request(.GET, path, headers: [("Authorization", "bearer \(token)")])
                 #expect(allowed.status == 200, "\(path)")
             }
             let metrics = try await server.request(.GET, "/metrics", headers: [("Authorization", "Bearer \(token)")])
-            #expect(String(decoding: metrics.body, as: UTF8.self).contains("upshift_http_request_duration_seconds"))
+            #expect(metrics.text.contains("upshift_http_request_duration_seconds"))
             for path in ["/health/live", "/health/ready", "/openapi.yaml"] {
                 #expect(try await server.request(.GET, path).status == 200, "\(path)")
             }

@@ -6,7 +6,7 @@ import UpshiftWire
 /// Play-style `priority` and `stalenessDays` in the check answer (docs/ARCHITECTURE.md, "Priority and
 /// staleness"), through HTTP: from the catalog snapshot and its rollout history, each install its own
 /// staleness even when the decision is a cached one.
-@Suite struct PlayFieldsTests {
+@Suite(.serverTimeLimit) struct PlayFieldsTests {
     static let start = Timestamp.parse("2026-03-01T00:00:00Z")!
 
     /// The first install ids (v5 of a counter) whose bucket for expenses 2.0 is below 1,000 and at least 1,000.

@@ -9,7 +9,7 @@ import UpshiftTestSupport
 
 /// The projection runner on a real PostgreSQL: exactly-once under interruptions, one active runner
 /// among several, rebuilds equal to incremental processing, late commits and poison events.
-@Suite struct ProjectionRunnerTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct ProjectionRunnerTests {
     @Test func interruptedBatchesLeaveTheTablesOfACleanRebuild() async throws {
         let (harness, events) = try await loggedFleet()
         let calls = Mutex(0)
@@ -247,7 +247,7 @@ import UpshiftTestSupport
             }
             let after = UUID()
             let afterReply = try await server.postEvents([clientEvent(occurredAt: now, install: after)], key: harness.ingestKey)
-            #expect(afterReply.status == 200, "\(String(decoding: afterReply.body, as: UTF8.self))")
+            #expect(afterReply.status == 200, "\(afterReply.text)")
             try await harness.waitForProjections()
 
             let letters = try await harness.sql { client in
@@ -272,7 +272,7 @@ import UpshiftTestSupport
                 let late = try await server.send(
                     .GET, "/v1/apps/\(harness.appId)/reports/adoption?platform=ios&from=\(UTCDay(date))&to=\(UTCDay(date))",
                     key: harness.readKey)
-                #expect(try late.decode(AdoptionBody.self).days.first?.activeInstalls ?? 0 == installs, "\(late.utf8Text)")
+                #expect(try late.decode(AdoptionBody.self).days.first?.activeInstalls ?? 0 == installs, "\(late.text)")
             }
         }
         // A set-based rebuild dead-letters the same events, with the same errors.
@@ -399,7 +399,7 @@ extension ProjectionRunnerTests {
             let report = try await server.send(
                 .GET, "/v1/apps/archive/reports/adoption?platform=ios&from=\(UTCDay(then))&to=\(UTCDay(then))",
                 key: harness.readKey)
-            #expect(try report.decode(AdoptionBody.self).days.first?.activeInstalls == 1, "\(report.utf8Text)")
+            #expect(try report.decode(AdoptionBody.self).days.first?.activeInstalls == 1, "\(report.text)")
         }
         try await harness.expectRebuildEqualsActiveTables(requireRows: false)
     }
@@ -429,50 +429,6 @@ private func insertEvent(
         INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
         VALUES (\(UUID()), \(date), \(recordedAt ?? date), \(app), \(type), \(install), 'ios', \(version), \(data)::jsonb)
         """, logger: TestEnvironment.logger)
-}
-
-/// A few hundred installs over two weeks: daily launches, updates through three versions, prompts,
-/// and late events (some installs deliver a week late).
-func sampleFleet(now: Date, installs: Int = 240) -> [[String: String]] {
-    var random = SplitMix64(seed: 7)
-    let events = fleetEvents(installs: installs, random: &random, promptOneIn: 6) { day, random in
-        now.addingTimeInterval(-Double(day) * 86_400 - Double(random.next() % 80_000))
-    }
-    // Late delivery: a tenth of the events arrive after everything else.
-    let late = events.enumerated().filter { $0.offset % 10 == 3 }.map(\.element)
-    return events.enumerated().filter { $0.offset % 10 != 3 }.map(\.element) + late
-}
-
-/// Installs on ios over two weeks: launches on about two days of three, and on one launch in
-/// `promptOneIn` (while below 1.2.0) a soft prompt followed a minute later by the update, through 1.0.0,
-/// 1.1.0 and 1.2.0. `at` places an event of `day` days ago.
-func fleetEvents(
-    installs: Int, random: inout SplitMix64, promptOneIn: UInt64, at: (Int, inout SplitMix64) -> Date
-) -> [[String: String]] {
-    let versions = ["1.0.0", "1.1.0", "1.2.0"]
-    var events: [[String: String]] = []
-    for _ in 0..<installs {
-        let install = UUID()
-        var version = 0
-        for day in (0..<14).reversed() {
-            guard random.next() % 3 != 0 else { continue }
-            let time = at(day, &random)
-            if version < 2, random.next() % promptOneIn == 0 {
-                events.append(
-                    clientEvent(
-                        type: "prompt_shown", occurredAt: time, install: install, version: versions[version],
-                        extra: ["promptKind": "soft", "targetVersion": versions[version + 1]]))
-                version += 1
-                events.append(
-                    clientEvent(
-                        type: "updated", occurredAt: time.addingTimeInterval(60), install: install,
-                        version: versions[version], extra: ["fromVersion": versions[version - 1]]))
-            } else {
-                events.append(clientEvent(occurredAt: time, install: install, version: versions[version]))
-            }
-        }
-    }
-    return events
 }
 
 /// A harness whose log holds `sampleFleet`, posted with the projection runner off.

@@ -10,7 +10,7 @@ import UpshiftTestSupport
 /// at a time and 10 a second (bursts of 30), and 1 backtest; the instance runs 1 backtest with 4 more
 /// waiting. Past the token's share: `429` with `Retry-After`, and another token reads on. Past the
 /// instance's queue: `503` with `Retry-After`.
-@Suite struct ReaderSharesTests {
+@Suite(.serverTimeLimit) struct ReaderSharesTests {
     static let adoption = "/v1/apps/expenses/reports/adoption?platform=ios"
 
     @Test func theDefaultsAreTwoReadsTenASecondAndOneBacktestPerTokenOneBacktestPerInstance() throws {
@@ -132,10 +132,9 @@ import UpshiftTestSupport
     }
 
     static func waitForLockWaits(_ harness: Harness, count: Int) async throws {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
-        while try await harness.count("SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") < count {
-            guard ContinuousClock.now < deadline else { throw HarnessError("\(count) statements did not wait for the lock") }
-            try await Task.sleep(for: .milliseconds(20))
+        try await Waits.until("\(count) statements waiting for the lock", timeout: .seconds(10), every: .milliseconds(20)) {
+            try await harness.count(
+                "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") >= count
         }
     }
 }

@@ -13,7 +13,7 @@ import UpshiftTestSupport
 /// time order, transactions that commit out of position order, both sides of midnight, releases added
 /// and moved while installs report, and events no projection can read. The seed is printed; set
 /// `UPSHIFT_TEST_SEED` to replay one.
-@Suite struct RebuildEquivalenceTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct RebuildEquivalenceTests {
     static let seeds: [UInt64] = {
         if let text = ProcessInfo.processInfo.environment["UPSHIFT_TEST_SEED"], let seed = UInt64(text) { return [seed] }
         var system = SystemRandomNumberGenerator()
@@ -88,7 +88,7 @@ struct RandomLog: Sendable {
             let version = Version(Self.versions[releasesAdded])!
             // Released before, at or after the catalog write.
             let releasedAt = now.addingTimeInterval(Double(Int(random.next() % 11) - 5) * 86_400)
-            for platform in ["ios", "android"] {
+            for platform: Platform in ["ios", "android"] {
                 _ = try await CatalogStore(client: client, logger: TestEnvironment.logger).addRelease(
                     appId: app, Release(platform: platform, version: version, releasedAt: releasedAt), actor: "tests",
                     reason: nil, now: now)

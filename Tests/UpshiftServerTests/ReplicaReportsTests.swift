@@ -9,7 +9,7 @@ import UpshiftTestSupport
 /// Reports from a streaming replica (`UPSHIFT_REPORTS_DATABASE_URL`): the report queries read the
 /// replica and say how fresh they are (`dataAsOf`, read where the report was read), everything else
 /// stays on the primary, and a replica that cannot be reached fails the reports alone.
-@Suite struct ReplicaReportsTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct ReplicaReportsTests {
     @Test func theVariableIsReadLikeDatabaseURLAndItsErrorsNameIt() throws {
         let primary = "postgres://postgres@127.0.0.1:5432/upshift"
         let unset = try AppConfiguration.fromEnvironment(["DATABASE_URL": primary])
@@ -142,7 +142,7 @@ import UpshiftTestSupport
             #expect(answer.dataAsOf == Timestamp.format(start) && answer.header == Timestamp.format(start), "\(answer)")
             let csv = try await server.send(.GET, report, key: harness.readKey, headers: [("Accept", "text/csv")])
             #expect(csv.status == 200 && csv.headers["Data-As-Of"].first == Timestamp.format(start))
-            #expect(csv.utf8Text == "day,active_installs,version,installs\r\n\(day),5,1.0.0,5\r\n", "\(csv.utf8Text)")
+            #expect(csv.text == "day,active_installs,version,installs\r\n\(day),5,1.0.0,5\r\n", "\(csv.text)")
             var browser = DashboardTests.Browser(server: server)
             #expect(try await browser.signIn(harness.readKey).status == 303)
             let overview = "/dashboard/apps/expenses?platform=ios&days=7"
@@ -179,7 +179,7 @@ import UpshiftTestSupport
                 let asked = ContinuousClock.now
                 let refused = try await server.send(.GET, report, key: harness.readKey)
                 let waited = ContinuousClock.now - asked
-                #expect(refused.status == 503 && refused.headers["Retry-After"].first != nil, "attempt \(attempt): \(refused.utf8Text)")
+                #expect(refused.status == 503 && refused.headers["Retry-After"].first != nil, "attempt \(attempt): \(refused.text)")
                 #expect(waited < .seconds(10), "attempt \(attempt) took \(waited)")
             }
             let refusedCSV = try await server.send(.GET, report, key: harness.readKey, headers: [("Accept", "text/csv")])
@@ -250,12 +250,8 @@ import UpshiftTestSupport
     static func waitForReplay(_ primary: DatabaseSettings, _ replica: DatabaseSettings, applied: Bool) async throws {
         let written = try #require(try await text(primary, "SELECT pg_current_wal_lsn()::text"))
         let position = applied ? "pg_last_wal_replay_lsn()" : "pg_last_wal_receive_lsn()"
-        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
-        while try await text(replica, PostgresQuery(unsafeSQL: "SELECT (\(position) >= '\(written)'::pg_lsn)::text")) != "true" {
-            guard ContinuousClock.now < deadline else {
-                throw HarnessError("the replica did not \(applied ? "apply" : "receive") WAL up to \(written) within 30 s")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+        try await Waits.until("the replica \(applied ? "applying" : "receiving") WAL up to \(written)", timeout: .seconds(30)) {
+            try await text(replica, PostgresQuery(unsafeSQL: "SELECT (\(position) >= '\(written)'::pg_lsn)::text")) == "true"
         }
     }
 
@@ -292,7 +288,7 @@ import UpshiftTestSupport
 
     /// The samples of `/metrics`: the whole name with its labels, and the value.
     static func metrics(_ server: Server) async throws -> [(name: String, value: Double)] {
-        let text = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
+        let text = try await server.request(.GET, "/metrics").text
         return text.split(separator: "\n").compactMap { line in
             guard !line.hasPrefix("#"), let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...])
             else { return nil }

@@ -6,9 +6,10 @@ import UpshiftTestSupport
 
 /// Posts a simulated fleet (two months, ~850 installs, ~50,000 events; late, shuffled and duplicated
 /// deliveries; a catalog written before, at and after release times; installs placed exactly on the edges of
-/// the definitions) to the real server and checks that every report equals the DESIGN.md section 6
-/// definitions evaluated directly on the generated events, mid-run and at the end.
-@Suite struct ReportGroundTruthTests {
+/// the definitions) to the real server and checks that every report equals its definition
+/// (docs/ARCHITECTURE.md, "What the reports count.") evaluated directly on the generated events, mid-run and
+/// at the end.
+@Suite(.serverTimeLimit) struct ReportGroundTruthTests {
     static let fleet = Fleet.generate(seed: 0x5EED_F1EE_7202_6001, iosInstalls: 760, androidInstalls: 90)
 
     /// Progress lines on standard error with `UPSHIFT_TEST_VERBOSE=1` (how long posting and catch-up take).
@@ -33,7 +34,7 @@ import UpshiftTestSupport
                     let reply = try await server.send(
                         .POST, "/v1/apps/\(Fleet.appId)/releases", key: harness.adminKey,
                         json: releaseBody(fleet.releases[index]))
-                    #expect(reply.status == 201, "creating \(fleet.releases[index].version): \(reply.utf8Text)")
+                    #expect(reply.status == 201, "creating \(fleet.releases[index].version): \(reply.text)")
                     etags[index] = reply.etag
                 case .withdrawRelease(let index):
                     let release = fleet.releases[index]
@@ -41,7 +42,7 @@ import UpshiftTestSupport
                         .PATCH, "/v1/apps/\(Fleet.appId)/releases/\(release.platform)/\(release.version.text)",
                         key: harness.adminKey, json: .object(["status": .string("withdrawn")]),
                         headers: [("If-Match", etags[index] ?? "\"1\"")])
-                    #expect(reply.status == 200, "withdrawing \(release.version): \(reply.utf8Text)")
+                    #expect(reply.status == 200, "withdrawing \(release.version): \(reply.text)")
                 case .post(let post):
                     if post.at % FleetTime.day == 0 { Self.progress("posting \(FleetTime.rfc3339(post.at))") }
                     let events = post.events.map { fleet.events[$0].json(installs: fleet.installs) }
@@ -56,7 +57,7 @@ import UpshiftTestSupport
                                 """
                                 POST /v1/events at \(FleetTime.rfc3339(time)) with \(post.events.count) events: \
                                 expected accepted \(post.expectedAccepted), duplicates \(post.expectedDuplicates), \
-                                rejected 0; got HTTP \(reply.status) \(String(reply.utf8Text.prefix(600)))
+                                rejected 0; got HTTP \(reply.status) \(String(reply.text.prefix(600)))
                                 """)
                         }
                     }
@@ -162,7 +163,7 @@ import UpshiftTestSupport
         for release in fleet.releases where release.createdAt > now && release.releasedAt <= now {
             let path = "\(app)/releases/\(release.version.text)?platform=\(release.platform)"
             let reply = try await server.send(.GET, path, key: readKey)
-            #expect(reply.status == 404, "\(label) GET \(path): \(reply.status) \(String(reply.utf8Text.prefix(300)))")
+            #expect(reply.status == 404, "\(label) GET \(path): \(reply.status) \(String(reply.text.prefix(300)))")
         }
 
         try await get("\(app)/prompts?platform=ios", truth.prompts(platform: "ios", target: nil))
@@ -170,7 +171,7 @@ import UpshiftTestSupport
         try await get(
             "\(app)/prompts?platform=ios&targetVersion=1.2.0",
             truth.prompts(platform: "ios", target: FleetVersion("1.2.0")))
-        // `1.1` is `1.1.0` (DESIGN.md section 3 equality).
+        // `1.1` is `1.1.0` (docs/ARCHITECTURE.md, "Versions": equality).
         try await get(
             "\(app)/prompts?platform=ios&targetVersion=1.1", truth.prompts(platform: "ios", target: FleetVersion("1.1")))
 
@@ -209,7 +210,7 @@ import UpshiftTestSupport
             let reply = try await server.send(.GET, path, key: readKey, headers: [("Accept", "text/csv")])
             #expect(reply.status == 200)
             #expect(reply.headers["Content-Type"].first?.hasPrefix("text/csv") == true, "\(reply.headers)")
-            let got = reply.utf8Text
+            let got = reply.text
             if got != expected {
                 let gotLines = got.components(separatedBy: "\r\n"), expectedLines = expected.components(separatedBy: "\r\n")
                 let index =
@@ -228,14 +229,14 @@ import UpshiftTestSupport
 
     func compare<T: ReportJSON>(_ label: String, expected: T, reply: Server.Reply) {
         guard reply.status == 200 else {
-            Issue.record("\(label): HTTP \(reply.status) \(String(reply.utf8Text.prefix(400)))")
+            Issue.record("\(label): HTTP \(reply.status) \(String(reply.text.prefix(400)))")
             return
         }
         let actual: T
         do {
             actual = try JSONDecoder().decode(T.self, from: reply.body)
         } catch {
-            Issue.record("\(label): undecodable (\(error)): \(String(reply.utf8Text.prefix(400)))")
+            Issue.record("\(label): undecodable (\(error)): \(String(reply.text.prefix(400)))")
             return
         }
         if let json = try? reply.value() {
@@ -258,10 +259,6 @@ import UpshiftTestSupport
         if let maximum = release.maximumOS { body["maximumOSVersion"] = .string(maximum.text) }
         return .object(body)
     }
-}
-
-extension Server.Reply {
-    var utf8Text: String { String(decoding: body, as: UTF8.self) }
 }
 
 // MARK: - The reports as the API spells them
@@ -366,7 +363,7 @@ struct ImpactJSON: ReportJSON {
     var byOS: [Row]
 }
 
-// MARK: - The definitions of DESIGN.md section 6, evaluated directly on the events
+// MARK: - The definitions of the reports (docs/ARCHITECTURE.md, "What the reports count."), evaluated on the events
 
 /// The reports the server should give at `now`, after every post up to `now`, from the events the fleet
 /// generated — by the plain definitions, with no incremental state, so that a projection that folds

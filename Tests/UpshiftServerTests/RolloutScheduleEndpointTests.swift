@@ -5,7 +5,7 @@ import UpshiftWire
 
 /// Phased rollouts through the admin API, the rollout worker of `serve` and the check (docs/ARCHITECTURE.md,
 /// "Rollout schedules"): the application's clock is the test's, so a week of steps takes seconds.
-@Suite struct RolloutScheduleEndpointTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct RolloutScheduleEndpointTests {
     static let start = Timestamp.parse("2026-06-01T00:00:00Z")!
 
     /// The first install id (v5-shaped from a counter) whose bucket for expenses `version` is in `range`.
@@ -141,7 +141,7 @@ import UpshiftWire
             func listed() async throws -> Bool {
                 let feed = try await server.request(.GET, "/v1/apps/expenses/versions.plist?platform=ios")
                 #expect(feed.status == 200)
-                return String(decoding: feed.body, as: UTF8.self).contains("<key>2.0</key>")
+                return feed.text.contains("<key>2.0</key>")
             }
             #expect(try await !listed(), "at 10 % a feed leaves the release out")
             harness.clock.set(Self.start.addingTimeInterval(3_600))

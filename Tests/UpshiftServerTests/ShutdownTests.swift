@@ -5,7 +5,7 @@ import UpshiftTestSupport
 
 /// SIGTERM ends `upshift serve` within its bound and with status 0, whatever a client does, and
 /// whether or not the database answers.
-@Suite struct ShutdownTests {
+@Suite(.tags(.timed), .serverTimeLimit) struct ShutdownTests {
     @Test func sigtermWithAClientStuckInItsBodyExitsZeroWithinTheBoundEveryAcknowledgedEventStored() async throws {
         let harness = try await Harness.make()
         let port = try await freePort()
@@ -36,7 +36,7 @@ import UpshiftTestSupport
         // to start exiting and for the load of the machine.
         #expect(took < .seconds(3), "exit took \(took)")
         // The server is gone; the client's own event loop sees the close a moment later.
-        try await ConnectionLimitsTests.waitUntil({ stuck.isClosed }, timeout: .seconds(2))
+        try await Waits.until("the stuck connection closed", timeout: .seconds(2)) { stuck.isClosed }
         let stored = try await harness.count(
             "SELECT count(*)::int FROM event_log WHERE event_id = ANY(\(acknowledged.compactMap(UUID.init(uuidString:))))")
         #expect(stored == acknowledged.count)

@@ -5,7 +5,7 @@ import UpshiftTestSupport
 
 /// `upshift simulate`: a fleet driven through the SDK against the application started in-process, whose
 /// own ground truth must equal every report (adoption by day, time-to-update per release, prompt funnels).
-@Suite struct SimulationTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct SimulationTests {
     @Test func twoThousandInstallsOverFortyFiveDaysMatchEveryReport() async throws {
         let database = try await TestDatabases.shared.fresh()
         let (status, output) = try await Self.simulate(["--installs", "2000", "--days", "45", "--seed", "7"], database: database)

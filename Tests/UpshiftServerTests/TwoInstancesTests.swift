@@ -10,7 +10,7 @@ import UpshiftTestSupport
 /// (docs/OPERATIONS.md, "Deployment"): both ingest and answer checks, a catalog write through either is
 /// served by the other's check, one runner per projection is active, a `kill -9` of the leader hands
 /// every projection to the other, and the reports it then serves equal a rebuild.
-@Suite struct TwoInstancesTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct TwoInstancesTests {
     static let check = "/v1/apps/expenses/check?platform=ios&version=1.0.0"
 
     @Test func twoInstancesShareTheWorkAndTheSurvivorTakesOverFromAKilledLeader() async throws {
@@ -233,8 +233,8 @@ import UpshiftTestSupport
             for accept in ["application/json", "text/csv"] {
                 let reply = try await server.request(
                     .GET, "/v1/apps/expenses/reports/\(path)", headers: [("Authorization", "Bearer \(key)"), ("Accept", accept)])
-                #expect(reply.status == 200, "\(path): \(String(decoding: reply.body, as: UTF8.self))")
-                bodies["\(accept) \(path)"] = String(decoding: reply.body, as: UTF8.self)
+                #expect(reply.status == 200, "\(path): \(reply.text)")
+                bodies["\(accept) \(path)"] = reply.text
             }
         }
         #expect(bodies.values.allSatisfy { $0.count > 20 })
@@ -278,7 +278,7 @@ import UpshiftTestSupport
 
     /// `upshift_projection_leading{projection}` of an instance, by projection.
     static func leading(_ server: Server) async throws -> [String: Double] {
-        let text = String(decoding: try await server.request(.GET, "/metrics").body, as: UTF8.self)
+        let text = try await server.request(.GET, "/metrics").text
         var values: [String: Double] = [:]
         for line in text.split(separator: "\n") {
             guard let match = line.wholeMatch(of: #/upshift_projection_leading\{projection="([a-z_]+)"\} ([0-9.e+-]+)/#),
@@ -292,12 +292,10 @@ import UpshiftTestSupport
     static func waitUntil(
         _ what: String, within limit: Duration, log server: ServerProcess, _ condition: () async throws -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now.advanced(by: limit)
-        while try await !condition() {
-            guard ContinuousClock.now < deadline else {
-                throw HarnessError("not within \(limit): \(what); log: \(server.log().suffix(3000))")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+        do {
+            try await Waits.until(what, timeout: limit, condition)
+        } catch let error as Waits.TimedOut {
+            throw HarnessError("\(error); log: \(server.log().suffix(3000))")
         }
     }
 

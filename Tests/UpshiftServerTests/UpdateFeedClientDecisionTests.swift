@@ -7,12 +7,12 @@ import UpshiftTestSupport
 /// The feeds through the real server, asked what each client decides by its own rules (``SparkleClient``,
 /// ``UpgraderClient``) and compared with what `GET …/check` answers the same installed version
 /// (docs/CLIENTS.md; the property over random catalogs is `UpdateFeedClientsTests`).
-@Suite struct UpdateFeedClientDecisionTests {
+@Suite(.serverTimeLimit) struct UpdateFeedClientDecisionTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
 
     static func daysAgo(_ days: Int) -> String { Timestamp.formatSeconds(now.addingTimeInterval(-Double(days) * 86_400)) }
 
-    static func text(_ reply: Server.Reply) -> String { String(decoding: reply.body, as: UTF8.self) }
+    static func text(_ reply: Server.Reply) -> String { reply.text }
 
     /// App `tools` with store pages for iOS (a store URL) and macOS (https), its releases, and a policy per platform.
     static func load(

@@ -6,13 +6,13 @@ import UpshiftTestSupport
 
 /// The feeds for existing client libraries through the real server (docs/CLIENTS.md): a catalog written
 /// through the admin API, read back as Sparkle, Siren, upgrader and iVersion read it.
-@Suite struct UpdateFeedEndpointTests {
+@Suite(.serverTimeLimit) struct UpdateFeedEndpointTests {
     static let now = Timestamp.parse("2026-06-01T12:00:00Z")!
 
     /// App `notes`: iOS 2.0 (live, 5 days), 2.1-beta.1 (beta), 1.9 (blocked); macOS 3.0 with a download.
     static func load(_ server: Server, key: String) async throws {
         func created(_ reply: Server.Reply) {
-            #expect(reply.status == 201, "\(String(decoding: reply.body, as: UTF8.self))")
+            #expect(reply.status == 201, "\(reply.text)")
         }
         created(try await server.send(.POST, "/v1/apps", key: key, json: .object([
             "id": .string("notes"), "name": .string("Notes"),
@@ -37,7 +37,7 @@ import UpshiftTestSupport
         #expect(policy.status == 200)
     }
 
-    static func text(_ reply: Server.Reply) -> String { String(decoding: reply.body, as: UTF8.self) }
+    static func text(_ reply: Server.Reply) -> String { reply.text }
 
     @Test func theAppcastAnswersWithAnETagAndIgnoresWhatItDoesNotKnow() async throws {
         let harness = try await Harness.empty(now: Self.now)
@@ -146,7 +146,7 @@ import UpshiftTestSupport
                 let reply = try await server.request(.GET, path)
                 #expect(reply.status == 200, "\(path)")
                 #expect(reply.headers["Content-Type"].first == "application/json; charset=utf-8")
-                #expect(String(decoding: reply.body, as: UTF8.self) == #"{"resultCount":0,"results":[]}"#, "\(path)")
+                #expect(reply.text == #"{"resultCount":0,"results":[]}"#, "\(path)")
             }
         }
     }

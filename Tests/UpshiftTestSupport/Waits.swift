@@ -29,15 +29,18 @@ public enum Waits {
         return try await body()
     }
 
-    /// Asks `condition` every 50 ms until it holds; throws, naming `what`, when `timeout` passes first.
+    /// Asks `condition` every `interval` until it holds; throws, naming `what`, when `timeout` passes
+    /// first. The one wait of the tests: every "until" of a test goes through it.
     public static func until(
-        _ what: String, timeout: Duration, _ condition: () async throws -> Bool
+        _ what: @autoclosure () -> String, timeout: Duration, every interval: Duration = .milliseconds(50),
+        _ condition: () async throws -> Bool
     ) async throws {
+        let what = what()
         try await named(what) {
             let deadline = ContinuousClock.now.advanced(by: timeout)
             while try await !condition() {
                 guard ContinuousClock.now < deadline else { throw TimedOut(description: "not within \(timeout): \(what)") }
-                try await Task.sleep(for: .milliseconds(50))
+                try await Task.sleep(for: interval)
             }
         }
     }

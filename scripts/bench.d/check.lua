@@ -1,4 +1,5 @@
--- wrk script for `scripts/bench check`: GET requests of the check benchmark (DESIGN.md section 10).
+-- wrk script for `scripts/bench check`: GET requests of the check benchmark (docs/ARCHITECTURE.md,
+-- "Performance targets").
 --
 --   wrk ... -s check.lua URL -- MODE [PACE_MS]
 --

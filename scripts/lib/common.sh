@@ -95,8 +95,17 @@ upshift_ensure_build_deps() {
     upshift_apt_install zlib1g-dev binutils
 }
 
+# The suites of a schedule tag (`timed`, `alone`) as a `swift test --filter` pattern, read from where the
+# tags are declared (Tests/UpshiftTestSupport/Schedule.swift; ScheduleTests checks it against the tags).
+upshift_suites() {
+    local pattern
+    pattern="$(sed -n "s/^ *public static let $1 = \"\(.*\)\"\$/\1/p" "$(upshift_root)/Tests/UpshiftTestSupport/Schedule.swift")"
+    [[ -n "$pattern" ]] || upshift_die "no suites for the schedule tag $1 in Tests/UpshiftTestSupport/Schedule.swift"
+    printf '%s\n' "$pattern"
+}
+
 # With nothing changed since a debug and a release build, building both again compiles and links nothing of
-# the project's own modules and leaves both `upshift` binaries as they were (docs/ARCHITECTURE.md §2): the
+# the project's own modules and leaves both `upshift` binaries as they were (docs/ARCHITECTURE.md): the
 # embedded files' generated source keeps its time when its bytes are the same. Not counted: the plugin's
 # tool, `upshift-embed`, which SwiftPM links again for each configuration, and dependencies (a debug build
 # after a release one compiles Hummingbird's sources again here, without recompiling a module of ours).
@@ -116,7 +125,7 @@ upshift_check_null_builds() {
     fi
 }
 
-# Every statement of the server goes through `PostgresConnection.rows` (docs/ARCHITECTURE.md §9, "Reading
+# Every statement of the server goes through `PostgresConnection.rows` (docs/ARCHITECTURE.md, "Reading
 # rows"): PostgresNIO's async `query`, `withTransaction` and prepared `execute` wait for ever, or end the
 # process, when PostgreSQL closes the connection under them. A string interpolation that `SQL` cannot take
 # (a new kind of value) makes Swift pick PostgresNIO's `query` without a word, so the debug build's objects

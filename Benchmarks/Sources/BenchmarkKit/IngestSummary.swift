@@ -1,5 +1,6 @@
 /// `scripts/bench ingest`: POST /v1/events against raw PostgreSQL inserts into the same table, four
-/// cases side by side (DESIGN.md section 10, ingestion), and case (b) again beside a report load.
+/// cases side by side (docs/ARCHITECTURE.md, "Performance targets": the ingestion rows), and case (b)
+/// again beside a report load.
 public struct IngestSummary: Sendable {
     /// Case (a) or (c): pgbench inserting into event_log.
     public struct PgbenchCase: Sendable, Equatable {

@@ -1,5 +1,6 @@
 /// `scripts/bench projections`: catch-up of a bulk-loaded log, report latency, and projection lag under a
-/// steady live load (DESIGN.md section 10: projection catch-up, lag, reports, memory).
+/// steady live load (docs/ARCHITECTURE.md, "Performance targets": projection catch-up, lag, reports,
+/// memory).
 public struct ProjectionsSummary: Sendable {
     /// The synthetic history loaded with SQL before `upshift serve` starts.
     public struct BulkLoad: Sendable, Equatable {
@@ -268,7 +269,8 @@ public struct ProjectionsSummary: Sendable {
         self.finalEvents = finalEvents
     }
 
-    /// What DESIGN.md section 10 asks of a run whose figures count.
+    /// What the performance targets ask of a run whose figures count (docs/ARCHITECTURE.md, "Performance
+    /// targets"): a backlog of 10 M events, 5 minutes of live load.
     public static let fullEvents = 10_000_000
     public static let fullLagSeconds = 300
     /// What the issue that added the second log asks of it.

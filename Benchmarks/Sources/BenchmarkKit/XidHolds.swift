@@ -4,8 +4,9 @@
 ///     epoch s|pid|xid|query
 ///
 /// A transaction holds its id from its first write to its end, and meanwhile holds back the feed of every
-/// projection (DESIGN.md 5.2). A hold is seen from its first sample to its last: its length is at most
-/// one sampling period more than measured, and a hold shorter than a period may go unseen.
+/// projection (docs/ARCHITECTURE.md, "The horizon is cluster-wide"). A hold is seen from its first sample
+/// to its last: its length is at most one sampling period more than measured, and a hold shorter than a
+/// period may go unseen.
 public struct XidHold: Sendable, Equatable {
     public var pid: Int
     public var xid: String

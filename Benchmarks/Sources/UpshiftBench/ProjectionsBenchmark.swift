@@ -1,7 +1,7 @@
 import BenchmarkKit
 import Foundation
 
-/// The projections DESIGN.md section 6 defines.
+/// The projections (docs/ARCHITECTURE.md, "Projections and reports").
 enum ProjectionName: String, CaseIterable {
     case installState = "install_state"
     case adoption

@@ -1,10 +1,11 @@
 import BenchmarkKit
 import Foundation
 
-/// The second catch-up of `scripts/bench projections`: DESIGN.md section 10's catch-up target on a log
-/// shaped unlike the main one. `shapeInstalls` installs with 3-20 events each (about 10) over 60 days,
-/// written install by install in a few large transactions, every event type, OS majors and update delays
-/// varying by install (scripts/bench.d/projections-load-installs.sql), on a database of its own.
+/// The second catch-up of `scripts/bench projections`: the catch-up target (docs/ARCHITECTURE.md,
+/// "Performance targets") on a log shaped unlike the main one. `shapeInstalls` installs with 3-20 events each
+/// (about 10) over 60 days, written install by install in a few large transactions, every event type, OS
+/// majors and update delays varying by install (scripts/bench.d/projections-load-installs.sql), on a database
+/// of its own.
 extension ProjectionsBenchmark {
     static let shapeApp = "shape"
     static let shapeDatabase = "upshift_bench_projections_shape"
@@ -14,8 +15,7 @@ extension ProjectionsBenchmark {
         ("2.0.0", 64, 15), ("2.1.0", 52, 15), ("2.1.1", 48, 15), ("2.2.0", 38, 15), ("2.3.0", 27, 16),
         ("2.3.1", 24, 16), ("2.4.0", 13, 17), ("2.5.0", 4, 17),
     ].map { SyntheticLog.Release(version: $0.0, daysAgo: $0.1, minimumOS: $0.2) }
-    /// Every type the load writes: all of DESIGN.md section 5 but install_forgotten (an erasure's, which the
-    /// server does not write).
+    /// Every type the load writes: every type the server stores (docs/openapi.yaml, schema "EventType").
     static let shapeTypes = [
         "launched", "checked", "prompt_shown", "prompt_dismissed", "update_started", "updated", "blocked",
         "whats_new_shown", "abnormal_exit",

@@ -2,8 +2,9 @@ import ArgumentParser
 import BenchmarkKit
 import Foundation
 
-/// The benchmarks of DESIGN.md section 10: Upshift and its raw reference, side by side on this machine, in
-/// one run. `scripts/bench` installs the tools, provisions PostgreSQL and builds `upshift`, then runs this.
+/// The benchmarks of the performance targets (docs/ARCHITECTURE.md, "Performance targets"): Upshift and
+/// its raw reference, side by side on this machine, in one run. `scripts/bench` installs the tools,
+/// provisions PostgreSQL and builds `upshift`, then runs this.
 @main
 struct UpshiftBench: ParsableCommand {
     static let configuration = CommandConfiguration(

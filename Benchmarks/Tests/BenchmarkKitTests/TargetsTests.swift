@@ -3,10 +3,10 @@ import Testing
 
 @testable import BenchmarkKit
 
-/// The targets every summary judges by are DESIGN.md's: each one's words stand in the row of section 10 it
-/// names, and say the same bound.
+/// The targets every summary judges by are the contract's (docs/ARCHITECTURE.md, "Performance targets"):
+/// each one's words stand in the row of the contract's table it names, and say the same bound.
 @Suite struct TargetsTests {
-    /// DESIGN.md lives in shared/ beside the checkout (as the test data does: UPSHIFT_TESTDATA).
+    /// The contract lives in shared/ beside the checkout (as the test data does: UPSHIFT_TESTDATA).
     static func design() throws -> String {
         let shared: URL
         if let testdata = ProcessInfo.processInfo.environment["UPSHIFT_TESTDATA"], !testdata.isEmpty {
@@ -20,7 +20,7 @@ import Testing
         return try String(contentsOf: shared.appendingPathComponent("DESIGN.md"), encoding: .utf8)
     }
 
-    /// The rows of section 10's table: first cell, second cell.
+    /// The rows of the contract's targets table, under its heading `## 10.`: first cell, second cell.
     static func sectionTen() throws -> [String: String] {
         let lines = try design().split(separator: "\n", omittingEmptySubsequences: false)
         guard let start = lines.firstIndex(where: { $0.hasPrefix("## 10.") }) else {
@@ -70,7 +70,7 @@ import Testing
         #expect(Targets.ingestBatchAgainstUnnest.bound == 0.60)
     }
 
-    /// Every figure DESIGN.md section 10 bounds has a target.
+    /// Every figure the contract's table bounds has a target.
     @Test func everyRowOfSectionTenHasATarget() throws {
         let named = Set(Targets.all.map(\.designRow))
         for (row, words) in try Self.sectionTen() where row != "what" && !row.hasPrefix("---") {

@@ -3,11 +3,11 @@ import Foundation
 /// An install on a day, for the adoption working state (`install_days`).
 public struct InstallDayKey: Sendable, Hashable {
     public var appId: String
-    public var platform: String
+    public var platform: Platform
     public var installId: UUID
     public var day: UTCDay
 
-    public init(appId: String, platform: String, installId: UUID, day: UTCDay) {
+    public init(appId: String, platform: Platform, installId: UUID, day: UTCDay) {
         self.appId = appId
         self.platform = platform
         self.installId = installId
@@ -31,15 +31,15 @@ public struct InstallDay: Sendable, Equatable {
 /// A cell of `adoption_daily`: installs of `version` on `day`.
 public struct AdoptionCell: Sendable, Hashable {
     public var appId: String
-    public var platform: String
+    public var platform: Platform
     public var day: UTCDay
     public var version: String
 }
 
-/// Daily adoption (DESIGN.md section 6): for each day, the number of installs whose last event of that
-/// day carried each version. A late event moves its install from one version to another on its own
-/// day (−1/+1). The per-install-per-day state is kept for the open window only: days before
-/// `horizon(maxRecordedAt)` are closed and their state pruned. Each app has its own horizon, which
+/// Daily adoption (docs/ARCHITECTURE.md, "What the reports count"): for each day, the number of installs
+/// whose last event of that day carried each version. A late event moves its install from one version to
+/// another on its own day (−1/+1). The per-install-per-day state is kept for the open window only: days
+/// before `horizon(maxRecordedAt)` are closed and their state pruned. Each app has its own horizon, which
 /// follows the largest `recorded_at` of the app's events read so far, so it is the same at every event
 /// however the feed is batched, and one busy app closes no day of another.
 public enum AdoptionFold {
@@ -71,7 +71,7 @@ public enum AdoptionFold {
     public static func keys(for events: [ProjectionEvent]) -> Set<InstallDayKey> {
         var keys = Set<InstallDayKey>()
         for event in events {
-            guard let install = event.installId, let platform = event.platform else { continue }
+            guard let install = event.installId, let platform = event.platform.flatMap(Platform.init(validating:)) else { continue }
             keys.insert(InstallDayKey(appId: event.appId, platform: platform, installId: install, day: UTCDay(event.occurredAt)))
         }
         return keys
@@ -89,7 +89,7 @@ public enum AdoptionFold {
             if maxima[event.appId].map({ event.recordedAt > $0 }) ?? true { maxima[event.appId] = event.recordedAt }
             output.maxRecordedAt[event.appId] = maxima[event.appId]
             let maxRecorded = maxima[event.appId]
-            let facts: (install: UUID, platform: String, version: ParsedVersion)
+            let facts: (install: UUID, platform: Platform, version: ParsedVersion)
             do {
                 guard let found = try event.installFacts(&versions) else { continue }
                 facts = found

@@ -11,11 +11,12 @@ public struct InstallKey: Sendable, Hashable {
     }
 }
 
-/// One row of `install_state` (DESIGN.md section 6): first and last seen, and the platform, version,
-/// OS and locale of the event with the latest `occurredAt` (ties: the later in the feed).
+/// One row of `install_state` (docs/ARCHITECTURE.md, "What the reports count"): first and last seen, and
+/// the platform, version, OS and locale of the event with the latest `occurredAt` (ties: the later in the
+/// feed).
 public struct InstallStateRow: Sendable, Equatable {
     public var key: InstallKey
-    public var platform: String
+    public var platform: Platform
     public var firstSeen: Date
     public var lastSeen: Date
     /// Report spelling (`Version.normalized`).
@@ -32,7 +33,7 @@ public struct InstallStateRow: Sendable, Equatable {
 /// An install on one platform: what the time-to-update and prompt projections refresh after a batch.
 public struct PlatformInstall: Sendable, Hashable {
     public var appId: String
-    public var platform: String
+    public var platform: Platform
     public var installId: UUID
 }
 
@@ -40,7 +41,7 @@ public struct PlatformInstall: Sendable, Hashable {
 /// what time-to-update and the prompt funnel's conversion read.
 public struct InstallVersionKey: Sendable, Hashable {
     public var appId: String
-    public var platform: String
+    public var platform: Platform
     public var installId: UUID
     public var version: String
 
@@ -61,7 +62,7 @@ public struct FirstSeenVersions: Sendable {
 
     public init() {}
 
-    public mutating func record(_ event: ProjectionEvent, install: UUID, platform: String, version: ParsedVersion) {
+    public mutating func record(_ event: ProjectionEvent, install: UUID, platform: Platform, version: ParsedVersion) {
         let key = InstallVersionKey(appId: event.appId, platform: platform, installId: install, version: version.normalized)
         if let existing = rows[key], existing.firstAt <= event.occurredAt { return }
         rows[key] = InstallVersionRow(key: key, versionSortKey: version.sortKey, firstAt: event.occurredAt)
@@ -85,7 +86,7 @@ public enum InstallStateFold {
         var output = Output()
         var parsed = VersionCache()
         for event in events {
-            let facts: (install: UUID, platform: String, version: ParsedVersion)
+            let facts: (install: UUID, platform: Platform, version: ParsedVersion)
             do {
                 guard let found = try event.installFacts(&parsed) else { continue }
                 facts = found

@@ -1,6 +1,7 @@
 import Foundation
 
-/// A place in the gap-free feed: the (`tx_id`, `position`) of an event (DESIGN.md 5.2).
+/// A place in the gap-free feed: the (`tx_id`, `position`) of an event (docs/ARCHITECTURE.md, "The
+/// gap-free feed").
 public struct FeedPosition: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// `xid8` as a 64-bit number (it travels as text).
     public var transaction: UInt64
@@ -70,13 +71,15 @@ public struct ProjectionEvent: Sendable, Equatable {
     /// Catalog events (no install) yield nil; a client event without them is an error the projection
     /// cannot apply (it goes to the dead letters).
     func installFacts(_ versions: inout VersionCache) throws(ProjectionError)
-        -> (install: UUID, platform: String, version: ParsedVersion)?
+        -> (install: UUID, platform: Platform, version: ParsedVersion)?
     {
         guard let install = installId else {
             if CatalogEvent.Kind(rawValue: type) != nil { return nil }
             throw ProjectionError("event has no installId")
         }
-        guard let platform, !platform.isEmpty else { throw ProjectionError("event has no platform") }
+        guard let platform = platform.flatMap(Platform.init(validating:)) else {
+            throw ProjectionError("event has no platform")
+        }
         guard let text = appVersion, let version = versions.parse(text) else {
             throw ProjectionError("appVersion \(appVersion.map { "'\($0)'" } ?? "is missing") is not a version")
         }

@@ -3,7 +3,7 @@ import Foundation
 /// An install's path through the prompts for one target version and prompt kind.
 public struct FunnelKey: Sendable, Hashable {
     public var appId: String
-    public var platform: String
+    public var platform: Platform
     /// Report spelling of the target version (`Version.normalized`).
     public var targetVersion: String
     public var kind: PromptKind
@@ -23,9 +23,9 @@ public struct FunnelMarks: Sendable, Equatable {
     public var blocked = false
 }
 
-/// The prompt funnel projection's fold (DESIGN.md section 6). Conversion (seen on a version ≥ target
-/// within 7 days of the first `prompt_shown`) is derived by the store after each batch from the first
-/// time each touched install was seen on each version, which the fold also keeps.
+/// The prompt funnel projection's fold (docs/ARCHITECTURE.md, "What the reports count"). Conversion (seen
+/// on a version ≥ target within 7 days of the first `prompt_shown`) is derived by the store after each batch
+/// from the first time each touched install was seen on each version, which the fold also keeps.
 public enum PromptFunnelFold {
     public struct Output: Sendable {
         public var marks: [FunnelKey: FunnelMarks] = [:]
@@ -41,7 +41,7 @@ public enum PromptFunnelFold {
         for event in events {
             let type = EventType(rawValue: event.type)
             let prompt = type == .promptShown || type == .promptDismissed || type == .updateStarted || type == .blocked
-            let facts: (install: UUID, platform: String, version: ParsedVersion)
+            let facts: (install: UUID, platform: Platform, version: ParsedVersion)
             do {
                 guard let found = try event.installFacts(&versions) else { continue }
                 facts = found

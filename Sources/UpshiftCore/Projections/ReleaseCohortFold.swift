@@ -4,11 +4,11 @@ import Foundation
 public struct TrackedRelease: Sendable, Hashable {
     public struct Key: Sendable, Hashable {
         public var appId: String
-        public var platform: String
+        public var platform: Platform
         /// Report spelling (`Version.normalized`).
         public var version: String
 
-        public init(appId: String, platform: String, version: String) {
+        public init(appId: String, platform: Platform, version: String) {
             self.appId = appId
             self.platform = platform
             self.version = version
@@ -19,7 +19,7 @@ public struct TrackedRelease: Sendable, Hashable {
     public var version: Version
     public var releasedAt: Date
 
-    public init(appId: String, platform: String, version: Version, releasedAt: Date) {
+    public init(appId: String, platform: Platform, version: Version, releasedAt: Date) {
         self.key = Key(appId: appId, platform: platform, version: version.normalized)
         self.version = version
         self.releasedAt = releasedAt
@@ -48,7 +48,8 @@ public struct CohortMemberKey: Sendable, Hashable {
 }
 
 /// The install's last event in [R − 7 days, R): when, and whether its version was below the release.
-/// An install belongs to the cohort when that last event was below (DESIGN.md section 6).
+/// An install belongs to the cohort when that last event was below (docs/ARCHITECTURE.md, "What the
+/// reports count").
 public struct CohortCandidate: Sendable, Equatable {
     public var lastBeforeAt: Date
     public var below: Bool
@@ -59,7 +60,8 @@ public struct CohortCandidate: Sendable, Equatable {
     }
 }
 
-/// The release cohorts projection's fold (DESIGN.md section 6, time-to-update).
+/// The release cohorts projection's fold (time-to-update: docs/ARCHITECTURE.md, "What the reports
+/// count").
 ///
 /// For every release it knows, it keeps each install's last event in the week before the release,
 /// merged by "latest wins" so that late events correct it. When the fold first reads a release (or
@@ -126,7 +128,7 @@ public enum ReleaseCohortFold {
                 }
                 break  // the batch ends here (`batchLength`)
             }
-            let facts: (install: UUID, platform: String, version: ParsedVersion)
+            let facts: (install: UUID, platform: Platform, version: ParsedVersion)
             do {
                 guard let found = try event.installFacts(&versions) else { continue }
                 facts = found
@@ -167,9 +169,10 @@ public enum ReleaseCohortFold {
     }
 }
 
-/// How an install's T is derived and bucketed for the release report's read model (DESIGN.md section 6).
-/// The report reads, per release, the cohort size and the updated installs per hour of T, and finds the
-/// median and p90 inside their hour; the store computes the same in SQL (`ReleaseCohortsProjection`).
+/// How an install's T is derived and bucketed for the release report's read model (docs/ARCHITECTURE.md,
+/// "What the reports count"). The report reads, per release, the cohort size and the updated installs per
+/// hour of T, and finds the median and p90 inside their hour; the store computes the same in SQL
+/// (`ReleaseCohortsProjection`).
 public enum ReleaseProgress {
     public static let hourMilliseconds: Int64 = 3_600_000
 

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Reports of DESIGN.md section 6, built from rows the store reads. JSON through `Codable`
-/// (explicit `null`s), CSV through `csv`.
+/// The reports (docs/ARCHITECTURE.md, "What the reports count"), built from rows the store reads. JSON
+/// through `Codable` (explicit `null`s), CSV through `csv`.
 ///
 /// Each carries `dataAsOf`: the `recorded_at` of the newest event the projections it reads had applied,
 /// read in the same snapshot as its figures (the oldest of them when it reads several; nil while one has
@@ -51,7 +51,7 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     public static let maximumDays = 366
 
     public var app: String
-    public var platform: String
+    public var platform: Platform
     public var from: String
     public var to: String
     public var days: [Day]
@@ -59,7 +59,7 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
 
     /// `rows` are `adoption_daily` cells in the range, in any order; every day of the range appears.
     public init(
-        app: String, platform: String, from: UTCDay, to: UTCDay,
+        app: String, platform: Platform, from: UTCDay, to: UTCDay,
         rows: [(day: UTCDay, version: String, sortKey: String, installs: Int)], dataAsOf: Date?
     ) {
         self.app = app
@@ -87,7 +87,7 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     }
 }
 
-/// Time-to-update for one release (DESIGN.md section 6).
+/// Time-to-update for one release (docs/ARCHITECTURE.md, "What the reports count").
 public struct ReleaseReport: Sendable, Equatable, Encodable {
     public struct Shares: Sendable, Equatable, Encodable {
         public var day1: Double?
@@ -122,7 +122,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     public static let maximumCurveDays = 365
 
     public var app: String
-    public var platform: String
+    public var platform: Platform
     public var version: String
     public var releasedAt: String
     public var cohort: Int
@@ -145,7 +145,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     ///   - updatedByDay: cohort installs that updated, by ⌈T / 1 day⌉ (0 for T = 0).
     ///   - medianMilliseconds, p90Milliseconds: T at the nearest ranks, nil while fewer have updated.
     public init(
-        app: String, platform: String, version: String, releasedAt: Date, now: Date, cohort: Int,
+        app: String, platform: Platform, version: String, releasedAt: Date, now: Date, cohort: Int,
         updatedByDay: [Int: Int], medianMilliseconds: Int64?, p90Milliseconds: Int64?, dataAsOf: Date?
     ) {
         self.app = app
@@ -198,7 +198,8 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     }
 }
 
-/// Prompt funnels (DESIGN.md section 6): distinct installs at each step, per target version and kind.
+/// Prompt funnels (docs/ARCHITECTURE.md, "What the reports count"): distinct installs at each step, per
+/// target version and kind.
 public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     public struct Funnel: Sendable, Equatable, Encodable {
         public var targetVersion: String
@@ -233,11 +234,11 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     public static let conversionDays = 7
 
     public var app: String
-    public var platform: String
+    public var platform: Platform
     public var funnels: [Funnel]
     @ReportTimestamp public var dataAsOf: Date?
 
-    public init(app: String, platform: String, funnels: [Funnel], dataAsOf: Date?) {
+    public init(app: String, platform: Platform, funnels: [Funnel], dataAsOf: Date?) {
         self.app = app
         self.platform = platform
         self.funnels = funnels
@@ -260,8 +261,9 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     }
 }
 
-/// What raising the minimum to a candidate would do (DESIGN.md section 6): among installs last seen
-/// within the window, how many are below it, and how many of those have no release ≥ it for their OS.
+/// What raising the minimum to a candidate would do (docs/ARCHITECTURE.md, "What the reports count"):
+/// among installs last seen within the window, how many are below it, and how many of those have no release ≥
+/// it for their OS.
 public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     public struct Row: Sendable, Equatable, Encodable {
         /// The version, or the OS version (null: the install did not say).
@@ -287,7 +289,7 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     public static let maximumWindowDays = 90
 
     public var app: String
-    public var platform: String
+    public var platform: Platform
     public var candidateMinimum: String
     public var windowDays: Int
     public var activeInstalls: Int
@@ -310,7 +312,7 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
 
     /// - Parameter groups: active installs by (current version, OS version).
     public init(
-        app: String, platform: String, minimum: Version, windowDays: Int, releases: [Release], now: Date,
+        app: String, platform: Platform, minimum: Version, windowDays: Int, releases: [Release], now: Date,
         groups: [(version: String, osVersion: String?, installs: Int)], dataAsOf: Date?
     ) {
         self.app = app

@@ -1,6 +1,7 @@
 import Foundation
 
-/// A UTC calendar day (DESIGN.md section 6: all days are UTC), as a day number since 1970-01-01.
+/// A UTC calendar day (every day of a report is one: docs/ARCHITECTURE.md, "What the reports count"), as
+/// a day number since 1970-01-01.
 public struct UTCDay: Sendable, Hashable, Comparable, CustomStringConvertible {
     public let number: Int
 

@@ -26,11 +26,9 @@ extension CatalogController {
     @Sendable func releases(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         let query = try QueryParameters(request)
         try query.refuseUnknown(allowed: ["platform"])
-        if let platform = query["platform"], !EventValidator.isPlatform(platform) {
-            throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
-        }
+        let platform = try query["platform"].map { try Platform($0) }
         let catalog = try await context.app(in: store)
-        let platforms = query["platform"].map { [$0] } ?? catalog.releases.keys.sorted()
+        let platforms = platform.map { [$0] } ?? catalog.releases.keys.sorted()
         return try JSONResponse.make(
             ReleaseList(releases: platforms.flatMap { catalog.releases(for: $0) }), encoder: CatalogCoding.encoder())
     }

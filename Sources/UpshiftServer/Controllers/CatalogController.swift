@@ -4,9 +4,9 @@ import NIOCore
 import UpshiftCore
 import UpshiftStore
 
-/// The admin API of DESIGN.md section 4: apps, releases, policies and history, under `/v1/apps`. Writes
-/// go through `CatalogStore`, the same code the CLI uses. One feature per file: `+Apps`, `+Releases`,
-/// `+Policies`, `+History`.
+/// The admin API (docs/ARCHITECTURE.md, "The catalog write path"): apps, releases, policies and history,
+/// under `/v1/apps`. Writes go through `CatalogStore`, the same code the CLI uses. One feature per file:
+/// `+Apps`, `+Releases`, `+Policies`, `+History`.
 struct CatalogController: Sendable {
     let store: CatalogStore
     let clock: any WallClock

@@ -7,9 +7,9 @@ import Metrics
 import UpshiftCore
 import UpshiftStore
 
-/// `GET` and `POST /v1/apps/{app}/check` (DESIGN.md section 4): answered from the in-memory catalog
-/// snapshot, never from the database; observations (`checked` events) are queued without waiting. The
-/// feeds for existing client libraries share its limiter and cache (``UpdateFeedController``).
+/// `GET` and `POST /v1/apps/{app}/check` (docs/ARCHITECTURE.md, "The check path"): answered from the
+/// in-memory catalog snapshot, never from the database; observations (`checked` events) are queued without
+/// waiting. The feeds for existing client libraries share its limiter and cache (``UpdateFeedController``).
 struct CheckController: Sendable {
     let snapshot: CatalogSnapshot
     let clock: any WallClock
@@ -145,7 +145,7 @@ struct CheckController: Sendable {
         return Response(status: .ok, headers: answer.headers, body: .init(byteBuffer: answer.body))
     }
 
-    /// Decides and encodes an answer (DESIGN.md section 4).
+    /// Decides and encodes an answer (docs/ARCHITECTURE.md, "The decision rules").
     private func compute(
         _ request: CheckRequest, entry: CatalogSnapshot.Entry, now: Date, interval: Int
     ) throws -> CheckAnswerCache.Answer {

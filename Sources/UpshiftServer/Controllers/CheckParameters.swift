@@ -47,10 +47,7 @@ enum CheckParameters {
             guard let version = Version(text) else { throw ProblemDetails.badRequest("\(name) is not a valid version", field: name) }
             return version
         }
-        guard let platform = fields["platform"] else { throw ProblemDetails.badRequest("platform is required", field: "platform") }
-        guard EventValidator.isPlatform(platform) else {
-            throw ProblemDetails.badRequest("platform is not a platform name", field: "platform")
-        }
+        let platform = try Platform.required(fields["platform"])
         guard let installed = try version("version") else {
             throw ProblemDetails.badRequest("version is required", field: "version")
         }

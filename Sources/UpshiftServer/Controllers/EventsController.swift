@@ -7,7 +7,7 @@ import Metrics
 import UpshiftCore
 import UpshiftStore
 
-/// `POST /v1/events` (DESIGN.md section 5).
+/// `POST /v1/events` (docs/ARCHITECTURE.md, "The ingestion path").
 struct EventsController: Sendable {
     /// At most this many events per request.
     static let maximumEvents = 500

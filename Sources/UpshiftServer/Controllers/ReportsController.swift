@@ -5,9 +5,10 @@ import NIOCore
 import UpshiftCore
 import UpshiftStore
 
-/// The reports of DESIGN.md section 6 under `/v1/apps/{app}/reports` (read or admin token): JSON, or
-/// CSV for `Accept: text/csv`. Every answer says how fresh its figures are: `dataAsOf` in the JSON, and
-/// the `Data-As-Of` header on both (a CSV has no place for it that spreadsheets would not misread).
+/// The reports (docs/ARCHITECTURE.md, "What the reports count") under `/v1/apps/{app}/reports` (read or
+/// admin token): JSON, or CSV for `Accept: text/csv`. Every answer says how fresh its figures are: `dataAsOf`
+/// in the JSON, and the `Data-As-Of` header on both (a CSV has no place for it that spreadsheets would not
+/// misread).
 ///
 /// Bounds: adoption covers at most 366 days (default: the 30 days ending today); the minimum-impact
 /// window is 1–90 days (default 7); a release's curve covers at most 365 days after the release.
@@ -78,19 +79,13 @@ struct ReportsController {
 
     /// The app (known), the required platform and the query; unknown parameters are refused.
     func scope(_ request: Request, _ context: UpshiftRequestContext, allowed: Set<String>) throws
-        -> (app: String, platform: String, query: QueryParameters)
+        -> (app: String, platform: Platform, query: QueryParameters)
     {
         let app = try context.appId()
         guard snapshot.app(app) != nil else { throw CatalogError.appNotFound(app) }
         let query = try QueryParameters(request)
         try query.refuseUnknown(allowed: allowed)
-        guard let platform = query["platform"], !platform.isEmpty else {
-            throw ProblemDetails.badRequest("platform is required", field: "platform")
-        }
-        guard EventValidator.isPlatform(platform) else {
-            throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
-        }
-        return (app, platform, query)
+        return (app, try Platform.required(query["platform"]), query)
     }
 
     /// Report days: no event is older than the epoch, and PostgreSQL has no year 0.

@@ -52,7 +52,7 @@ struct UpdateFeedController: Sendable {
         var platform = AppStoreLookup.platform(entity: query["entity"])
         var unusable = !query.malformed.isDisjoint(with: ["platform", "bundleId", "id"])
         if let named = query["platform"] {
-            if EventValidator.isPlatform(named) { platform = named } else { unusable = true }
+            if let named = Platform(validating: named) { platform = named } else { unusable = true }
         }
         guard let app = snapshot.app(in: context).map(\.entry.catalog.app) else {
             // 400 when the segment is not text, 404 when it cannot be an app id at all.

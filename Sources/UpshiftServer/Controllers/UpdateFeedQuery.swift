@@ -39,14 +39,8 @@ struct UpdateFeedQuery {
     subscript(name: String) -> String? { values[name] }
 
     /// `platform`, required.
-    func platform() throws -> String {
-        guard let platform = values["platform"], !platform.isEmpty else {
-            throw ProblemDetails.badRequest("platform is required", field: "platform")
-        }
-        guard EventValidator.isPlatform(platform) else {
-            throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
-        }
-        return platform
+    func platform() throws -> Platform {
+        try Platform.required(values["platform"])
     }
 
     /// `channel`: `live` (the default) or `beta`.

@@ -58,6 +58,8 @@ enum DashboardForm {
     static func escape(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
     }
+
+    static func escape(_ platform: Platform) -> String { escape(platform.rawValue) }
 }
 
 /// The fields every catalog form carries besides its own: the platform, the revision the form was
@@ -70,10 +72,8 @@ protocol CatalogWriteForm: Decodable {
 
 extension CatalogWriteForm {
     /// The platform, the revision and the required reason, checked as the API checks them.
-    func writeContext() throws -> (platform: String, revision: Int, reason: String) {
-        guard let platform, EventValidator.isPlatform(platform) else {
-            throw ProblemDetails.badRequest("platform: not a platform name", field: "platform")
-        }
+    func writeContext() throws -> (platform: Platform, revision: Int, reason: String) {
+        let platform = try Platform.required(platform)
         guard let revision = revision.flatMap({ JSONNumber(literal: $0)?.integer(in: 0...Int(Int64.max)) }) else {
             throw ProblemDetails.badRequest("revision: missing; reload the page", field: "revision")
         }
@@ -86,7 +86,7 @@ extension CatalogWriteForm {
 
 extension Identity {
     /// The hidden fields of every catalog form: what ``CatalogWriteForm`` and ``SessionMiddleware`` read back.
-    func writeFields(platform: String, revision: Int) -> HTML {
+    func writeFields(platform: Platform, revision: Int) -> HTML {
         """
         <input type="hidden" name="csrf" value="\(session?.csrfToken ?? "")"><input type="hidden" name="platform" value="\(platform)">\
         <input type="hidden" name="revision" value="\(revision)">

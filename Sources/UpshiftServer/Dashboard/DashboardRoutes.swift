@@ -61,11 +61,8 @@ struct DashboardPages: Sendable {
     // MARK: Shared by the pages
 
     /// The `platform` of the query, else the app's iOS or first platform.
-    func platform(_ request: Request, _ app: AppCatalog) throws -> String {
-        if let value = try QueryParameters(request)["platform"], !value.isEmpty {
-            guard EventValidator.isPlatform(value) else { throw ProblemDetails.badRequest("\(value) is not a platform name", field: "platform") }
-            return value
-        }
+    func platform(_ request: Request, _ app: AppCatalog) throws -> Platform {
+        if let value = try QueryParameters(request)["platform"], !value.isEmpty { return try Platform(value) }
         return app.platforms.contains("ios") ? "ios" : app.platforms.first ?? "ios"
     }
 
@@ -76,7 +73,7 @@ struct DashboardPages: Sendable {
     }
 
     /// After a write: this instance's snapshot is reloaded, and the browser goes to the overview.
-    func written(app: String, platform: String, saved: String) async -> Response {
+    func written(app: String, platform: Platform, saved: String) async -> Response {
         await afterWrite()
         return Self.redirect("/dashboard/apps/\(app)?platform=\(DashboardForm.escape(platform))&saved=\(saved)")
     }

@@ -4,8 +4,8 @@ import NIOCore
 
 /// The client a request comes from, as rate limits count clients: the TCP peer, or, when the peer is a
 /// trusted proxy, the right-most address of `X-Forwarded-For` that is not itself a trusted proxy
-/// (DESIGN.md section 7). IPv6 clients count by their /64 (one subscriber's network), IPv4-mapped IPv6
-/// addresses as IPv4; a hop that is not an address counts as the one client `invalid`.
+/// (docs/ARCHITECTURE.md, "Rate limit"). IPv6 clients count by their /64 (one subscriber's network),
+/// IPv4-mapped IPv6 addresses as IPv4; a hop that is not an address counts as the one client `invalid`.
 enum ClientAddress {
     /// The client of `request`, as the rate limits count it.
     static func of(_ request: Request, _ context: UpshiftRequestContext, trustedProxies: Set<String>) -> String {

@@ -11,7 +11,7 @@ struct Identity: Sendable {
     /// Whether this caller may change the catalog (the dashboard shows controls only then).
     var mayWrite: Bool { key.scope == .admin }
 
-    /// The one authorization rule (DESIGN.md section 7), for the API and the dashboard alike:
+    /// The one authorization rule (docs/ARCHITECTURE.md, "Identity"), for the API and the dashboard alike:
     /// nothing but `.ingest` needs an ingest key; reads take a read or admin token, writes an admin
     /// token, each covering `app`; creating apps takes an admin token that covers every app.
     func authorize(_ access: Access, app: String?) throws(AccessDenied) {

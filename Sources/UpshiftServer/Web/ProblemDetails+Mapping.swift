@@ -7,10 +7,10 @@ import UpshiftCore
 import UpshiftStore
 
 extension ProblemDetails {
-    /// The one mapping from an error to what the client is told (STYLE.md rule 4), for the API's problem
-    /// JSON and the dashboard's error pages alike: a domain error of a client's mistake becomes its 4xx
-    /// wherever it was thrown, an unreachable database a 503, and anything else a 500 that reveals
-    /// nothing (the error is logged).
+    /// The one mapping from an error to what the client is told (docs/ARCHITECTURE.md, "One error
+    /// mapping"), for the API's problem JSON and the dashboard's error pages alike: a domain error of a
+    /// client's mistake becomes its 4xx wherever it was thrown, an unreachable database a 503, and anything
+    /// else a 500 that reveals nothing (the error is logged).
     static func from(_ error: any Error, logger: Logger) -> ProblemDetails {
         switch error {
         case let problem as ProblemDetails:

@@ -3,8 +3,8 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// An RFC 7807 problem, the one shape every error takes on the wire (STYLE.md rule 4). Made from a
-/// ``ProblemType``; ``ProblemDetails/from(_:logger:)`` turns any error into one.
+/// An RFC 7807 problem, the one shape every error takes on the wire (docs/ARCHITECTURE.md, "One error
+/// mapping"). Made from a ``ProblemType``; ``ProblemDetails/from(_:logger:)`` turns any error into one.
 public struct ProblemDetails: Error, HTTPResponseError, Codable, Sendable {
     public var type: String
     public var title: String

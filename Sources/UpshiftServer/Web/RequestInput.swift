@@ -122,7 +122,7 @@ extension UpshiftRequestContext {
         return app
     }
 
-    /// A `{version}` of the path (DESIGN.md section 3).
+    /// A `{version}` of the path (docs/ARCHITECTURE.md, "Versions").
     func pathVersion(_ name: String = "version") throws -> Version {
         let text = try pathValue(name)
         guard let version = Version(text) else {
@@ -132,12 +132,8 @@ extension UpshiftRequestContext {
     }
 
     /// A `{platform}` of the path.
-    func pathPlatform() throws -> String {
-        let platform = try pathValue("platform")
-        guard EventValidator.isPlatform(platform) else {
-            throw ProblemDetails.badRequest("platform: lowercase letters, digits, _ or -, at most 32", field: "platform")
-        }
-        return platform
+    func pathPlatform() throws -> Platform {
+        try Platform(pathValue("platform"))
     }
 }
 
@@ -161,5 +157,14 @@ extension Request {
             && zip(type, mediaType.utf8).allSatisfy { byte, expected in
                 (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == expected
             }
+    }
+}
+
+extension Platform {
+    /// The `platform` a request must name: absent or empty is "platform is required"; otherwise the one
+    /// field error of a bad platform (``Platform/init(_:field:)``).
+    static func required(_ text: String?) throws -> Platform {
+        guard let text, !text.isEmpty else { throw ProblemDetails.badRequest("platform is required", field: "platform") }
+        return try Platform(text)
     }
 }

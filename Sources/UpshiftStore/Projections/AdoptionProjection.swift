@@ -2,9 +2,10 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// Daily adoption (DESIGN.md section 6): `adoption_daily` counts, and `install_days`, the working state
-/// of the open window (each install's last event per day), pruned as days close; `adoption_horizons`
-/// holds each app's largest `recorded_at` read, which sets where its open window starts.
+/// Daily adoption (docs/ARCHITECTURE.md, "What the reports count"): `adoption_daily` counts, and
+/// `install_days`, the working state of the open window (each install's last event per day), pruned as days
+/// close; `adoption_horizons` holds each app's largest `recorded_at` read, which sets where its open window
+/// starts.
 public struct AdoptionProjection: ProjectionDefinition {
     public let name = "adoption"
     /// 2: a horizon per app (it was the whole log's).
@@ -62,7 +63,7 @@ public struct AdoptionProjection: ProjectionDefinition {
                      AS k(app_id, platform, install_id, day)
                 JOIN \(batch.table("install_days")) d USING (app_id, platform, install_id, day)
                 """, logger: batch.logger)
-            for try await row in rows.decode((String, String, UUID, String, String, String, Date).self) {
+            for try await row in rows.decode((String, Platform, UUID, String, String, String, Date).self) {
                 guard let day = UTCDay(row.3) else { continue }
                 stored[InstallDayKey(appId: row.0, platform: row.1, installId: row.2, day: day)] =
                     InstallDay(version: row.4, versionSortKey: row.5, lastAt: row.6)

@@ -15,11 +15,11 @@ import UpshiftCore
 ///
 /// The writes go in steps that commit with the count of steps done: a transaction has a transaction id
 /// from its first write to its commit, and while it has one it holds back the feed of every projection
-/// and reader (DESIGN.md 5.2). Small writes are a step of one transaction (``step(_:on:_:)``). The
-/// statements that write a row per install (or more) are split into install ranges (``chunks``,
-/// ``installs(_:in:)``), which bounds their sorts, and each range is read by one read-only statement
-/// (a cursor, which takes no transaction id however long it sorts) whose rows are written in
-/// transactions of at most ``Options/rowsPerWrite`` rows, inside PostgreSQL
+/// and reader (docs/ARCHITECTURE.md, "The horizon is cluster-wide"). Small writes are a step of one
+/// transaction (``step(_:on:_:)``). The statements that write a row per install (or more) are split into
+/// install ranges (``chunks``, ``installs(_:in:)``), which bounds their sorts, and each range is read by one
+/// read-only statement (a cursor, which takes no transaction id however long it sorts) whose rows are written
+/// in transactions of at most ``Options/rowsPerWrite`` rows, inside PostgreSQL
 /// (``chunkedInsert(_:into:columns:where:on:select:)``) or through this process when it must look at
 /// them (``streamed(_:on:select:clear:write:finish:)``).
 /// A restart skips the steps that committed, clears what the interrupted step wrote, and continues
@@ -33,8 +33,9 @@ public struct Backfill: Sendable {
         /// the most.
         public var rowsPerWrite = 20_000
         /// When set, the rows of each such transaction follow how long the last one took, so that each
-        /// holds a transaction id (and with it every feed, DESIGN.md 5.2) about this long: for a rebuild,
-        /// beside projections that serve (``nextRowsPerWrite(after:took:target:maximum:)``).
+        /// holds a transaction id (and with it every feed, docs/ARCHITECTURE.md, "The horizon is
+        /// cluster-wide") about this long: for a rebuild, beside projections that serve
+        /// (``nextRowsPerWrite(after:took:target:maximum:)``).
         public var writeTarget: Duration?
         /// After each step, a pause this many times as long as the step (0: none), leaving the machine
         /// to the projections that serve meanwhile; above 0 the statements also run without parallel

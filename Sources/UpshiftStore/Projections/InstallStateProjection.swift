@@ -2,9 +2,10 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// `install_state` (DESIGN.md section 6), and how many installs were last seen in each hour
-/// (`install_activity`) and each day (`install_activity_daily`), by version and OS: the minimum-impact
-/// report sums whole days, then whole hours, and counts installs only for the rest of one hour.
+/// `install_state` (docs/ARCHITECTURE.md, "What the reports count"), and how many installs were last seen
+/// in each hour (`install_activity`) and each day (`install_activity_daily`), by version and OS: the
+/// minimum-impact report sums whole days, then whole hours, and counts installs only for the rest of one
+/// hour.
 public struct InstallStateProjection: ProjectionDefinition {
     public let name = "install_state"
     /// 2: the activity tables added; `install_versions` moved to the projections that derive from it.

@@ -47,7 +47,7 @@ public enum ProjectionTables {
     public static func name(_ base: String, generation: Int) -> SQLIdentifier { SQLIdentifier("\(base)_g\(generation)") }
 }
 
-/// Every projection of DESIGN.md section 6, in the order they are created.
+/// Every projection (docs/ARCHITECTURE.md, "Projections and reports"), in the order they are created.
 public enum Projections {
     public static let all: [any ProjectionDefinition] = [
         InstallStateProjection(), AdoptionProjection(), ReleaseCohortsProjection(), PromptFunnelProjection(),

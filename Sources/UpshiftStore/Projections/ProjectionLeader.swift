@@ -142,7 +142,7 @@ public struct ProjectionLeader: Sendable {
     /// continues where it stopped, with the same bound. The statements that write a row per install (or
     /// more) run in `options.chunkEvents`-sized install ranges, each read by a cursor and written in
     /// transactions of `options.rowsPerWrite` rows, so that no transaction holds a transaction id (and
-    /// the feed's horizon, DESIGN.md 5.2) for more than a moment.
+    /// the feed's horizon, docs/ARCHITECTURE.md, "The horizon is cluster-wide") for more than a moment.
     ///
     /// With `options.rest` above 0 (a rebuild, beside an active generation that serves meanwhile) its
     /// statements run without parallel workers and each step is followed by a pause `rest` times as long

@@ -23,7 +23,8 @@ public struct ProjectionGeneration: Sendable, Equatable {
     public var updatedAt: Date
 }
 
-/// The projection registry and the work of a projection's single active runner (DESIGN.md 5.2).
+/// The projection registry and the work of a projection's single active runner (docs/ARCHITECTURE.md,
+/// "One runner per projection").
 public struct ProjectionStore: Sendable {
     let pool: DatabasePool
     let logger: Logger

@@ -2,11 +2,11 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// Prompt funnels (DESIGN.md section 6): per install, target version and prompt kind, the first time
-/// the prompt was shown and whether it was dismissed (later / skip), acted on, or blocked; when each
-/// install was first seen on each version (`prompt_versions`); and from those, after every batch, whether
-/// each prompted install converted (and updated after starting the update), and the funnel the report
-/// reads (`prompt_summary`, per target and kind).
+/// Prompt funnels (docs/ARCHITECTURE.md, "What the reports count"): per install, target version and
+/// prompt kind, the first time the prompt was shown and whether it was dismissed (later / skip), acted on, or
+/// blocked; when each install was first seen on each version (`prompt_versions`); and from those, after every
+/// batch, whether each prompted install converted (and updated after starting the update), and the funnel the
+/// report reads (`prompt_summary`, per target and kind).
 ///
 /// Each `prompt_installs` row records what it adds to its funnel (`counted`, one bit per step), so that
 /// a refresh moves exactly that when a step or the conversion of the row changes.

@@ -2,11 +2,11 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// Release cohorts (DESIGN.md section 6, time-to-update): the releases read from the catalog events,
-/// each install's last event in the week before each release, when each install was first seen on each
-/// version (`cohort_versions`), and from those, after every batch, each cohort install's T and the
-/// figures the release report reads: the cohort size (`release_cohorts.cohort`) and the updated installs
-/// per hour of T (`release_updates`).
+/// Release cohorts (time-to-update: docs/ARCHITECTURE.md, "What the reports count"): the releases read
+/// from the catalog events, each install's last event in the week before each release, when each install was
+/// first seen on each version (`cohort_versions`), and from those, after every batch, each cohort install's T
+/// and the figures the release report reads: the cohort size (`release_cohorts.cohort`) and the updated
+/// installs per hour of T (`release_updates`).
 ///
 /// Each `release_installs` row records what it adds to those figures (`counted_cohort`, `counted_hour`),
 /// so that a refresh moves exactly that: a row whose cohort membership or T changes is taken out of the
@@ -83,7 +83,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         let rows = try await connection.query(
             "SELECT app_id, platform, version, released_at FROM \(batch.table("release_cohorts"))",
             logger: batch.logger)
-        for try await (app, platform, text, releasedAt) in rows.decode((String, String, String, Date).self) {
+        for try await (app, platform, text, releasedAt) in rows.decode((String, Platform, String, Date).self) {
             guard let version = Version(text) else { continue }
             let release = TrackedRelease(appId: app, platform: platform, version: version, releasedAt: releasedAt)
             releases[release.key] = release

@@ -97,7 +97,8 @@ public struct ChaosSummary: Sendable {
     /// How the last server exited after SIGTERM at the end (0 expected).
     public var finalExitStatus: Int32
 
-    /// DESIGN.md's 5 s recovery: printed beside the bound, judged by the bound.
+    /// The 5 s recovery target (docs/OPERATIONS.md, "`scripts/chaos`"): printed beside the bound, judged by
+    /// the bound.
     public static let recoveryTarget = 5.0
 
     public init(

@@ -26,7 +26,7 @@ enum HistoryPage {
 
     static func view(_ model: Model) -> HTML {
         let rows = model.entries.map { entry -> HTML in
-            let subject = [entry.platform, entry.releaseVersion].compactMap { $0 }.joined(separator: " ")
+            let subject = [entry.platform?.rawValue, entry.releaseVersion].compactMap { $0 }.joined(separator: " ")
             let changes = entry.changes.sorted { $0.key < $1.key }.map { field, change -> HTML in
                 "<li><b>\(field)</b>: \(describe(change.from)) → \(describe(change.to))</li>"
             } + (entry.schedule.map { [describe($0)] } ?? [])

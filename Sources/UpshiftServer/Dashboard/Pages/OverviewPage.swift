@@ -11,7 +11,7 @@ enum OverviewPage {
     struct Model {
         var identity: Identity
         var app: AppCatalog
-        var platform: String
+        var platform: Platform
         var days: Int
         var report: AdoptionReport
         /// Why the report is empty: the projections are not built yet (a first start on a long log), or
@@ -24,7 +24,7 @@ enum OverviewPage {
     }
 
     static func model(
-        _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, now: Date
+        _ request: Request, identity: Identity, app: AppCatalog, platform: Platform, reports: ReportService, now: Date
     ) async throws -> Model {
         let today = UTCDay(now)
         let query = try QueryParameters(request)
@@ -160,27 +160,27 @@ enum OverviewPage {
         let action = "/dashboard/apps/\(model.app.app.id)/releases/\(release.version.normalized)"
         let id = "r-\(release.version.normalized.replacingOccurrences(of: ".", with: "-"))"
         let hidden = model.identity.writeFields(platform: model.platform, revision: release.revision)
-        func button(_ value: String, _ label: String) -> HTML {
-            "<button type=\"submit\" name=\"action\" value=\"\(value)\">\(label)</button>"
+        func button(_ action: ReleaseAction, _ label: String) -> HTML {
+            "<button type=\"submit\" name=\"action\" value=\"\(action.rawValue)\">\(label)</button>"
         }
-        var pause: [HTML] = [release.rolloutPaused ? button("resume", "Resume") : button("pause", "Pause")]
+        var pause: [HTML] = [release.rolloutPaused ? button(.resume, "Resume") : button(.halt, "Pause")]
         switch release.rolloutSchedule?.state {
         case nil:
             // Offered where it can start: a schedule never takes back what a rollout already admits.
             if !release.rolloutPaused, release.releasedAt > model.now || release.rolloutPercent <= 1 {
-                pause.append(button("schedule", "App Store schedule"))
+                pause.append(button(.schedule, ReleaseAction.schedule.title))
             }
-        case .running?: pause.append(button("pause-schedule", "Pause schedule"))
-        case .paused?: pause.append(button("resume", "Resume schedule"))
+        case .running?: pause.append(button(.pauseSchedule, ReleaseAction.pauseSchedule.title))
+        case .paused?: pause.append(button(.resume, "Resume schedule"))
         case .halted?: break
         }
-        if release.rolloutPercent < 100 || release.rolloutPaused { pause.append(button("release", "Release to everyone")) }
+        if release.rolloutPercent < 100 || release.rolloutPaused { pause.append(button(.release, ReleaseAction.release.title)) }
         return """
             <tr><td colspan="5"><form class="inline" method="post" action="\(action)" aria-label="Rollout of \(release.version.normalized)">\(hidden)\
             <label>Rollout %<input id="\(id)-percent" name="percent" type="number" min="0" max="100" step="0.01" value="\(JSONNumber(release.rolloutPercent).literal)" size="5"></label>\
             <label>Reason<input id="\(id)-reason" name="reason" required maxlength="\(CatalogInput.maximumReasonLength)" placeholder="why"></label>\
-            <button type="submit" name="action" value="rollout">Set rollout</button>\(pause)\
-            <button class="danger" type="submit" name="action" value="withdraw">Withdraw</button></form></td></tr>
+            \(button(.rollout, "Set rollout"))\(pause)\
+            <button class="danger" type="submit" name="action" value="\(ReleaseAction.withdraw.rawValue)">\(ReleaseAction.withdraw.title)</button></form></td></tr>
             """
     }
 }

@@ -52,8 +52,8 @@ enum RolloutForms {
         var version, releasedAt, rolloutPercent, minimumOSVersion, note: String?
 
         /// The release as the API's `POST …/releases` body.
-        func body(platform: String) throws(FieldError) -> JSONValue {
-            var body: [String: JSONValue] = ["platform": .string(platform)]
+        func body(platform: Platform) throws(FieldError) -> JSONValue {
+            var body: [String: JSONValue] = ["platform": .string(platform.rawValue)]
             for (name, value) in [("version", version), ("releasedAt", releasedAt), ("minimumOSVersion", minimumOSVersion)] {
                 if let text = value?.trimmingCharacters(in: .whitespaces), !text.isEmpty { body[name] = .string(text) }
             }
@@ -68,29 +68,22 @@ enum RolloutForms {
         }
     }
 
-    /// A change of one release: `rollout` (with `percent`), `pause` (a halt), `resume`, `schedule` (the App
-    /// Store's), `pause-schedule`, `release` (to everyone) or `withdraw`.
+    /// A change of one release: a ``ReleaseAction`` by its form value (`rollout` with `percent`).
     struct ReleaseChange: CatalogWriteForm {
         var platform, revision, reason, action, percent: String?
 
         /// The change as the API's `PATCH` body.
-        func patch() throws -> JSONValue {
-            switch action ?? "" {
-            case "rollout":
-                guard let percent = percent.flatMap({ JSONNumber(literal: $0.trimmingCharacters(in: .whitespaces)) }) else {
-                    throw ProblemDetails.badRequest("percent: a number from 0 to 100", field: "percent")
-                }
-                return .object(["rolloutPercent": .number(percent)])
-            case "pause": return .object(["rolloutAction": .string(RolloutAction.halt.rawValue)])
-            case "resume": return .object(["rolloutAction": .string(RolloutAction.resume.rawValue)])
-            case "schedule": return .object(["rolloutSchedule": .string(RolloutSchedule.Kind.appStore.rawValue)])
-            case "pause-schedule": return .object(["rolloutAction": .string(RolloutAction.pause.rawValue)])
-            case "release": return .object(["rolloutAction": .string(RolloutAction.release.rawValue)])
-            case "withdraw": return .object(["status": .string(ReleaseStatus.withdrawn.rawValue)])
-            default:
-                throw ProblemDetails.badRequest(
-                    "action: rollout, pause, resume, schedule, pause-schedule, release or withdraw", field: "action")
+        func releaseAction() throws -> ReleaseAction {
+            guard let action = action.flatMap(ReleaseAction.init(rawValue:)) else {
+                throw ProblemDetails.badRequest("action: one of \(ReleaseAction.names)", field: "action")
             }
+            return action
+        }
+
+        /// The change as the API's `PATCH` body.
+        func patch() throws -> JSONValue {
+            let number = percent.flatMap { JSONNumber(literal: $0.trimmingCharacters(in: .whitespaces)) }
+            return .object(try releaseAction().patch(percent: number))
         }
     }
 }
@@ -168,7 +161,7 @@ extension DashboardPages {
 
     /// Replaces the policy if it is still at the revision the form showed, then back to the overview.
     private func replace(
-        _ appId: String, _ platform: String, _ policy: Policy, revision: Int, reason: String, identity: Identity
+        _ appId: String, _ platform: Platform, _ policy: Policy, revision: Int, reason: String, identity: Identity
     ) async throws -> Response {
         _ = try await catalog.replacePolicy(
             appId: appId, platform: platform, policy, expectedRevision: revision, actor: identity.key.actor, reason: reason,

@@ -9,7 +9,7 @@ enum RolloutPage {
     struct Model {
         var identity: Identity
         var app: AppCatalog
-        var platform: String
+        var platform: Platform
         var policy: Policy
         var window: Int
         var candidate: String
@@ -37,29 +37,24 @@ enum RolloutPage {
     /// A release change as the overview's form posts it (``RolloutForms/ReleaseChange``), previewed here.
     struct ReleaseChangeBacktest {
         var version: String
-        var action: String
+        var action: ReleaseAction
         var percent: String?
 
         var label: String {
             switch action {
-            case "rollout": return "\(version) to \(percent ?? "?") %"
-            case "pause": return "halt \(version)"
-            case "pause-schedule": return "pause the schedule of \(version)"
-            case "schedule": return "the App Store schedule for \(version)"
-            case "release": return "\(version) to everyone"
-            default: return "\(action) \(version)"
+            case .rollout: "\(version) to \(percent ?? "?") %"
+            case .halt: "halt \(version)"
+            case .resume: "resume \(version)"
+            case .pauseSchedule: "pause the schedule of \(version)"
+            case .schedule: "the App Store schedule for \(version)"
+            case .release: "\(version) to everyone"
+            case .withdraw: "withdraw \(version)"
             }
         }
     }
 
-    /// The actions a previewed release change may take (the overview's, but `withdraw` too).
-    static let releaseActions: [(String, String)] = [
-        ("rollout", "Set rollout %"), ("pause", "Halt"), ("resume", "Resume"), ("schedule", "App Store schedule"),
-        ("pause-schedule", "Pause schedule"), ("release", "Release to everyone"), ("withdraw", "Withdraw"),
-    ]
-
     static func model(
-        _ request: Request, identity: Identity, app: AppCatalog, platform: String, reports: ReportService, now: Date,
+        _ request: Request, identity: Identity, app: AppCatalog, platform: Platform, reports: ReportService, now: Date,
         draft: PolicyDraft? = nil, newRelease: RolloutForms.NewRelease? = nil
     ) async throws -> Model {
         let query = try QueryParameters(request)
@@ -92,8 +87,8 @@ enum RolloutPage {
             proposed?.policies[platform, default: Policy()].minimumVersion = minimum
         } else if let version = query["release"], !version.isEmpty {
             let form = RolloutForms.ReleaseChange(
-                platform: platform, revision: nil, reason: nil, action: query["action"], percent: query["percent"])
-            change = ReleaseChangeBacktest(version: version, action: query["action"] ?? "", percent: query["percent"])
+                platform: platform.rawValue, revision: nil, reason: nil, action: query["action"], percent: query["percent"])
+            change = ReleaseChangeBacktest(version: version, action: try form.releaseAction(), percent: query["percent"])
             let proposal: JSONValue = .object(["releases": .object([version: try form.patch()])])
             do throws(FieldError) {
                 proposed = try CatalogInput.proposal(proposal, to: app, platform: platform, now: now)
@@ -167,9 +162,9 @@ enum RolloutPage {
             let selected = model.change?.version == release.version.text ? HTML(" selected") : ""
             return "<option value=\"\(release.version.text)\"\(selected)>\(release.version.text) (\(JSONNumber(release.rolloutPercent).literal) %)</option>"
         }
-        let actions = releaseActions.map { (value, label) -> HTML in
-            let selected = model.change?.action == value ? HTML(" selected") : ""
-            return "<option value=\"\(value)\"\(selected)>\(label)</option>"
+        let actions = ReleaseAction.allCases.map { action -> HTML in
+            let selected = model.change?.action == action ? HTML(" selected") : ""
+            return "<option value=\"\(action.rawValue)\"\(selected)>\(action.title)</option>"
         }
         return """
             <h2 id="release-change">Change a release</h2>
@@ -192,7 +187,7 @@ enum RolloutPage {
         return """
             \(backtestSection(report, title: change.label))
             <form class="inline" method="post" action="/dashboard/apps/\(model.app.app.id)/releases/\(release.version.normalized)" aria-label="Apply \(change.label)">
-            \(model.identity.writeFields(platform: model.platform, revision: release.revision))<input type="hidden" name="action" value="\(change.action)">\(percent)\
+            \(model.identity.writeFields(platform: model.platform, revision: release.revision))<input type="hidden" name="action" value="\(change.action.rawValue)">\(percent)\
             <label>Reason (required)<input name="reason" required maxlength="\(CatalogInput.maximumReasonLength)"></label>\
             <button class="primary" type="submit">Apply: \(change.label)</button></form>
             """

@@ -45,15 +45,13 @@ enum SettingsPage {
             }
             var maps: [String: [String: JSONValue]] = [:]
             var row = 0
-            while let platform = value("platform.\(row)") {
+            while let name = value("platform.\(row)") {
                 defer { row += 1 }
-                guard !platform.isEmpty else { continue }  // the blank row for a new platform
-                guard EventValidator.isPlatform(platform) else {
-                    throw ProblemDetails.badRequest("platform.\(row): \(platform) is not a platform name", field: "platform.\(row)")
-                }
+                guard !name.isEmpty else { continue }  // the blank row for a new platform
+                let platform = try Platform(name, field: "platform.\(row)")
                 for map in Self.maps {
                     let text = value("\(map).\(row)") ?? ""
-                    maps[map, default: [:]][platform] = text.isEmpty ? .null : .string(text)
+                    maps[map, default: [:]][platform.rawValue] = text.isEmpty ? .null : .string(text)
                 }
             }
             for (map, entries) in maps { body[map] = .object(entries) }
@@ -67,13 +65,18 @@ enum SettingsPage {
         func input(_ name: String, _ row: Int, _ value: String?, label: String) -> HTML {
             "<label>\(label)<input name=\"\(name).\(row)\" value=\"\(value ?? "")\" maxlength=\"\(CatalogInput.maximumURLLength)\"></label>"
         }
-        let rows = (platforms + [""]).enumerated().map { row, platform -> HTML in
-            let name: HTML =
-                platform.isEmpty
-                ? "<label>New platform<input name=\"platform.\(row)\" value=\"\" placeholder=\"android\" maxlength=\"32\"></label>"
-                : "<input type=\"hidden\" name=\"platform.\(row)\" value=\"\(platform)\"><b>\(platform)</b>"
+        let rows = (platforms.map(Optional.some) + [nil]).enumerated().map { row, platform -> HTML in
+            guard let platform else {
+                return """
+                    <fieldset><legend>Add a platform</legend>\
+                    <label>New platform<input name="platform.\(row)" value="" placeholder="android" maxlength="\(Platform.maximumLength)"></label>\
+                    \(input("updateURL", row, nil, label: "Store URL"))\
+                    \(input("storeId", row, nil, label: "Store id"))\
+                    \(input("bundleId", row, nil, label: "Bundle id"))</fieldset>
+                    """
+            }
             return """
-                <fieldset><legend>\(platform.isEmpty ? "Add a platform" : platform)</legend>\(name)\
+                <fieldset><legend>\(platform)</legend><input type="hidden" name="platform.\(row)" value="\(platform)"><b>\(platform)</b>\
                 \(input("updateURL", row, app.updateURL[platform], label: "Store URL"))\
                 \(input("storeId", row, app.storeId[platform], label: "Store id"))\
                 \(input("bundleId", row, app.bundleId[platform], label: "Bundle id"))</fieldset>

@@ -116,7 +116,10 @@ struct Harness {
                 try await Waits.named("the shutdown of \(test)") { try await tasks.waitForAll() }
                 return value
             } catch {
+                // Shut down before the error leaves the group: leaving it cancels the server's task, and a
+                // connection accepted but not yet served then traps in NIO (apple/swift-nio#3481).
                 await services.triggerGracefulShutdown()
+                try? await tasks.waitForAll()
                 throw error
             }
         }
@@ -137,21 +140,15 @@ struct Harness {
     /// Waits until every projection has an active generation and every generation has applied every
     /// committed event of the log.
     func waitForProjections(timeout: Duration = .seconds(120)) async throws {
-        let deadline = ContinuousClock.now.advanced(by: timeout)
         let expected = Projections.all.count
-        while true {
-            let behind = try await count(
+        try await Waits.until("projections caught up", timeout: timeout) {
+            try await count(
                 """
                 SELECT CASE WHEN (SELECT count(*) FROM projections WHERE state = 'active') < \(expected) THEN -1
                        ELSE (SELECT count(*) FROM projections p WHERE p.state <> 'retired' AND EXISTS (
                                 SELECT 1 FROM event_log e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos)))
                        END::int8
-                """)
-            if behind == 0 { return }
-            guard ContinuousClock.now < deadline else {
-                throw HarnessError("projections did not catch up within \(timeout)")
-            }
-            try await Task.sleep(for: .milliseconds(50))
+                """) == 0
         }
     }
 }
@@ -169,6 +166,9 @@ struct Server: Sendable {
         var status: Int
         var headers: HTTPHeaders
         var body: Data
+
+        /// The body as text (a problem, a page, a feed), for messages and pages.
+        var text: String { String(decoding: body, as: UTF8.self) }
 
         func json() throws -> [String: Any] {
             try JSONSerialization.jsonObject(with: body) as? [String: Any] ?? [:]

@@ -72,7 +72,7 @@ public struct AppStoreImporter: Sendable {
 
     /// Imports the current store version of `appId` on `platform`. Throws only what the catalog throws
     /// (no such app, a database error); everything the store does is a ``Result``.
-    public func run(appId: String, platform: String) async throws -> Result {
+    public func run(appId: String, platform: Platform) async throws -> Result {
         guard let app = try await catalog.app(id: appId) else { throw CatalogError.appNotFound(appId) }
         if let reason = AppStoreImport.unsupported(app.app, platform: platform) { return .refused(reason) }
         let url = AppStoreImport.url(base: settings.lookupURL, bundleId: app.app.bundleId[platform]!, platform: platform)

@@ -11,9 +11,9 @@ public struct ProjectionSettings: Sendable {
     public var standbyInterval: Duration = .seconds(1)
     /// The longest a transaction of the runner that writes (a batch, a write of a catch-up's step) may hold
     /// a transaction id (`UPSHIFT_PROJECTION_MAX_XID_SECONDS`): while one does, every feed in the cluster
-    /// waits for it (DESIGN.md 5.2). Each such transaction is sized by how long the last one took to take
-    /// about a fifth of this (``xidTarget``), so that a slower machine, a larger event or a colder cache
-    /// still leaves it well within the bound.
+    /// waits for it (docs/ARCHITECTURE.md, "The horizon is cluster-wide"). Each such transaction is sized
+    /// by how long the last one took to take about a fifth of this (``xidTarget``), so that a slower machine,
+    /// a larger event or a colder cache still leaves it well within the bound.
     public var maximumXidHold: Duration = .seconds(5)
     /// A statement of a runner (a read, or a whole batch) taking longer has its connection closed, and
     /// the runner starts over from the stored checkpoint. (A closed connection fails it at once.)
@@ -30,7 +30,8 @@ public struct ProjectionSettings: Sendable {
     /// files this bounds (about 150 bytes an event); a restart within a step repeats that step.
     public var backfillChunkEvents = 16_000_000
     /// Rows per transaction of such a step: while a transaction writes, it holds back every feed
-    /// (DESIGN.md 5.2), so each holds a transaction id a fraction of a second.
+    /// (docs/ARCHITECTURE.md, "The horizon is cluster-wide"), so each holds a transaction id a fraction
+    /// of a second.
     public var backfillRowsPerWrite = 20_000
     /// A rebuild's catch-up (a generation built beside the active one, which serves meanwhile) runs its
     /// statements without parallel workers and pauses after each step this many times as long as the

@@ -12,12 +12,12 @@ import UpshiftCore
 /// still in the interval it was computed in.
 struct CheckTiming: Sendable {
     /// Sorted time boundaries per platform, and whether the install id matters there.
-    private let boundaries: [String: [Date]]
-    private let installSensitive: [String: Bool]
+    private let boundaries: [Platform: [Date]]
+    private let installSensitive: [Platform: Bool]
 
     init(_ catalog: AppCatalog) {
-        var boundaries: [String: [Date]] = [:]
-        var installSensitive: [String: Bool] = [:]
+        var boundaries: [Platform: [Date]] = [:]
+        var installSensitive: [Platform: Bool] = [:]
         for platform in catalog.releases.keys {
             boundaries[platform] = DecisionEngine.timeBoundaries(catalog, platform: platform)
             installSensitive[platform] = DecisionEngine.dependsOnInstall(catalog, platform: platform)
@@ -27,12 +27,12 @@ struct CheckTiming: Sendable {
     }
 
     /// Whether another install id could get another answer (a partial rollout on the platform).
-    func dependsOnInstall(platform: String) -> Bool {
+    func dependsOnInstall(platform: Platform) -> Bool {
         installSensitive[platform] ?? false
     }
 
     /// Which time interval `now` falls in for `platform`.
-    func interval(platform: String, now: Date) -> Int {
+    func interval(platform: Platform, now: Date) -> Int {
         guard let instants = boundaries[platform] else { return 0 }
         var low = 0
         var high = instants.count
@@ -179,7 +179,7 @@ final class CheckAnswerCache: Sendable {
     struct Question: Hashable, Sendable {
         var app: String
         var generation: Int
-        var platform: String
+        var platform: Platform
         /// Canonical (``Version/canonical``): every spelling of a version is one question.
         var version: String
         var os: String?
@@ -199,7 +199,7 @@ final class CheckAnswerCache: Sendable {
         }
 
         var bytes: Int {
-            app.utf8.count + platform.utf8.count + version.utf8.count + (os?.utf8.count ?? 0)
+            app.utf8.count + platform.rawValue.utf8.count + version.utf8.count + (os?.utf8.count ?? 0)
                 + (locale?.utf8.count ?? 0) + (previous?.utf8.count ?? 0)
         }
     }
@@ -208,7 +208,7 @@ final class CheckAnswerCache: Sendable {
     struct UpdateFeedParameters: Hashable, Sendable {
         enum Kind: Hashable, Sendable { case appcast, lookup, versionsPlist }
         var kind: Kind
-        var platform: String
+        var platform: Platform
         var channel: UpshiftCore.Channel
         /// Normalized (``LocaleTag/normalize(_:)``), as the request chose it.
         var locale: String?
@@ -225,7 +225,7 @@ final class CheckAnswerCache: Sendable {
         var parameters: UpdateFeedParameters
 
         var bytes: Int {
-            app.utf8.count + parameters.platform.utf8.count + (parameters.locale?.utf8.count ?? 0)
+            app.utf8.count + parameters.platform.rawValue.utf8.count + (parameters.locale?.utf8.count ?? 0)
                 + (parameters.bundleId?.utf8.count ?? 0)
         }
     }
@@ -326,7 +326,7 @@ final class CheckAnswerCache: Sendable {
     }
 
     private static func bytes(of request: CheckRequest) -> Int {
-        request.platform.utf8.count + request.version.text.utf8.count + (request.os?.text.utf8.count ?? 0)
+        request.platform.rawValue.utf8.count + request.version.text.utf8.count + (request.os?.text.utf8.count ?? 0)
             + (request.locale?.utf8.count ?? 0) + (request.previous?.text.utf8.count ?? 0)
     }
 }

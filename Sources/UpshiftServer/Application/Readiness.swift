@@ -1,9 +1,9 @@
 import Synchronization
 
-/// What start-up has done (DESIGN.md section 8): the migrations, the partitions and, where HTTP is
-/// served, the first catalog snapshot and the keys. Marked once and never unset by a database outage:
-/// checks keep working from memory, so an outage must not take instances out of a load balancer.
-/// Services that need a step done wait for it with ``reached(_:)``.
+/// What start-up has done (docs/OPERATIONS.md, "Running it in production", health): the migrations, the
+/// partitions and, where HTTP is served, the first catalog snapshot and the keys. Marked once and never unset
+/// by a database outage: checks keep working from memory, so an outage must not take instances out of a load
+/// balancer. Services that need a step done wait for it with ``reached(_:)``.
 final class Readiness: Sendable {
     enum Step: String, Sendable, CaseIterable {
         case migrations, partitions, catalog, keys

@@ -16,9 +16,9 @@ enum IngestionError: Error, Equatable {
     case shuttingDown
 }
 
-/// Group commit for the event log (DESIGN.md 5.1): requests hand their events to `append`, a few
-/// flushers each take everything pending and write it with one `INSERT … SELECT FROM unnest(…)`, and
-/// every request is answered only after the statement that carried its events committed.
+/// Group commit for the event log (docs/ARCHITECTURE.md, "Group commit"): requests hand their events to
+/// `append`, a few flushers each take everything pending and write it with one `INSERT … SELECT FROM
+/// unnest(…)`, and every request is answered only after the statement that carried its events committed.
 ///
 /// A request is never answered `200` for events that are not committed. When the database fails, the
 /// waiting requests and, for a short while, new ones get ``IngestionError/databaseUnavailable`` (503),

@@ -5,7 +5,8 @@ import Synchronization
 import UpshiftCore
 import UpshiftStore
 
-/// The catalog in memory, which the check answers from without touching the database (DESIGN.md 4).
+/// The catalog in memory, which the check answers from without touching the database (docs/ARCHITECTURE.md
+/// §7, "The check path").
 final class CatalogSnapshot: Sendable {
     struct Entry: Sendable {
         var catalog: AppCatalog

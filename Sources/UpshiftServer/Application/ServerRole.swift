@@ -1,4 +1,5 @@
-/// What `upshift serve` does in this process (DESIGN.md section 9).
+/// What `upshift serve` does in this process (docs/OPERATIONS.md, "Deployment: instances behind a load
+/// balancer").
 public enum ServerRole: String, Sendable, CaseIterable {
     /// The HTTP API, the ingestion writer and partition upkeep.
     case http

@@ -65,7 +65,7 @@ extension String {
 // MARK: - Versions and time, written from the definitions
 
 /// A plain numeric version (`1.4.0`): components compare numerically, missing ones are 0.
-/// The fleet only uses numeric versions, so this is all of DESIGN.md section 3 the test needs.
+/// The fleet only uses numeric versions, so this is all of the version rules (docs/ARCHITECTURE.md, "Versions") the test needs.
 struct FleetVersion: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// As sent in events and catalog writes.
     let text: String

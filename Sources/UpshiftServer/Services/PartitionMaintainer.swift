@@ -4,7 +4,7 @@ import UpshiftCore
 import UpshiftStore
 
 /// Keeps the event log's monthly partitions ahead of the clock: once at start (before the server takes
-/// events) and then every day (DESIGN.md 5.1).
+/// events) and then every day (docs/ARCHITECTURE.md, "Partitions by month").
 struct PartitionMaintainer: Service {
     let log: EventLog
     let clock: any WallClock

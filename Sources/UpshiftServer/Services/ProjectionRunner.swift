@@ -6,7 +6,8 @@ import Synchronization
 import UpshiftCore
 import UpshiftStore
 
-/// Runs every projection (DESIGN.md 5.2), as a service of `upshift serve` with the `projections` role.
+/// Runs every projection (docs/ARCHITECTURE.md, "One runner per projection"), as a service of `upshift
+/// serve` with the `projections` role.
 ///
 /// Each generation of each projection gets a worker. A worker is active only while it holds the
 /// generation's advisory lock, so one instance applies batches and the others stand by, retrying the

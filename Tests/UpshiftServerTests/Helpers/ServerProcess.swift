@@ -46,17 +46,15 @@ final class ServerProcess: @unchecked Sendable {
     /// Starts the process and waits until `/health/ready` answers 200.
     func start(timeout: Duration = .seconds(60)) async throws {
         try process.run()
-        let deadline = ContinuousClock.now.advanced(by: timeout)
-        while ContinuousClock.now < deadline {
-            if !process.isRunning { throw TestEnvironment.Missing(description: "upshift serve exited: \(log())") }
-            if let reply = try? await Server(port: port).request(.GET, "/health/ready", timeout: .seconds(1)),
-                reply.status == 200
-            {
-                return
+        do {
+            try await Waits.until("upshift serve ready on port \(port)", timeout: timeout, every: .milliseconds(100)) {
+                if !process.isRunning { throw TestEnvironment.Missing(description: "upshift serve exited: \(log())") }
+                let reply = try? await Server(port: port).request(.GET, "/health/ready", timeout: .seconds(1))
+                return reply?.status == 200
             }
-            try await Task.sleep(for: .milliseconds(100))
+        } catch is Waits.TimedOut {
+            throw TestEnvironment.Missing(description: "upshift serve did not become ready: \(log())")
         }
-        throw TestEnvironment.Missing(description: "upshift serve did not become ready: \(log())")
     }
 
     /// `kill -9`: no chance to flush anything.

@@ -1,0 +1,29 @@
+import Foundation
+import Testing
+import UpshiftCore
+
+/// A platform name is the one rule of ``Platform``: every route, form, command and event that takes one
+/// refuses the same names with the same error.
+@Suite struct PlatformTests {
+    @Test(arguments: ["ios", "android", "macos", "tvos", "visionos", "a", "x1", "my_os", "web-2", String(repeating: "a", count: 32)])
+    func aPlatformNameIsAccepted(_ name: String) throws {
+        #expect(try Platform(name).rawValue == name)
+    }
+
+    @Test(arguments: ["", "IOS", "iOS", "1os", "_ios", "-ios", "i os", "ios!", "íos", "ios\u{0}", String(repeating: "a", count: 33)])
+    func aNameThatBreaksTheRuleIsTheOneFieldError(_ name: String) {
+        #expect(Platform(validating: name) == nil)
+        #expect(throws: FieldError("platform", Platform.rule)) { try Platform(name) }
+        #expect(throws: FieldError("updateURL.\(name)", Platform.rule)) { try Platform(name, field: "updateURL.\(name)") }
+    }
+
+    @Test func aMapByPlatformIsAJSONObjectOfNamesAndABadNameFailsToDecode() throws {
+        let map: [Platform: String] = ["ios": "https://apps.apple.com/app/id1", "android": "https://play.google.com"]
+        let data = try JSONEncoder().encode(map)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: String])
+        #expect(object == ["ios": "https://apps.apple.com/app/id1", "android": "https://play.google.com"])
+        #expect(try JSONDecoder().decode([Platform: String].self, from: data) == map)
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode([Platform: String].self, from: Data(#"{"IOS":"x"}"#.utf8)) }
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode([Platform].self, from: Data(#"["ios","Mac OS"]"#.utf8)) }
+    }
+}
