@@ -8,7 +8,7 @@ import UpshiftStore
     import FoundationNetworking
 #endif
 
-/// The reports as docs/ARCHITECTURE.md defines them ("What the reports count"), computed from what the
+/// The reports as docs/PROJECTIONS.md defines them ("What the reports count"), computed from what the
 /// simulation saw stored, and compared with what the server answers. Returns the differences, one line each
 /// (empty: equal).
 struct GroundTruth {

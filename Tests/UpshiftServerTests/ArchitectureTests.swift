@@ -35,12 +35,50 @@ import UpshiftTestSupport
 
     @Test func everyFileItNamesExists() throws {
         let text = try String(contentsOf: Self.document, encoding: .utf8)
+        // A map a newcomer reads whole: the details live in docs/TESTING.md, docs/PROJECTIONS.md and the rest.
+        #expect(text.split(separator: "\n", omittingEmptySubsequences: false).count <= 601, "ARCHITECTURE.md is over 600 lines")
         let files = Set(text.matches(of: #/`((?:Sources|Tests)/[A-Za-z0-9_+/.-]+\.swift)`/#).map { String($0.1) })
         #expect(files.count > 20)
         for file in files.sorted() {
             let url = TestEnvironment.packageRoot.appendingPathComponent(file)
             #expect(FileManager.default.fileExists(atPath: url.path), "\(file) is named in ARCHITECTURE.md but does not exist")
         }
+    }
+
+    /// Every type the document names in code style is one the code declares: this package's, a dependency's
+    /// (its checkout), or one of the few standard and protocol names below. A renamed or deleted type
+    /// leaves no stale name behind.
+    @Test func everyTypeItNamesIsDeclared() throws {
+        var declared: Set<String> = ["String", "Double", "Int", "UInt64", "Date", "Data", "URL", "ContinuousClock"]
+        // Header and cookie words, the module names, and the bad platform of an example.
+        declared.formUnion(["Allow", "ETag", "Vary", "HttpOnly", "Secure", "IOS"])
+        for manifest in ["Package.swift", "Benchmarks/Package.swift"] {
+            let package = try String(contentsOf: TestEnvironment.packageRoot.appendingPathComponent(manifest), encoding: .utf8)
+            declared.formUnion(package.matches(of: #/name: "([A-Za-z]+)"/#).map { String($0.1) })
+        }
+        for folder in ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests", ".build/checkouts"] {
+            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
+            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+            while let url = walker?.nextObject() as? URL {
+                guard url.pathExtension == "swift", let text = try? String(contentsOf: url, encoding: .utf8) else { continue }
+                let declarations = text.matches(of: #/\b(?:struct|enum|class|actor|protocol|typealias|case|func|var|let)\s+([A-Za-z_][A-Za-z0-9_]*)/#)
+                declared.formUnion(declarations.map { String($0.1) })
+            }
+        }
+        #expect(declared.count > 10_000, "the dependencies' checkouts were not read")
+        let text = try String(contentsOf: Self.document, encoding: .utf8)
+        var named: Set<String> = []
+        for span in text.matches(of: #/`([^`\n]+)`/#).map({ String($0.1) }) {
+            // A file, a path, SQL or a header (`Retry-After`) is not a type.
+            guard !span.contains("/"), !span.hasSuffix(".swift"), !span.contains(".md"), !span.contains(".yaml"),
+                let first = span.firstMatch(of: #/^[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*/#),
+                !span.dropFirst(first.0.count).hasPrefix("-")
+            else { continue }
+            named.insert(String(first.0))
+        }
+        #expect(named.count > 200)
+        let stale = named.subtracting(declared).sorted()
+        #expect(stale.isEmpty, "ARCHITECTURE.md names types the code does not declare: \(stale)")
     }
 
     /// Every metric of the metrics table is created under its full name, in the file the table names:

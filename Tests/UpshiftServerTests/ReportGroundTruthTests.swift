@@ -7,7 +7,7 @@ import UpshiftTestSupport
 /// Posts a simulated fleet (two months, ~850 installs, ~50,000 events; late, shuffled and duplicated
 /// deliveries; a catalog written before, at and after release times; installs placed exactly on the edges of
 /// the definitions) to the real server and checks that every report equals its definition
-/// (docs/ARCHITECTURE.md, "What the reports count.") evaluated directly on the generated events, mid-run and
+/// (docs/PROJECTIONS.md, "What the reports count.") evaluated directly on the generated events, mid-run and
 /// at the end.
 @Suite(.serverTimeLimit) struct ReportGroundTruthTests {
     static let fleet = Fleet.generate(seed: 0x5EED_F1EE_7202_6001, iosInstalls: 760, androidInstalls: 90)
@@ -363,7 +363,7 @@ struct ImpactJSON: ReportJSON {
     var byOS: [Row]
 }
 
-// MARK: - The definitions of the reports (docs/ARCHITECTURE.md, "What the reports count."), evaluated on the events
+// MARK: - The definitions of the reports (docs/PROJECTIONS.md, "What the reports count."), evaluated on the events
 
 /// The reports the server should give at `now`, after every post up to `now`, from the events the fleet
 /// generated — by the plain definitions, with no incremental state, so that a projection that folds

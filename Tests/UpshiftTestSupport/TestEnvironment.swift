@@ -6,7 +6,7 @@ import UpshiftCore
 import UpshiftStore
 
 /// Where the tests find PostgreSQL, the migrations, the shared test data and the built binary.
-/// Anything missing is a failure, never a skip (docs/ARCHITECTURE.md, "fail rather than skip").
+/// Anything missing is a failure, never a skip (docs/TESTING.md, "fail rather than skip").
 public enum TestEnvironment {
     public struct Missing: Error, CustomStringConvertible {
         public var description: String

@@ -36,7 +36,7 @@ public struct AdoptionCell: Sendable, Hashable {
     public var version: String
 }
 
-/// Daily adoption (docs/ARCHITECTURE.md, "What the reports count"): for each day, the number of installs
+/// Daily adoption (docs/PROJECTIONS.md, "What the reports count"): for each day, the number of installs
 /// whose last event of that day carried each version. A late event moves its install from one version to
 /// another on its own day (−1/+1). The per-install-per-day state is kept for the open window only: days
 /// before `horizon(maxRecordedAt)` are closed and their state pruned. Each app has its own horizon, which

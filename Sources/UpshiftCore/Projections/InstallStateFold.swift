@@ -11,7 +11,7 @@ public struct InstallKey: Sendable, Hashable {
     }
 }
 
-/// One row of `install_state` (docs/ARCHITECTURE.md, "What the reports count"): first and last seen, and
+/// One row of `install_state` (docs/PROJECTIONS.md, "What the reports count"): first and last seen, and
 /// the platform, version, OS and locale of the event with the latest `occurredAt` (ties: the later in the
 /// feed).
 public struct InstallStateRow: Sendable, Equatable {

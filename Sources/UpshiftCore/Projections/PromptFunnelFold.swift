@@ -23,7 +23,7 @@ public struct FunnelMarks: Sendable, Equatable {
     public var blocked = false
 }
 
-/// The prompt funnel projection's fold (docs/ARCHITECTURE.md, "What the reports count"). Conversion (seen
+/// The prompt funnel projection's fold (docs/PROJECTIONS.md, "What the reports count"). Conversion (seen
 /// on a version ≥ target within 7 days of the first `prompt_shown`) is derived by the store after each batch
 /// from the first time each touched install was seen on each version, which the fold also keeps.
 public enum PromptFunnelFold {

@@ -48,7 +48,7 @@ public struct CohortMemberKey: Sendable, Hashable {
 }
 
 /// The install's last event in [R − 7 days, R): when, and whether its version was below the release.
-/// An install belongs to the cohort when that last event was below (docs/ARCHITECTURE.md, "What the
+/// An install belongs to the cohort when that last event was below (docs/PROJECTIONS.md, "What the
 /// reports count").
 public struct CohortCandidate: Sendable, Equatable {
     public var lastBeforeAt: Date
@@ -60,7 +60,7 @@ public struct CohortCandidate: Sendable, Equatable {
     }
 }
 
-/// The release cohorts projection's fold (time-to-update: docs/ARCHITECTURE.md, "What the reports
+/// The release cohorts projection's fold (time-to-update: docs/PROJECTIONS.md, "What the reports
 /// count").
 ///
 /// For every release it knows, it keeps each install's last event in the week before the release,
@@ -169,7 +169,7 @@ public enum ReleaseCohortFold {
     }
 }
 
-/// How an install's T is derived and bucketed for the release report's read model (docs/ARCHITECTURE.md,
+/// How an install's T is derived and bucketed for the release report's read model (docs/PROJECTIONS.md,
 /// "What the reports count"). The report reads, per release, the cohort size and the updated installs per
 /// hour of T, and finds the median and p90 inside their hour; the store computes the same in SQL
 /// (`ReleaseCohortsProjection`).

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The reports (docs/ARCHITECTURE.md, "What the reports count"), built from rows the store reads. JSON
+/// The reports (docs/PROJECTIONS.md, "What the reports count"), built from rows the store reads. JSON
 /// through `Codable` (explicit `null`s), CSV through `csv`.
 ///
 /// Each carries `dataAsOf`: the `recorded_at` of the newest event the projections it reads had applied,
@@ -87,7 +87,7 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     }
 }
 
-/// Time-to-update for one release (docs/ARCHITECTURE.md, "What the reports count").
+/// Time-to-update for one release (docs/PROJECTIONS.md, "What the reports count").
 public struct ReleaseReport: Sendable, Equatable, Encodable {
     public struct Shares: Sendable, Equatable, Encodable {
         public var day1: Double?
@@ -198,7 +198,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     }
 }
 
-/// Prompt funnels (docs/ARCHITECTURE.md, "What the reports count"): distinct installs at each step, per
+/// Prompt funnels (docs/PROJECTIONS.md, "What the reports count"): distinct installs at each step, per
 /// target version and kind.
 public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     public struct Funnel: Sendable, Equatable, Encodable {
@@ -261,7 +261,7 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     }
 }
 
-/// What raising the minimum to a candidate would do (docs/ARCHITECTURE.md, "What the reports count"):
+/// What raising the minimum to a candidate would do (docs/PROJECTIONS.md, "What the reports count"):
 /// among installs last seen within the window, how many are below it, and how many of those have no release ≥
 /// it for their OS.
 public struct MinimumImpactReport: Sendable, Equatable, Encodable {

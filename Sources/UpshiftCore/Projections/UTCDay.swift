@@ -1,6 +1,6 @@
 import Foundation
 
-/// A UTC calendar day (every day of a report is one: docs/ARCHITECTURE.md, "What the reports count"), as
+/// A UTC calendar day (every day of a report is one: docs/PROJECTIONS.md, "What the reports count"), as
 /// a day number since 1970-01-01.
 public struct UTCDay: Sendable, Hashable, Comparable, CustomStringConvertible {
     public let number: Int

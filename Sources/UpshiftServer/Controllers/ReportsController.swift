@@ -5,7 +5,7 @@ import NIOCore
 import UpshiftCore
 import UpshiftStore
 
-/// The reports (docs/ARCHITECTURE.md, "What the reports count") under `/v1/apps/{app}/reports` (read or
+/// The reports (docs/PROJECTIONS.md, "What the reports count") under `/v1/apps/{app}/reports` (read or
 /// admin token): JSON, or CSV for `Accept: text/csv`. Every answer says how fresh its figures are: `dataAsOf`
 /// in the JSON, and the `Data-As-Of` header on both (a CSV has no place for it that spreadsheets would not
 /// misread).

@@ -2,7 +2,7 @@ import Foundation
 import UpshiftCore
 import UpshiftStore
 
-/// The reports (docs/ARCHITECTURE.md, "What the reports count") as values: what the JSON/CSV API and the
+/// The reports (docs/PROJECTIONS.md, "What the reports count") as values: what the JSON/CSV API and the
 /// dashboard both show, each with its `dataAsOf`. The store reads the reports database (a replica when one is
 /// configured); the catalog the minimum-impact report needs comes from the snapshot, which follows the
 /// primary. A projection that has no tables yet throws `ReportStore.NotReady` (a `503`).

@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// Daily adoption (docs/ARCHITECTURE.md, "What the reports count"): `adoption_daily` counts, and
+/// Daily adoption (docs/PROJECTIONS.md, "What the reports count"): `adoption_daily` counts, and
 /// `install_days`, the working state of the open window (each install's last event per day), pruned as days
 /// close; `adoption_horizons` holds each app's largest `recorded_at` read, which sets where its open window
 /// starts.

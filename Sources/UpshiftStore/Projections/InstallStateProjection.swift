@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// `install_state` (docs/ARCHITECTURE.md, "What the reports count"), and how many installs were last seen
+/// `install_state` (docs/PROJECTIONS.md, "What the reports count"), and how many installs were last seen
 /// in each hour (`install_activity`) and each day (`install_activity_daily`), by version and OS: the
 /// minimum-impact report sums whole days, then whole hours, and counts installs only for the rest of one
 /// hour.

@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// Prompt funnels (docs/ARCHITECTURE.md, "What the reports count"): per install, target version and
+/// Prompt funnels (docs/PROJECTIONS.md, "What the reports count"): per install, target version and
 /// prompt kind, the first time the prompt was shown and whether it was dismissed (later / skip), acted on, or
 /// blocked; when each install was first seen on each version (`prompt_versions`); and from those, after every
 /// batch, whether each prompted install converted (and updated after starting the update), and the funnel the

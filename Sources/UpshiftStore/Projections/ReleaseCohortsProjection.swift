@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// Release cohorts (time-to-update: docs/ARCHITECTURE.md, "What the reports count"): the releases read
+/// Release cohorts (time-to-update: docs/PROJECTIONS.md, "What the reports count"): the releases read
 /// from the catalog events, each install's last event in the week before each release, when each install was
 /// first seen on each version (`cohort_versions`), and from those, after every batch, each cohort install's T
 /// and the figures the release report reads: the cohort size (`release_cohorts.cohort`) and the updated

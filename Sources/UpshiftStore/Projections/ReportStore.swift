@@ -11,7 +11,7 @@ public struct ReportRead<Value: Sendable>: Sendable {
     public var dataAsOf: Date?
 }
 
-/// The report queries (docs/ARCHITECTURE.md, "What the reports count"), over the active generation of
+/// The report queries (docs/PROJECTIONS.md, "What the reports count"), over the active generation of
 /// each projection. The pool may be a streaming replica's (`UPSHIFT_REPORTS_DATABASE_URL`): every query here
 /// reads only the projections' registry and tables, and each report reads them in one snapshot.
 public struct ReportStore: Sendable {
