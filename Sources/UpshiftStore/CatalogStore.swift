@@ -103,7 +103,12 @@ public struct CatalogStore: Sendable {
         let decoder = CatalogCoding.decoder()
         var catalogs: [String: AppCatalog] = [:]
         var undecodable: [String: String] = [:]
-        for app in try await apps(only: ids) { catalogs[app.id] = AppCatalog(app: app) }
+        for (appId, app) in try await appRows(only: ids) {
+            switch app {
+            case .success(let app): catalogs[appId] = AppCatalog(app: app)
+            case .failure(let error): undecodable[appId] = "app: \(error)"
+            }
+        }
         let releases = try await pool.query(
             "SELECT app_id, platform, version_key, release::text, revision FROM releases WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
@@ -119,11 +124,12 @@ public struct CatalogStore: Sendable {
         let policies = try await pool.query(
             "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
-        for try await (appId, platform, json, revision) in policies.decode((String, Platform, String, Int).self) {
+        // The platform is read as text: a row that breaks the rule makes its app undecodable, not the load.
+        for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
             do {
                 var policy = try decoder.decode(Policy.self, from: Data(json.utf8))
                 policy.revision = revision
-                catalogs[appId]?.policies[platform] = policy
+                catalogs[appId]?.policies[try Platform(platform)] = policy
             } catch {
                 undecodable[appId] = undecodable[appId] ?? "policy \(platform): \(error)"
             }
@@ -157,14 +163,19 @@ public struct CatalogStore: Sendable {
 
     /// The apps `only` names, every app when nil.
     public func apps(only ids: [String]?) async throws -> [AppInfo] {
+        try await appRows(only: ids).map { try $0.1.get() }
+    }
+
+    /// Each `apps` row by id, read or the error its row gave.
+    private func appRows(only ids: [String]?) async throws -> [(String, Result<AppInfo, any Error>)] {
         let rows = try await pool.query(
             """
             SELECT app_id, name, default_locale, update_urls::text, store_ids::text, bundle_ids::text, revision FROM apps
             WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids)) ORDER BY app_id
             """, logger: logger)
-        var apps: [AppInfo] = []
+        var apps: [(String, Result<AppInfo, any Error>)] = []
         for try await row in rows.decode((String, String, String, String, String, String, Int).self) {
-            apps.append(try Self.app(row))
+            apps.append((row.0, Result { try Self.app(row) }))
         }
         return apps
     }

@@ -49,23 +49,6 @@ import UpshiftTestSupport
     /// (its checkout), or one of the few standard and protocol names below. A renamed or deleted type
     /// leaves no stale name behind.
     @Test func everyTypeItNamesIsDeclared() throws {
-        var declared: Set<String> = ["String", "Double", "Int", "UInt64", "Date", "Data", "URL", "ContinuousClock"]
-        // Header and cookie words, the module names, and the bad platform of an example.
-        declared.formUnion(["Allow", "ETag", "Vary", "HttpOnly", "Secure", "IOS"])
-        for manifest in ["Package.swift", "Benchmarks/Package.swift"] {
-            let package = try String(contentsOf: TestEnvironment.packageRoot.appendingPathComponent(manifest), encoding: .utf8)
-            declared.formUnion(package.matches(of: #/name: "([A-Za-z]+)"/#).map { String($0.1) })
-        }
-        for folder in ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests", ".build/checkouts"] {
-            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
-            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-            while let url = walker?.nextObject() as? URL {
-                guard url.pathExtension == "swift", let text = try? String(contentsOf: url, encoding: .utf8) else { continue }
-                let declarations = text.matches(of: #/\b(?:struct|enum|class|actor|protocol|typealias|case|func|var|let)\s+([A-Za-z_][A-Za-z0-9_]*)/#)
-                declared.formUnion(declarations.map { String($0.1) })
-            }
-        }
-        #expect(declared.count > 10_000, "the dependencies' checkouts were not read")
         let text = try String(contentsOf: Self.document, encoding: .utf8)
         var named: Set<String> = []
         for span in text.matches(of: #/`([^`\n]+)`/#).map({ String($0.1) }) {
@@ -77,8 +60,32 @@ import UpshiftTestSupport
             named.insert(String(first.0))
         }
         #expect(named.count > 200)
-        let stale = named.subtracting(declared).sorted()
-        #expect(stale.isEmpty, "ARCHITECTURE.md names types the code does not declare: \(stale)")
+        var missing = named.subtracting(["String", "Double", "Int", "UInt64", "Date", "Data", "URL", "ContinuousClock"])
+        // Header and cookie words, and the bad platform of an example.
+        missing.subtract(["Allow", "ETag", "Vary", "HttpOnly", "Secure", "IOS"])
+        for manifest in ["Package.swift", "Benchmarks/Package.swift"] {
+            let package = try String(contentsOf: TestEnvironment.packageRoot.appendingPathComponent(manifest), encoding: .utf8)
+            missing.subtract(package.matches(of: #/name: "([A-Za-z]+)"/#).map { String($0.1) })
+        }
+        // Declared here, or in a dependency's checkout: each file is searched for the names still missing.
+        let checkouts = TestEnvironment.packageRoot.appendingPathComponent(".build/checkouts")
+        let dependencies = (try? FileManager.default.contentsOfDirectory(atPath: checkouts.path)) ?? []
+        #expect(!dependencies.isEmpty, "the dependencies' checkouts are not there")
+        let folders = ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests"] + dependencies.sorted().map { ".build/checkouts/\($0)/Sources" }
+        for folder in folders where !missing.isEmpty {
+            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
+            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+            while let url = walker?.nextObject() as? URL, !missing.isEmpty {
+                guard url.pathExtension == "swift", let code = try? String(contentsOf: url, encoding: .utf8) else { continue }
+                for name in missing {
+                    let declarations = ["struct", "enum", "class", "actor", "protocol", "typealias", "case", "func", "var", "let"]
+                    if code.contains(name), declarations.contains(where: { code.contains("\($0) \(name)") }) {
+                        missing.remove(name)
+                    }
+                }
+            }
+        }
+        #expect(missing.isEmpty, "ARCHITECTURE.md names types the code does not declare: \(missing.sorted())")
     }
 
     /// Every metric of the metrics table is created under its full name, in the file the table names:

@@ -83,7 +83,16 @@ import UpshiftTestSupport
     /// A stored row that cannot be read (written by an older, laxer server, or by hand) leaves out its
     /// own app only: the server starts, every other app is served and its writes reach the checks, the
     /// app keeps its last good catalog while the server runs, and a metric counts it.
-    @Test func anUnreadableAppNeverTakesTheOtherAppsCatalogsDown() async throws {
+    /// The rows that make an app unreadable: a release date past the years the API writes, a platform
+    /// that breaks the rule as a key of the app's store URLs, and as a policy's platform.
+    static let corruptions = [
+        "UPDATE releases SET release = jsonb_set(release, '{releasedAt}', '\"10000-01-01T00:00:59.000Z\"') WHERE app_id = 'broken'",
+        "UPDATE apps SET update_urls = '{\"IOS\": \"https://example.com\"}' WHERE app_id = 'broken'",
+        "INSERT INTO policies (app_id, platform, policy, revision) VALUES ('broken', 'IOS', '{\"enabled\": true}', 1)",
+    ]
+
+    @Test(arguments: corruptions)
+    func anUnreadableAppNeverTakesTheOtherAppsCatalogsDown(corruption: String) async throws {
         let harness = try await Harness.make()
         @Sendable func check(_ server: Server, _ app: String) async throws -> Server.Reply {
             try await server.request(.GET, "/v1/apps/\(app)/check?platform=ios&version=1.0")
@@ -93,12 +102,12 @@ import UpshiftTestSupport
             // write of such a server would be, moving the app's stream head (reloads read the apps whose
             // head moved).
             _ = try await harness.count(
-                """
-                WITH changed AS (UPDATE releases SET release = jsonb_set(release, '{releasedAt}', '"10000-01-01T00:00:59.000Z"')
-                                 WHERE app_id = 'broken' RETURNING 1),
-                     moved AS (UPDATE streams SET version = version + 1 WHERE stream_id = 'app:broken' RETURNING 1)
-                SELECT (SELECT count(*) FROM changed)::int + (SELECT count(*) FROM moved)::int
-                """)
+                PostgresQuery(
+                    unsafeSQL: """
+                        WITH changed AS (\(corruption) RETURNING 1),
+                             moved AS (UPDATE streams SET version = version + 1 WHERE stream_id = 'app:broken' RETURNING 1)
+                        SELECT (SELECT count(*) FROM changed)::int + (SELECT count(*) FROM moved)::int
+                        """))
         }
         try await harness.run { server in
             let created = try await server.send(
