@@ -11,7 +11,7 @@ import UpshiftTestSupport
 
 /// The Swift SDK (`UpshiftClient`) against a live server built by the composition root: real HTTP,
 /// real PostgreSQL. A test transport sits in front of URLSession to stall, fail or lose answers.
-@Suite(.tags(.timed), .serverTimeLimit) struct ClientSDKTests {
+@Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct ClientSDKTests {
     @Test func checkAsksWhenDueAndForceAlwaysAsks() async throws {
         let harness = try await Harness.make(now: Self.start)
         try await harness.run { (server: Server) async throws in

@@ -5,13 +5,13 @@ import Testing
 /// measure the load rather than the server, so the suites that bound a time run apart from the rest, and
 /// those that hold the machine or the cluster for themselves run one at a time.
 extension Tag {
-    /// Bounds how long the server or the SDK takes (a standby within 30 s, a policy on another instance
-    /// within 3 s, a flush before its timeout, an exit within 8 s, the SDK's answer from a stalled server
-    /// within its timeout, a rebuild that waits for every open write transaction of the cluster): run
-    /// together, after the untagged suites.
+    /// Bounds how long the server takes (a standby within 30 s, a policy on another instance within 3 s, a
+    /// flush before its timeout, an exit within 8 s, a rebuild that waits for every open write transaction
+    /// of the cluster): run together, after the untagged suites.
     @Tag public static var timed: Self
-    /// Holds the machine or the cluster for itself (a fleet simulation, hundreds of slow connections,
-    /// clusters of its own, write transactions held open for seconds, a rollout step timed within 3 s):
+    /// Holds the machine or the cluster for itself, or bounds a time too tightly to share it (a fleet
+    /// simulation, hundreds of slow connections, clusters of its own, write transactions held open for
+    /// seconds, a rollout step within 3 s, the SDK's answer from a stalled server within 2 s):
     /// run last, one suite at a time (``RunsAlone``).
     @Tag public static var alone: Self
 }
@@ -21,8 +21,8 @@ extension Tag {
 /// (`upshift_suites` in scripts/lib/common.sh), and `ScheduleTests` checks that each names exactly the
 /// suites that carry its tag.
 public enum Schedule {
-    public static let timed = "AppEditTests|AppStoreImportTests|CatalogPropagationTests|ClientSDKTests|HostileInputTests|IngestionTests|OperatorMetricsTests|OutageTests|ProjectionRunnerTests|RebuildEquivalenceTests|ShutdownTests"
-    public static let alone = "ConnectionLimitsTests|HostLossTests|HotPathTests|ReplicaReportsTests|RolloutScheduleEndpointTests|SimulationTests|TwoInstancesTests"
+    public static let timed = "AppEditTests|AppStoreImportTests|CatalogPropagationTests|HostileInputTests|IngestionTests|OperatorMetricsTests|OutageTests|ProjectionRunnerTests|RebuildEquivalenceTests|ShutdownTests"
+    public static let alone = "ClientSDKTests|ConnectionLimitsTests|HostLossTests|HotPathTests|ReplicaReportsTests|RolloutScheduleEndpointTests|SimulationTests|TwoInstancesTests"
 }
 
 /// A suite that runs by itself among the suites of its process: it waits for the one before it to end.
