@@ -71,18 +71,13 @@ import UpshiftTestSupport
         let checkouts = TestEnvironment.packageRoot.appendingPathComponent(".build/checkouts")
         let dependencies = (try? FileManager.default.contentsOfDirectory(atPath: checkouts.path)) ?? []
         #expect(!dependencies.isEmpty, "the dependencies' checkouts are not there")
-        let folders = ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests"] + dependencies.sorted().map { ".build/checkouts/\($0)/Sources" }
-        for folder in folders where !missing.isEmpty {
-            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
-            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-            while let url = walker?.nextObject() as? URL, !missing.isEmpty {
-                guard url.pathExtension == "swift", let code = try? String(contentsOf: url, encoding: .utf8) else { continue }
-                for name in missing {
-                    let declarations = ["struct", "enum", "class", "actor", "protocol", "typealias", "case", "func", "var", "let"]
-                    if code.contains(name), declarations.contains(where: { code.contains("\($0) \(name)") }) {
-                        missing.remove(name)
-                    }
-                }
+        let declarations = ["struct", "enum", "class", "actor", "protocol", "typealias", "case", "func", "var", "let"]
+        let folders = TestEnvironment.codeFolders + dependencies.sorted().map { ".build/checkouts/\($0)/Sources" }
+        for url in TestEnvironment.swiftFiles(in: folders) {
+            guard !missing.isEmpty else { break }
+            guard let code = try? String(contentsOf: url, encoding: .utf8) else { continue }
+            for name in missing where code.contains(name) && declarations.contains(where: { code.contains("\($0) \(name)") }) {
+                missing.remove(name)
             }
         }
         #expect(missing.isEmpty, "ARCHITECTURE.md names types the code does not declare: \(missing.sorted())")
@@ -113,18 +108,13 @@ import UpshiftTestSupport
     /// wrap), by path.
     static func comments() throws -> [String: String] {
         var comments: [String: String] = [:]
-        for folder in ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests"] {
-            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
-            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-            while let url = walker?.nextObject() as? URL {
-                guard url.pathExtension == "swift" else { continue }
-                let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n").compactMap { line -> Substring? in
-                    let trimmed = line.drop { $0 == " " }
-                    guard trimmed.hasPrefix("//") else { return nil }
-                    return trimmed.drop { $0 == "/" }
-                }
-                comments["\(folder)/\(url.path.dropFirst(root.path.count + 1))"] = lines.joined(separator: " ")
+        for url in TestEnvironment.swiftFiles() {
+            let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n").compactMap { line -> Substring? in
+                let trimmed = line.drop { $0 == " " }
+                guard trimmed.hasPrefix("//") else { return nil }
+                return trimmed.drop { $0 == "/" }
             }
+            comments[String(url.path.dropFirst(TestEnvironment.packageRoot.path.count + 1))] = lines.joined(separator: " ")
         }
         return comments
     }
@@ -158,18 +148,9 @@ import UpshiftTestSupport
     /// git takes a file with a NUL byte for binary: its diffs and blame are lost. A test that sends one
     /// writes it as an escape (`\u{0}`).
     @Test func noSwiftFileHoldsANulByte() throws {
-        var files: [String] = []
-        var read = 0
-        for folder in ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests"] {
-            let root = TestEnvironment.packageRoot.appendingPathComponent(folder)
-            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-            while let url = walker?.nextObject() as? URL {
-                guard url.pathExtension == "swift" else { continue }
-                read += 1
-                if try Data(contentsOf: url).contains(0) { files.append(url.path) }
-            }
-        }
-        #expect(read > 200)
+        let all = TestEnvironment.swiftFiles()
+        let files = try all.filter { try Data(contentsOf: $0).contains(0) }.map(\.path)
+        #expect(all.count > 200)
         #expect(files.isEmpty, "Swift files with a NUL byte: \(files)")
     }
 }

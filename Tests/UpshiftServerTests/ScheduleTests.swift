@@ -7,10 +7,7 @@ import UpshiftTestSupport
     /// Suite name → its traits as written, for every suite of the test targets.
     static func suites() throws -> [String: String] {
         var suites: [String: String] = [:]
-        let root = TestEnvironment.packageRoot.appendingPathComponent("Tests")
-        let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
-        while let url = walker?.nextObject() as? URL {
-            guard url.pathExtension == "swift" else { continue }
+        for url in TestEnvironment.swiftFiles(in: ["Tests"]) {
             let text = try String(contentsOf: url, encoding: .utf8)
             for match in text.matches(of: #/@Suite(?:\((.*)\))? struct (\w+)/#) {
                 suites[String(match.2)] = match.1.map(String.init) ?? ""

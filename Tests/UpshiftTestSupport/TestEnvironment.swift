@@ -19,6 +19,17 @@ public enum TestEnvironment {
 
     public static var migrationsDirectory: URL { packageRoot.appendingPathComponent("sql", isDirectory: true) }
 
+    /// The folders of the project's own Swift code: the package's and the benchmarks' package's.
+    public static let codeFolders = ["Sources", "Tests", "Benchmarks/Sources", "Benchmarks/Tests"]
+
+    /// Every `.swift` file under `folders` (relative to the checkout).
+    public static func swiftFiles(in folders: [String] = codeFolders) -> [URL] {
+        folders.flatMap { folder in
+            let walker = FileManager.default.enumerator(at: packageRoot.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+            return (walker?.allObjects ?? []).compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
+        }
+    }
+
     /// A path for one test's files, not yet created: `name-<UUID>` inside one folder of the test process,
     /// which is removed when the process exits, so that a suite run leaves nothing in the temporary
     /// directory (it used to leave hundreds of folders and logs behind).

@@ -32,10 +32,9 @@ public enum Waits {
     /// Asks `condition` every `interval` until it holds; throws, naming `what`, when `timeout` passes
     /// first. The one wait of the tests: every "until" of a test goes through it.
     public static func until(
-        _ what: @autoclosure () -> String, timeout: Duration, every interval: Duration = .milliseconds(50),
+        _ what: String, timeout: Duration, every interval: Duration = .milliseconds(50),
         _ condition: () async throws -> Bool
     ) async throws {
-        let what = what()
         try await named(what) {
             let deadline = ContinuousClock.now.advanced(by: timeout)
             while try await !condition() {

@@ -137,12 +137,7 @@ struct CheckController: Sendable {
         if let install = checkRequest.install, let installId = UUIDText.parse(install) {
             observations.record(answer, of: checkRequest, installId: installId, appId: appId, now: now)
         }
-        if EntityTag.matches(request.headers[.ifNoneMatch], etag: answer.etag) {
-            var headers = answer.headers
-            headers[.contentType] = nil
-            return Response(status: .notModified, headers: headers)
-        }
-        return Response(status: .ok, headers: answer.headers, body: .init(byteBuffer: answer.body))
+        return EntityTag.response(to: request, etag: answer.etag, headers: answer.headers, body: answer.body)
     }
 
     /// Decides and encodes an answer (docs/ARCHITECTURE.md, "The decision rules").

@@ -58,13 +58,8 @@ struct UpdateFeedController: Sendable {
             // 400 when the segment is not text, 404 when it cannot be an app id at all.
             let appId = try context.pathValue("app")
             guard AppID.isValid(appId) else { throw CatalogError.appNotFound(appId) }
-            let headers = Self.noLookupResultHeaders
-            if EntityTag.matches(request.headers[.ifNoneMatch], etag: headers[.eTag] ?? "") {
-                return Response(status: .notModified, headers: headers)
-            }
-            return Response(
-                status: .ok, headers: headers + [.contentType: "application/json; charset=utf-8"],
-                body: .init(byteBuffer: Self.noLookupResult))
+            return EntityTag.response(
+                to: request, etag: Self.noLookupResultTag, headers: Self.noLookupResultHeaders, body: Self.noLookupResult)
         }
         let refused = unusable
             || !AppStoreLookup.matches(app, platform: platform, bundleId: query["bundleId"], id: query["id"])
@@ -83,9 +78,10 @@ struct UpdateFeedController: Sendable {
 
     /// The lookup's answer for an app this server does not know: `{"resultCount":0,"results":[]}`.
     static let noLookupResult = ByteBuffer(string: #"{"resultCount":0,"results":[]}"#)
-    /// Its headers but the type: kept a minute, so that an app created meanwhile is soon found.
+    static let noLookupResultTag = "\"\(EntityTag.fnv1a(Data(noLookupResult.readableBytesView)))\""
+    /// Its headers: kept a minute, so that an app created meanwhile is soon found.
     static let noLookupResultHeaders: HTTPFields = [
-        .eTag: "\"\(EntityTag.fnv1a(Data(noLookupResult.readableBytesView)))\"", .vary: "Accept-Language",
+        .contentType: "application/json; charset=utf-8", .eTag: noLookupResultTag, .vary: "Accept-Language",
         .cacheControl: "public, max-age=60",
     ]
 
@@ -114,11 +110,6 @@ struct UpdateFeedController: Sendable {
                 interval: interval)
             answers.store(answer, for: question)
         }
-        if EntityTag.matches(request.headers[.ifNoneMatch], etag: answer.etag) {
-            var headers = answer.headers
-            headers[.contentType] = nil
-            return Response(status: .notModified, headers: headers)
-        }
-        return Response(status: .ok, headers: answer.headers, body: .init(byteBuffer: answer.body))
+        return EntityTag.response(to: request, etag: answer.etag, headers: answer.headers, body: answer.body)
     }
 }

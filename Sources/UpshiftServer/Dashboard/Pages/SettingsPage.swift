@@ -65,21 +65,17 @@ enum SettingsPage {
         func input(_ name: String, _ row: Int, _ value: String?, label: String) -> HTML {
             "<label>\(label)<input name=\"\(name).\(row)\" value=\"\(value ?? "")\" maxlength=\"\(CatalogInput.maximumURLLength)\"></label>"
         }
+        // A row per platform, and a blank one for a new platform.
         let rows = (platforms.map(Optional.some) + [nil]).enumerated().map { row, platform -> HTML in
-            guard let platform else {
-                return """
-                    <fieldset><legend>Add a platform</legend>\
-                    <label>New platform<input name="platform.\(row)" value="" placeholder="android" maxlength="\(Platform.maximumLength)"></label>\
-                    \(input("updateURL", row, nil, label: "Store URL"))\
-                    \(input("storeId", row, nil, label: "Store id"))\
-                    \(input("bundleId", row, nil, label: "Bundle id"))</fieldset>
-                    """
-            }
+            let name: HTML =
+                platform.map { "<input type=\"hidden\" name=\"platform.\(row)\" value=\"\($0)\"><b>\($0)</b>" }
+                ?? "<label>New platform<input name=\"platform.\(row)\" value=\"\" placeholder=\"android\" maxlength=\"\(Platform.maximumLength)\"></label>"
+            func value(_ map: [Platform: String]) -> String? { platform.flatMap { map[$0] } }
             return """
-                <fieldset><legend>\(platform)</legend><input type="hidden" name="platform.\(row)" value="\(platform)"><b>\(platform)</b>\
-                \(input("updateURL", row, app.updateURL[platform], label: "Store URL"))\
-                \(input("storeId", row, app.storeId[platform], label: "Store id"))\
-                \(input("bundleId", row, app.bundleId[platform], label: "Bundle id"))</fieldset>
+                <fieldset><legend>\(platform?.rawValue ?? "Add a platform")</legend>\(name)\
+                \(input("updateURL", row, value(app.updateURL), label: "Store URL"))\
+                \(input("storeId", row, value(app.storeId), label: "Store id"))\
+                \(input("bundleId", row, value(app.bundleId), label: "Bundle id"))</fieldset>
                 """
         }
         var saved: HTML = ""
