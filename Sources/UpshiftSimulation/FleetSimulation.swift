@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import Logging
-import PostgresNIO
 import ServiceLifecycle
 import UpshiftClient
 import UpshiftCore
@@ -295,8 +294,8 @@ public struct FleetSimulation {
             }
             // Written is not yet served: the check answers from the snapshot, which the write reloads next.
             let (settings, logger) = (database, self.logger)
-            let written = try await Database.withClient(settings, logger: logger) { client, logger in
-                try await CatalogStore(client: client, logger: logger).version()
+            let written = try await Database.withPool(settings, logger: logger) { pool, logger in
+                try await CatalogStore(pool: pool, logger: logger).version()
             }
             while try await http.metric("upshift_catalog_version", token: operatorToken) ?? -1 < Double(written) {
                 guard ContinuousClock.now - started < .seconds(3) else {
@@ -331,8 +330,8 @@ public struct FleetSimulation {
     /// differences. Other apps' events close none of its days.
     private func checkTheLogLeavesThePeriodOpen() async throws {
         let (settings, start, app) = (configuration.database, start, options.appId)
-        let latest = try await Database.withClient(settings, logger: logger) { client, logger in
-            try await EventLog(client: client, logger: logger).latestRecordedAt(app: app)
+        let latest = try await Database.withPool(settings, logger: logger) { pool, logger in
+            try await EventLog(pool: pool, logger: logger).latestRecordedAt(app: app)
         }
         guard let latest, UTCDay(start) < UTCDay(latest).adding(days: -AdoptionFold.openDays) else { return }
         let days = max(0, Int(options.end.timeIntervalSince(latest.addingTimeInterval(-Double(AdoptionFold.openDays) * 86_400)) / 86_400) - 1)
@@ -348,15 +347,15 @@ public struct FleetSimulation {
         let settings = configuration.database
         let (app, name, now, end, create) = (options.appId, options.appName, clock.now(), options.end, options.createApp)
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return try await Database.withClient(settings, logger: logger) { client, logger in
+        return try await Database.withPool(settings, logger: logger) { pool, logger in
             if create {
-                _ = try await CatalogStore(client: client, logger: logger).createApp(
+                _ = try await CatalogStore(pool: pool, logger: logger).createApp(
                     AppInfo(id: app, name: name, updateURL: ["ios": "https://apps.apple.com/app/id1"]),
                     actor: "simulate", reason: "upshift simulate", now: now)
             }
-            let keys = KeyStore(client: client, logger: logger)
+            let keys = KeyStore(pool: pool, logger: logger)
             // Partitions for the whole period (the server creates them around its clock's start only).
-            let log = EventLog(client: client, logger: logger)
+            let log = EventLog(pool: pool, logger: logger)
             for date in stride(from: now.timeIntervalSince1970, through: end.timeIntervalSince1970 + 86_400, by: 20 * 86_400) {
                 _ = try await log.ensurePartitions(now: Date(timeIntervalSince1970: date))
             }

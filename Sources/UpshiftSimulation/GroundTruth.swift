@@ -1,5 +1,4 @@
 import Foundation
-import PostgresNIO
 import UpshiftCore
 import UpshiftServer
 import UpshiftStore
@@ -275,8 +274,8 @@ extension FleetSimulation {
             return "stored \(stored) of \(expected) rows; the server counts \(dropped.map { "\(Int($0))" } ?? "no") check "
                 + "observations dropped and \(failures.map { "\(Int($0))" } ?? "no") failed flushes of its event log writer"
         }
-        try await Database.withClient(settings, logger: logger) { client, logger in
-            let (log, projections) = (EventLog(client: client, logger: logger), ProjectionStore(client: client, logger: logger))
+        try await Database.withPool(settings, logger: logger) { pool, logger in
+            let (log, projections) = (EventLog(pool: pool, logger: logger), ProjectionStore(pool: pool, logger: logger))
             var stored = 0
             var missingSince: ContinuousClock.Instant?
             while ContinuousClock.now < deadline {

@@ -7,7 +7,7 @@ import PostgresNIO
 public enum AdvisoryLeadership {
     /// The connection that holds the lock.
     public struct Lease: Sendable {
-        let connection: PostgresConnection
+        let connection: StoreConnection
 
         /// The connection closed (PostgreSQL restarted, the network failed): the lock is gone, and
         /// another instance may hold it now.
@@ -42,7 +42,7 @@ public enum AdvisoryLeadership {
     /// Takes the lock `key` on `connection` (within `limit`): false when another session holds it,
     /// after ending that session if its leader stopped answering (``LeaderHeartbeat``).
     static func lock(
-        _ key: String, on connection: PostgresConnection, role: String, limit: Duration, logger: Logger
+        _ key: String, on connection: StoreConnection, role: String, limit: Duration, logger: Logger
     ) async throws -> Bool {
         try await withDeadline(limit, abandonWhen: { connection.isClosed }) {
             for attempt in 0..<2 {

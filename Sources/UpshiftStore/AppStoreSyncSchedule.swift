@@ -31,7 +31,7 @@ public struct AppStoreSyncSchedule: Sendable {
         }
     }
 
-    let connection: PostgresConnection
+    let connection: StoreConnection
     let timeout: Duration
     let logger: Logger
 
@@ -86,7 +86,7 @@ public struct AppStoreSyncSchedule: Sendable {
         }
     }
 
-    private func bounded<T: Sendable>(_ operation: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    private func bounded<T: Sendable>(_ operation: @escaping @Sendable (StoreConnection) async throws -> T) async throws -> T {
         let connection = self.connection
         return try await withDeadline(timeout, abandonWhen: { connection.isClosed }) { try await operation(connection) }
     }

@@ -462,7 +462,7 @@ public struct CatalogStore: Sendable {
     }
 
     /// A minimum above every live release blocks everyone below it with nothing to update to.
-    private func policyWarnings(_ policy: Policy, appId: String, platform: Platform, on connection: PostgresConnection)
+    private func policyWarnings(_ policy: Policy, appId: String, platform: Platform, on connection: StoreConnection)
         async throws -> [String]
     {
         guard policy.minimumVersion != nil else { return [] }
@@ -471,7 +471,7 @@ public struct CatalogStore: Sendable {
 
     /// The platform's releases as stored, inside a write's transaction.
     /// What the operator must hear about `release` for the appcast (``Release/appcastWarnings(among:appPageURL:)``).
-    private func appcastWarnings(_ release: Release, appId: String, on connection: PostgresConnection) async throws
+    private func appcastWarnings(_ release: Release, appId: String, on connection: StoreConnection) async throws
         -> [String]
     {
         guard release.platform == "macos" else { return [] }
@@ -483,7 +483,7 @@ public struct CatalogStore: Sendable {
             among: try await releases(appId: appId, platform: release.platform, on: connection), appPageURL: page)
     }
 
-    private func releases(appId: String, platform: Platform, on connection: PostgresConnection) async throws -> [Release] {
+    private func releases(appId: String, platform: Platform, on connection: StoreConnection) async throws -> [Release] {
         let rows = try await connection.query(
             "SELECT release::text FROM releases WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)
         var releases: [Release] = []
@@ -498,7 +498,7 @@ public struct CatalogStore: Sendable {
     /// no event (nothing changed) leaves the stream, and everything else, as it was.
     private func write<T: Sendable>(
         appId: String, now: Date,
-        _ body: @escaping @Sendable (PostgresConnection, Int) async throws -> T
+        _ body: @escaping @Sendable (StoreConnection, Int) async throws -> T
     ) async throws -> T {
         try await pool.transaction(logger: logger) { connection in
             let head = try await connection.query(
@@ -512,7 +512,7 @@ public struct CatalogStore: Sendable {
 
     /// Appends a catalog event at `streamVersion`, moves the stream head there, and notifies the instances
     /// once committed.
-    private func record(_ event: CatalogEvent, appId: String, streamVersion: Int, now: Date, on connection: PostgresConnection)
+    private func record(_ event: CatalogEvent, appId: String, streamVersion: Int, now: Date, on connection: StoreConnection)
         async throws
     {
         try await connection.query(

@@ -16,6 +16,13 @@ public enum Database {
             || error is DatabaseUnreachable
     }
 
+    /// What PostgreSQL said of a statement it refused (its message), or of a connection that failed (the
+    /// failure's kind); nil for an error that did not come from PostgreSQL or its driver.
+    public static func failure(_ error: any Error) -> String? {
+        guard let error = error as? PSQLError else { return nil }
+        return error.serverInfo?[.message] ?? String(describing: error.code)
+    }
+
     /// Opens one connection outside any pool and closes it: nil when that works, else why not
     /// (refused, timed out, authentication, unknown database…), naming the host and port. A pool
     /// hides the cause behind its circuit breaker; this is how the CLI and `serve`'s start-up say it.
@@ -35,7 +42,7 @@ public enum Database {
     /// stops a debug build that lets a connection go unclosed.
     public static func connect(
         _ settings: DatabaseSettings, applicationName: String, within limit: Duration, logger: Logger
-    ) async throws -> PostgresConnection {
+    ) async throws -> StoreConnection {
         let configuration = try settings.connectionConfiguration(applicationName: applicationName)
         let handoff = Handoff<PostgresConnection>()
         do {
@@ -45,7 +52,7 @@ public enum Database {
                     try? await connection.close()
                     throw CancellationError()
                 }
-                return connection
+                return StoreConnection(connection)
             }
         } catch {
             if let late = handoff.abandon() { try? await late.close() }
@@ -175,7 +182,7 @@ public struct ConnectionLost: Error, CustomStringConvertible {
 /// ``DeadlineExceeded``) or `abandonWhen` turns true first (polled every 100 ms; throws
 /// ``ConnectionLost``). Either way the operation is cancelled and no longer waited for: a statement
 /// that PostgreSQL never answers, or one sent through PostgresNIO's own API on a connection that
-/// already closed (PostgresNIO 1.33 never completes it; ``PostgresConnection/rows(_:logger:file:line:)``
+/// already closed (PostgresNIO 1.33 never completes it; ``StoreConnection/query(_:logger:file:line:)``
 /// fails it at once), would keep a caller that waited for it waiting for ever. Cancelling the caller
 /// cancels the operation.
 public func withDeadline<T: Sendable>(
@@ -195,37 +202,13 @@ public func withDeadline<T: Sendable>(
         })
 }
 
-extension PostgresConnection {
-    /// Runs `body` in one transaction: `BEGIN`, then `COMMIT` when `body` returns, `ROLLBACK` when it
-    /// throws, every statement through ``rows(_:logger:file:line:)`` (PostgresNIO's `withTransaction`
-    /// sends them through its async `query`, which waits for ever on a connection that closed). What
-    /// `body` throws is rethrown as itself, and so is the error of a `BEGIN` or `COMMIT` that failed: a
-    /// connection that closed under either is then a connection error like any other (`503`, not
-    /// `500`). A connection whose `ROLLBACK` failed is closed: it may still be inside the transaction,
-    /// and its pool must not lend it out again.
-    public func transaction<T: Sendable>(
-        logger: Logger, _ body: (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try await rows("BEGIN", logger: logger)
-        let value: T
-        do {
-            value = try await body(self)
-        } catch {
-            do { try await rows("ROLLBACK", logger: logger) } catch { try? await close() }
-            throw error
-        }
-        try await rows("COMMIT", logger: logger)
-        return value
-    }
-}
-
 extension Database {
-    /// Runs `body` with a client of two connections for `settings`, for one command (the CLI, the
-    /// simulation): the client runs while `body` does and stops after it. A database that cannot be
+    /// Runs `body` with a pool of two connections for `settings`, unbounded, for one command (the CLI,
+    /// the simulation): the pool runs while `body` does and stops after it. A database that cannot be
     /// connected to fails at once with ``DatabaseUnreachable`` (where, and why).
-    public static func withClient<T: Sendable>(
+    public static func withPool<T: Sendable>(
         _ settings: DatabaseSettings, logger: Logger,
-        _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
+        _ body: @escaping @Sendable (DatabasePool, Logger) async throws -> T
     ) async throws -> T {
         if let unreachable = await diagnose(settings, logger: logger) { throw unreachable }
         let client = PostgresClient(configuration: settings.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
@@ -240,7 +223,7 @@ extension Database {
             }
             defer { group.cancelAll() }
             for await _ in running {}
-            return try await body(client, logger)
+            return try await body(DatabasePool(client: client, logger: logger), logger)
         }
     }
 }

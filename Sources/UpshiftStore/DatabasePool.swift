@@ -65,7 +65,7 @@ public struct DatabasePool: Sendable {
     /// `body` returns. A connection that closes under `body` fails it at once (``ConnectionLost``)
     /// rather than leaving it to wait for an answer that cannot come.
     public func withConnection<T: Sendable>(
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ body: @escaping @Sendable (StoreConnection) async throws -> T
     ) async throws -> T {
         let lease = Lease()
         let (client, meters) = (client, meters)
@@ -78,7 +78,7 @@ public struct DatabasePool: Sendable {
                         meters?.acquired(waited: ContinuousClock.now - requested)
                         defer { meters?.released() }
                         guard !connection.isClosed else { throw ConnectionLost() }
-                        return try await body(connection)
+                        return try await body(StoreConnection(connection))
                     }
                 },
                 against: { try await lease.watch(requested: requested, bounds: bounds) })
@@ -89,25 +89,17 @@ public struct DatabasePool: Sendable {
 
     /// One transaction (``withConnection(_:)``); what `body` throws is rethrown as itself.
     public func transaction<T: Sendable>(
-        logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        logger: Logger, _ body: @escaping @Sendable (StoreConnection) async throws -> T
     ) async throws -> T {
         try await withConnection { connection in try await connection.transaction(logger: logger, body) }
     }
 
-    /// Runs one statement and reads all its rows.
-    @discardableResult
-    public func query(
-        _ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line
-    ) async throws -> Rows {
-        try await withConnection { connection in
-            try await connection.rows(query, logger: logger, file: file, line: line)
-        }
-    }
-
     /// Runs one composed statement (``SQL``) and reads all its rows.
     @discardableResult
-    public func query(_ sql: SQL, logger: Logger) async throws -> Rows {
-        try await query(try sql.query(), logger: logger)
+    public func query(_ sql: SQL, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> Rows {
+        try await withConnection { connection in
+            try await connection.query(sql, logger: logger, file: file, line: line)
+        }
     }
 
     /// What the caller is told: a bound that passed, a cancelled statement and a pool that cannot serve

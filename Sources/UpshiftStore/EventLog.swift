@@ -111,7 +111,7 @@ extension Calendar {
 
 /// The group insert of ``EventLog/append(_:recordedAt:)``, prepared once per connection (PostgresNIO keeps
 /// it by name): PostgreSQL parses and plans it once instead of on every flush. It answers one row, so
-/// that its answer never waits on its reader between parts (see ``PostgresConnection/rows(_:logger:file:line:)``:
+/// that its answer never waits on its reader between parts (see ``StoreConnection/query(_:logger:file:line:)``:
 /// a prepared statement's rows come only as PostgresNIO's async sequence).
 struct AppendEvents: PostgresPreparedStatement {
     /// The positions (from 1) of the events not stored.
@@ -142,7 +142,7 @@ struct AppendEvents: PostgresPreparedStatement {
         WHERE NOT EXISTS (SELECT 1 FROM stored s WHERE s.app_id = e.app_id AND s.event_id = e.id)
         """
 
-    /// Encoded when the statement is made, so that the event loop that sends it (``PostgresConnection/rows(prepared:logger:)``)
+    /// Encoded when the statement is made, so that the event loop that sends it (``StoreConnection/rows(prepared:logger:)``)
     /// only copies them.
     let bindings: PostgresBindings
 

@@ -27,7 +27,7 @@ public struct FeedReader: Sendable {
         }
     }
 
-    static func read(on connection: PostgresConnection, after position: FeedPosition, limit: Int, logger: Logger)
+    static func read(on connection: StoreConnection, after position: FeedPosition, limit: Int, logger: Logger)
         async throws -> [ProjectionEvent]
     {
         // The ORDER BY names the table's columns: the output column `tx_id::text` would sort as text.
@@ -44,7 +44,7 @@ public struct FeedReader: Sendable {
 
     /// How many events of the log lie after `position`, counted up to `cap` (the projection lag an
     /// operator sees; committed events only, not just those below the snapshot horizon).
-    static func backlog(on connection: PostgresConnection, after position: FeedPosition, cap: Int, logger: Logger)
+    static func backlog(on connection: StoreConnection, after position: FeedPosition, cap: Int, logger: Logger)
         async throws -> Int
     {
         let rows = try await connection.query(

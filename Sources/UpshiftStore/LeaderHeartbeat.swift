@@ -42,7 +42,7 @@ public final class LeaderHeartbeat: Sendable {
     /// last changed (nil: no such session).
     public typealias SessionProbe = @Sendable (_ pid: Int32) async throws -> (state: String, seconds: Double)?
 
-    let connection: PostgresConnection
+    let connection: StoreConnection
     let role: String
     let logger: Logger
     /// The lock session's process id and how to ask about it elsewhere, when the leader has another connection.
@@ -50,7 +50,7 @@ public final class LeaderHeartbeat: Sendable {
     /// Statements of the leader running on the connection now, and since when one has been running.
     private let busy = Mutex<(count: Int, since: ContinuousClock.Instant)>((0, .now))
 
-    init(connection: PostgresConnection, role: String, session: (pid: Int32, probe: SessionProbe)?, logger: Logger) {
+    init(connection: StoreConnection, role: String, session: (pid: Int32, probe: SessionProbe)?, logger: Logger) {
         self.connection = connection
         self.role = role
         self.session = session
@@ -130,7 +130,7 @@ public final class LeaderHeartbeat: Sendable {
         let (connection, logger) = (connection, logger)
         do {
             try await withDeadline(Self.deadline, abandonWhen: { connection.isClosed }) {
-                _ = try await connection.rows("SELECT 1", logger: logger)
+                _ = try await connection.query("SELECT 1", logger: logger)
             }
             return true
         } catch let error as PSQLError where error.serverInfo != nil {
@@ -142,12 +142,12 @@ public final class LeaderHeartbeat: Sendable {
 
     /// Runs `body` with a heartbeat on `connection` beside it; the heartbeat ends with `body`.
     static func beside<T: Sendable>(
-        _ connection: PostgresConnection, role: String, probe: SessionProbe? = nil, logger: Logger,
+        _ connection: StoreConnection, role: String, probe: SessionProbe? = nil, logger: Logger,
         _ body: @Sendable (LeaderHeartbeat) async throws -> T
     ) async throws -> T {
         var session: (pid: Int32, probe: SessionProbe)?
         if let probe {
-            for try await pid in try await connection.rows("SELECT pg_backend_pid()", logger: logger).decode(Int32.self) {
+            for try await pid in try await connection.query("SELECT pg_backend_pid()", logger: logger).decode(Int32.self) {
                 session = (pid, probe)
             }
         }
@@ -163,7 +163,7 @@ public final class LeaderHeartbeat: Sendable {
     /// session has been idle for longer than ``standbyBound`` (its leader missed its heartbeats). True
     /// when a session was ended (the caller tries the lock again at once).
     static func endStaleHolder(
-        of key: String, on connection: PostgresConnection, role: String, logger: Logger
+        of key: String, on connection: StoreConnection, role: String, logger: Logger
     ) async throws -> Bool {
         let ended: [(pid: Int32, state: String, idle: Double)]
         do {
@@ -190,11 +190,11 @@ public final class LeaderHeartbeat: Sendable {
     /// Ends the session holding the lock `key` when it has been idle longer than ``standbyBound``; the
     /// sessions ended, with their state and idle seconds.
     private static func terminateStaleHolder(
-        of key: String, on connection: PostgresConnection, logger: Logger
+        of key: String, on connection: StoreConnection, logger: Logger
     ) async throws -> [(pid: Int32, state: String, idle: Double)] {
         let bound = Double(standbyBound.components.seconds)
         var ended: [(pid: Int32, state: String, idle: Double)] = []
-        for try await row in try await connection.rows(
+        for try await row in try await connection.query(
             """
             SELECT a.pid, a.state, extract(epoch FROM now() - a.state_change)::float8,
                    pg_terminate_backend(a.pid, 2000)

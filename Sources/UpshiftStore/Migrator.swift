@@ -106,18 +106,22 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
 public struct Migrator: Sendable {
     static let lockKey: Int64 = 0x5550_5348_4946_5401  // "UPSHIFT" + 1
 
-    let client: PostgresClient
+    let pool: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
-        self.client = client
+    public init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
         self.logger = logger
+    }
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.init(pool: DatabasePool(client: client, logger: logger), logger: logger)
     }
 
     /// Applies what is pending and returns the names applied now.
     @discardableResult
     public func migrate(_ migrations: [Migration]) async throws -> [String] {
-        try await DatabasePool(client: client, logger: logger).withConnection { connection in
+        try await pool.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 let applied = try await apply(migrations, on: connection)
@@ -134,7 +138,7 @@ public struct Migrator: Sendable {
         (error as? PSQLError)?.serverInfo?[.message] ?? String(describing: error)
     }
 
-    private func apply(_ migrations: [Migration], on connection: PostgresConnection) async throws -> [String] {
+    private func apply(_ migrations: [Migration], on connection: StoreConnection) async throws -> [String] {
         try await connection.query(
             """
             CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -160,9 +164,9 @@ public struct Migrator: Sendable {
                 try await connection.transaction(logger: logger) { connection in
                     // A migration may rewrite a large table: not bound by the statement timeout of the
                     // pool it runs on (the server's hot pool sets one).
-                    try await connection.rows("SET LOCAL statement_timeout = 0", logger: logger)
+                    try await connection.query("SET LOCAL statement_timeout = 0", logger: logger)
                     for statement in statements {
-                        try await connection.rows(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        try await connection.query(SQL(trustedText: statement), logger: logger)
                     }
                     try await connection.query(
                         """

@@ -10,7 +10,7 @@ enum CatalogCommand {
 
     static func run<T: Sendable>(_ body: @escaping @Sendable (CatalogStore) async throws -> T) async throws -> T {
         do {
-            return try await withDatabase { client, logger in try await body(CatalogStore(client: client, logger: logger)) }
+            return try await withDatabase { pool, logger in try await body(CatalogStore(pool: pool, logger: logger)) }
         } catch let error as CatalogError {
             throw CommandFailure(description: error.description)
         }

@@ -1,5 +1,5 @@
 import Foundation
-import PostgresNIO
+import UpshiftStore
 
 /// Prints a failure to standard error and exits non-zero (no stack of Swift types for an operator).
 struct CommandFailure: Error, CustomStringConvertible {
@@ -9,8 +9,9 @@ struct CommandFailure: Error, CustomStringConvertible {
         self.description = description
     }
 
-    /// A database error, by the server's message.
-    init(_ error: PSQLError) {
-        description = "database error: \(error.serverInfo?[.message] ?? String(describing: error.code))"
+    /// A database error, by the server's message; nil for any other error.
+    init?(database error: any Error) {
+        guard let failure = Database.failure(error) else { return nil }
+        description = "database error: \(failure)"
     }
 }

@@ -1,13 +1,12 @@
 import ArgumentParser
 import Foundation
 import Logging
-import PostgresNIO
 import UpshiftCore
 import UpshiftServer
 import UpshiftStore
 
-/// Runs `body` with a PostgreSQL client for the database of `DATABASE_URL` (or `POSTGRES_*`).
-func withDatabase<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T) async throws -> T {
+/// Runs `body` with a pool of PostgreSQL connections for the database of `DATABASE_URL` (or `POSTGRES_*`).
+func withDatabase<T: Sendable>(_ body: @escaping @Sendable (DatabasePool, Logger) async throws -> T) async throws -> T {
     let settings: DatabaseSettings
     do {
         settings = try DatabaseSettings.fromEnvironment(ProcessInfo.processInfo.environment)
@@ -17,17 +16,17 @@ func withDatabase<T: Sendable>(_ body: @escaping @Sendable (PostgresClient, Logg
     return try await withDatabase(settings, body)
 }
 
-/// Runs `body` with a PostgreSQL client (two connections) for `settings`; a database error is a
+/// Runs `body` with a pool of two PostgreSQL connections for `settings`; a database error is a
 /// `CommandFailure` with the server's message.
 func withDatabase<T: Sendable>(
-    _ settings: DatabaseSettings, _ body: @escaping @Sendable (PostgresClient, Logger) async throws -> T
+    _ settings: DatabaseSettings, _ body: @escaping @Sendable (DatabasePool, Logger) async throws -> T
 ) async throws -> T {
     var logger = Logger(label: "upshift")
     logger.logLevel = .error
     do {
-        return try await Database.withClient(settings, logger: logger, body)
-    } catch let error as PSQLError {
-        throw CommandFailure(error)
+        return try await Database.withPool(settings, logger: logger, body)
+    } catch {
+        throw CommandFailure(database: error) ?? error
     }
 }
 
@@ -40,6 +39,6 @@ func loadMigrations(from directory: String? = nil) throws -> [Migration] {
 /// Applies pending migrations; returns the names applied.
 @discardableResult
 func migrateDatabase(_ migrations: [Migration]) async throws -> [String] {
-    try await withDatabase { client, logger in try await Migrator(client: client, logger: logger).migrate(migrations) }
+    try await withDatabase { pool, logger in try await Migrator(pool: pool, logger: logger).migrate(migrations) }
 }
 

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import Logging
-import PostgresNIO
 import UpshiftCore
 import UpshiftServer
 import UpshiftSimulation
@@ -15,9 +14,9 @@ struct Demo: AsyncParsableCommand {
 
     func run() async throws {
         try await migrateDatabase(loadMigrations())
-        let (exists, events) = try await withDatabase { client, logger in
-            let exists = try await CatalogStore(client: client, logger: logger).app(id: "demo") != nil
-            return (exists, try await EventLog(client: client, logger: logger).installEventCount(app: "demo"))
+        let (exists, events) = try await withDatabase { pool, logger in
+            let exists = try await CatalogStore(pool: pool, logger: logger).app(id: "demo") != nil
+            return (exists, try await EventLog(pool: pool, logger: logger).installEventCount(app: "demo"))
         }
         if events > 0 {
             print("demo: the app demo already has its data; nothing to do")
@@ -28,8 +27,8 @@ struct Demo: AsyncParsableCommand {
         options.appName = "Demo"
         _ = try await runSimulation(options)
         // The keys the README's walk-through uses: post events for demo, read and change every app.
-        let keys = try await withDatabase { client, logger in
-            let store = KeyStore(client: client, logger: logger)
+        let keys = try await withDatabase { pool, logger in
+            let store = KeyStore(pool: pool, logger: logger)
             return [
                 ("ingest (app demo)", try await store.create(name: "demo-ingest", scope: .ingest, appId: "demo", now: Date()).1),
                 ("read   (all apps)", try await store.create(name: "demo-read", scope: .read, appId: nil, now: Date()).1),

@@ -26,8 +26,8 @@ struct Keys: AsyncParsableCommand {
         func run() async throws {
             let (scope, name, app) = (scope, name, app)
             do {
-                let (key, secret) = try await withDatabase { client, logger in
-                    try await KeyStore(client: client, logger: logger).create(
+                let (key, secret) = try await withDatabase { pool, logger in
+                    try await KeyStore(pool: pool, logger: logger).create(
                         name: name, scope: scope, appId: app, now: SystemClock().now())
                 }
                 print("created \(key.scope.rawValue) key \(key.name) (\(key.id.uuidString.lowercased())) for \(key.appId ?? "every app")")
@@ -43,7 +43,7 @@ struct Keys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List keys (never their secrets).")
 
         func run() async throws {
-            let keys = try await withDatabase { client, logger in try await KeyStore(client: client, logger: logger).list() }
+            let keys = try await withDatabase { pool, logger in try await KeyStore(pool: pool, logger: logger).list() }
             print("id\tscope\tname\tapp\tcreated\trevoked")
             for key in keys {
                 print(
@@ -61,8 +61,8 @@ struct Keys: AsyncParsableCommand {
         func run() async throws {
             let idOrName = key
             do {
-                let key = try await withDatabase { client, logger in
-                    try await KeyStore(client: client, logger: logger).revoke(idOrName, now: SystemClock().now())
+                let key = try await withDatabase { pool, logger in
+                    try await KeyStore(pool: pool, logger: logger).revoke(idOrName, now: SystemClock().now())
                 }
                 print("revoked \(key.scope.rawValue) key \(key.name) (\(key.id.uuidString.lowercased()))")
             } catch let error as KeyStoreError {

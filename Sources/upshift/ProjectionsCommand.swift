@@ -15,8 +15,8 @@ struct ProjectionsCommand: AsyncParsableCommand {
             abstract: "Per projection generation: version, state, checkpoint, lag (events and seconds), dead letters.")
 
         func run() async throws {
-            let lines = try await withDatabase { client, logger in
-                let store = ProjectionStore(client: client, logger: logger)
+            let lines = try await withDatabase { pool, logger in
+                let store = ProjectionStore(pool: pool, logger: logger)
                 let generations = try await store.generations()
                 let dead = try await store.deadLetterCounts()
                 let now = SystemClock().now()
@@ -65,9 +65,9 @@ struct ProjectionsCommand: AsyncParsableCommand {
             let migrations = try loadMigrations()
             guard rest.isFinite, (0...100).contains(rest) else { throw ValidationError("--rest must be a number from 0 to 100") }
             let (batchSize, inBatches, rest) = (batchSize, inBatches, rest)
-            let result = try await withDatabase { client, logger in
-                try await Migrator(client: client, logger: logger).migrate(migrations)
-                let store = ProjectionStore(client: client, logger: logger)
+            let result = try await withDatabase { pool, logger in
+                try await Migrator(pool: pool, logger: logger).migrate(migrations)
+                let store = ProjectionStore(pool: pool, logger: logger)
                 let total = try await store.feedLength()
                 var settings = ProjectionSettings()
                 settings.batchSize = batchSize

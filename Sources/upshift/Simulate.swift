@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import Logging
-import PostgresNIO
 import UpshiftCore
 import UpshiftServer
 import UpshiftSimulation
@@ -68,8 +67,8 @@ func runSimulation(_ options: FleetSimulation.Options) async throws -> FleetSimu
     let result: FleetSimulation.Result
     do {
         result = try await simulation.run()
-    } catch let error as PSQLError {
-        throw CommandFailure(error)
+    } catch {
+        throw CommandFailure(database: error) ?? error
     }
     let elapsed = ContinuousClock.now - started
     print(

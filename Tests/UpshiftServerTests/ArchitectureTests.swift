@@ -145,6 +145,18 @@ import UpshiftTestSupport
         #expect(cited > 100)
     }
 
+    /// Only the store speaks PostgresNIO (docs/ARCHITECTURE.md, "Reading rows"): the server, the CLI and the
+    /// simulation reach PostgreSQL through the store's types, which offer only the statement paths that
+    /// survive a connection closing under them.
+    @Test func onlyTheStoreImportsPostgresNIO() throws {
+        let sources = TestEnvironment.swiftFiles(in: ["Sources"])
+        let importing = try sources.filter { url in
+            try String(contentsOf: url, encoding: .utf8).contains(#/(?m)^(@testable )?import (PostgresNIO|_ConnectionPoolModule)\b/#)
+        }.map { $0.path.replacingOccurrences(of: TestEnvironment.packageRoot.path + "/", with: "") }
+        #expect(importing.contains { $0.hasPrefix("Sources/UpshiftStore/") })
+        #expect(importing.filter { !$0.hasPrefix("Sources/UpshiftStore/") }.isEmpty, "\(importing)")
+    }
+
     /// git takes a file with a NUL byte for binary: its diffs and blame are lost. A test that sends one
     /// writes it as an escape (`\u{0}`).
     @Test func noSwiftFileHoldsANulByte() throws {

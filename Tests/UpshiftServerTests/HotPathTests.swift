@@ -16,7 +16,7 @@ import UpshiftTestSupport
         _ harness: Harness, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         try await withPostgres(harness.database, maximumConnections: 1) { client in
-            try await client.withConnection { connection in
+            try await DatabasePool(client: client, logger: TestEnvironment.logger).withConnection { connection in
                 var generation = 0
                 for try await value in try await connection.query(
                     "SELECT generation FROM projections WHERE name = 'adoption' AND state = 'active'", logger: TestEnvironment.logger

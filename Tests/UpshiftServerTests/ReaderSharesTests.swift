@@ -118,7 +118,7 @@ import UpshiftTestSupport
 
     /// Takes `ACCESS EXCLUSIVE` on a table of the active generation of `projection`, on a connection of
     /// its own: the statements that read the table wait until the connection closes.
-    static func lock(_ harness: Harness, projection: String, table: String) async throws -> PostgresConnection {
+    static func lock(_ harness: Harness, projection: String, table: String) async throws -> StoreConnection {
         let logger = TestEnvironment.logger
         let connection = try await Database.connect(harness.database, applicationName: "tests-lock", within: .seconds(10), logger: logger)
         var generation = 0

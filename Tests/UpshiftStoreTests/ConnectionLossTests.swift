@@ -1,7 +1,7 @@
 import Foundation
 import PostgresNIO
 import Testing
-import UpshiftStore
+@testable import UpshiftStore
 import UpshiftTestSupport
 
 /// A connection that PostgreSQL closes (a restart, a failover, an administrator's `pg_terminate_backend`)
@@ -27,6 +27,7 @@ import UpshiftTestSupport
         let database = try await TestDatabases.shared.fresh()
         try await withPostgres(database) { client in
             let read = try await client.withConnection { connection in
+                let connection = StoreConnection(connection)
                 let pid = try await Self.backendPID(connection)
                 let rows = try await connection.query(Self.large, logger: TestEnvironment.logger)
                 // The reader is busy elsewhere while its connection is closed under it.
@@ -46,6 +47,7 @@ import UpshiftTestSupport
         let database = try await TestDatabases.shared.fresh()
         try await withPostgres(database) { client in
             let outcome = try await client.withConnection { connection in
+                let connection = StoreConnection(connection)
                 let pid = try await Self.backendPID(connection)
                 // Rows come for some 4 s; the connection is closed after 1 s.
                 let closing = Task {
@@ -75,6 +77,7 @@ import UpshiftTestSupport
         let database = try await TestDatabases.shared.fresh()
         try await withPostgres(database) { client in
             try await client.withConnection { connection in
+                let connection = StoreConnection(connection)
                 try await Self.terminate(try await Self.backendPID(connection), through: client)
                 // Closed, and a moment later without the handlers that would have failed a statement.
                 while !connection.isClosed { try await Task.sleep(for: .milliseconds(10)) }
@@ -114,7 +117,7 @@ import UpshiftTestSupport
         func decodeRow(_ row: PostgresRow) throws -> Int64 { try row.decode(Int64.self) }
     }
 
-    static func backendPID(_ connection: PostgresConnection) async throws -> Int32 {
+    static func backendPID(_ connection: StoreConnection) async throws -> Int32 {
         for try await pid in try await connection.query("SELECT pg_backend_pid()" as SQL, logger: TestEnvironment.logger)
             .decode(Int32.self)
         {

@@ -91,7 +91,7 @@ upshift_check_workflows() {
 
 # Native libraries the Swift build links against (compress-nio needs zlib headers).
 upshift_ensure_build_deps() {
-    # binutils: nm, for upshift_check_statement_paths.
+    # binutils: ld.gold, the linker swiftc calls on Linux.
     upshift_apt_install zlib1g-dev binutils
 }
 
@@ -137,27 +137,3 @@ upshift_check_null_builds() {
     fi
 }
 
-# Every statement of the server goes through `PostgresConnection.rows` (docs/ARCHITECTURE.md, "Reading
-# rows"): PostgresNIO's async `query`, `withTransaction` and prepared `execute` wait for ever, or end the
-# process, when PostgreSQL closes the connection under them. A string interpolation that `SQL` cannot take
-# (a new kind of value) makes Swift pick PostgresNIO's `query` without a word, so the debug build's objects
-# are checked; SQL.swift, which defines `rows`, alone may call `execute`.
-upshift_check_statement_paths() {
-    local bin object source symbols found=()
-    bin="$(swift build --show-bin-path)"
-    for object in "$bin"/{UpshiftStore,UpshiftServer,UpshiftSimulation,upshift}.build/*.swift.o; do
-        [[ -e "$object" ]] || continue
-        source="$(basename "$object" .o)"
-        # The object of a file since removed stays in the build folder until a clean build.
-        [[ -n "$(find "$(upshift_root)/Sources" -name "$source" -print -quit)" ]] || continue
-        # Read whole first: `nm | grep -q` under pipefail fails when grep stops at a match before nm is done.
-        symbols="$(nm -u "$object")"
-        if grep -qE 'PostgresNIO0A10ConnectionC(5query_6logger4file4lineAA0A11RowSequence|15withTransaction)' <<<"$symbols"; then
-            found+=("$source")
-        elif [[ "$source" != SQL.swift ]] && grep -q 'PostgresNIO0A10ConnectionC7execute_6logger4file4line' <<<"$symbols"; then
-            found+=("$source")
-        fi
-    done
-    ((${#found[@]} == 0)) ||
-        upshift_die "${found[*]}: a statement goes through PostgresNIO's async query, withTransaction or execute, not PostgresConnection.rows (an interpolation SQL cannot take?)"
-}

@@ -49,7 +49,7 @@ public struct AdoptionProjection: ProjectionDefinition {
         ]
     }
 
-    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection)
+    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: StoreConnection)
         async throws
     {
         let keys = Array(AdoptionFold.keys(for: events))
@@ -150,7 +150,7 @@ public struct AdoptionProjection: ProjectionDefinition {
         }
     }
 
-    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
         // The fold skips an event whose day had closed when it was read: its day is before the horizon

@@ -127,7 +127,7 @@ public struct Backfill: Sendable {
 
     /// Runs `body` as the next step, in a transaction of its own that also counts the step as done;
     /// skips it when an earlier attempt of this backfill committed it.
-    func step(_ name: String, on connection: PostgresConnection, _ body: (PostgresConnection) async throws -> Void) async throws {
+    func step(_ name: String, on connection: StoreConnection, _ body: (StoreConnection) async throws -> Void) async throws {
         let index = progress.next()
         guard index > progress.committed else { return }
         let started = ContinuousClock.now
@@ -147,7 +147,7 @@ public struct Backfill: Sendable {
     /// earlier attempt committed it. (The rows go through this process: for a step that needs them
     /// here. ``chunkedInsert(_:into:columns:where:on:select:)`` keeps them inside PostgreSQL.)
     func streamed(
-        _ name: String, on connection: PostgresConnection, select: SQL, clear: SQL,
+        _ name: String, on connection: StoreConnection, select: SQL, clear: SQL,
         write: (RowBatch) -> [SQL], finish: () -> [SQL] = { [] }
     ) async throws {
         let logger = logger
@@ -171,8 +171,8 @@ public struct Backfill: Sendable {
     /// fewer; with `clear` first in the first transaction when an earlier attempt stopped within this
     /// step, and `finish` and the step's count in the last.
     private func cursorStep(
-        _ name: String, on connection: PostgresConnection, select: SQL, clear: SQL, finish: () -> [SQL],
-        write: (PostgresConnection, _ rows: Int) async throws -> Int
+        _ name: String, on connection: StoreConnection, select: SQL, clear: SQL, finish: () -> [SQL],
+        write: (StoreConnection, _ rows: Int) async throws -> Int
     ) async throws {
         let index = progress.next()
         guard index > progress.committed else { return }
@@ -225,7 +225,7 @@ public struct Backfill: Sendable {
     }
 
     /// Counts step `index` as done, in the transaction that commits it.
-    private func commit(step index: Int, on connection: PostgresConnection) async throws {
+    private func commit(step index: Int, on connection: StoreConnection) async throws {
         try await connection.query(
             """
             UPDATE projections SET backfill_steps = \(index)
@@ -250,7 +250,7 @@ public struct Backfill: Sendable {
     /// for a range an earlier attempt left half written.
     func chunkedInsert(
         _ name: String, into table: SQLIdentifier, columns: [String], where condition: SQL = "true",
-        on connection: PostgresConnection, select: (_ chunk: Int) -> SQL
+        on connection: StoreConnection, select: (_ chunk: Int) -> SQL
     ) async throws {
         let list = SQL.joined(columns.map { "\(SQLIdentifier($0))" }, separator: ", ")
         // The rows' record type, for `upshift_fetch`: the columns as the table declares them.
@@ -332,7 +332,7 @@ public struct Backfill: Sendable {
     /// available as a CTE) that match `condition` and for which `error` (an SQL expression) is not null.
     /// The error is tested before `condition`, which may be costlier.
     func deadLetter(
-        error: SQL, from: SQL, where condition: SQL = "true", versions: VersionSpellings, on connection: PostgresConnection
+        error: SQL, from: SQL, where condition: SQL = "true", versions: VersionSpellings, on connection: StoreConnection
     ) async throws {
         let (projection, generation, logger, included, progress) = (projection, generation, logger, included, progress)
         try await step("dead letters", on: connection) { connection in
@@ -355,7 +355,7 @@ public struct Backfill: Sendable {
 
     /// The dead letters of `ProjectionEvent.installFacts` among the events `e` that match `condition`.
     func deadLetterInstallFacts(
-        where condition: SQL = "true", versions: VersionSpellings, on connection: PostgresConnection
+        where condition: SQL = "true", versions: VersionSpellings, on connection: StoreConnection
     ) async throws {
         try await deadLetter(
             error: Self.installFactsError, from: "FROM event_log e LEFT JOIN versions v ON v.raw = e.app_version",
@@ -396,7 +396,7 @@ struct VersionSpellings: Sendable {
     /// The distinct values of the SQL `expressions` (over `e`) among the events of `backfill` that
     /// match `condition`.
     static func load(
-        _ expressions: [SQL], where condition: SQL, backfill: Backfill, on connection: PostgresConnection
+        _ expressions: [SQL], where condition: SQL, backfill: Backfill, on connection: StoreConnection
     ) async throws -> VersionSpellings {
         let values = SQL.joined(expressions.map { "(\($0))" }, separator: ", ")
         let rows = try await connection.query(

@@ -23,7 +23,7 @@ enum FirstSeenVersionsTable {
     /// Merges a batch's rows: the earlier time wins. Rows that would not change are left out before the
     /// upsert: `ON CONFLICT DO UPDATE` locks every conflicting row, even one its `WHERE` leaves alone,
     /// and a lock dirties the row's page (a full page in the WAL after each checkpoint) for every event.
-    static func write(_ versions: FirstSeenVersions, into table: SQLIdentifier, on connection: PostgresConnection, batch: ProjectionBatch)
+    static func write(_ versions: FirstSeenVersions, into table: SQLIdentifier, on connection: StoreConnection, batch: ProjectionBatch)
         async throws
     {
         let rows = Array(versions.rows.values)
@@ -58,7 +58,7 @@ enum FirstSeenVersionsTable {
     /// app) falls through to the next key on every comparison, three times slower (41 s against 15 s
     /// for 10 M events). For one app that is also the order of the table's key, and an index filled in
     /// order is written several times faster than one filled at random.
-    static func backfill(into table: SQLIdentifier, _ backfill: Backfill, versions: VersionSpellings, on connection: PostgresConnection)
+    static func backfill(into table: SQLIdentifier, _ backfill: Backfill, versions: VersionSpellings, on connection: StoreConnection)
         async throws
     {
         try await backfill.chunkedInsert(

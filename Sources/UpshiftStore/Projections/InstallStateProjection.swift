@@ -66,7 +66,7 @@ public struct InstallStateProjection: ProjectionDefinition {
         ]
     }
 
-    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection)
+    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: StoreConnection)
         async throws
     {
         let output = InstallStateFold.fold(events)
@@ -156,7 +156,7 @@ public struct InstallStateProjection: ProjectionDefinition {
         }
     }
 
-    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
         let (state, hourly, daily) = (

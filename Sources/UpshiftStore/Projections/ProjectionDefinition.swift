@@ -18,12 +18,12 @@ public protocol ProjectionDefinition: Sendable {
     /// How many of `events` (in feed order) one batch takes.
     func batchLength(_ events: [ProjectionEvent]) -> Int
     /// Applies `events` in the open transaction of `connection`.
-    func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection) async throws
+    func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: StoreConnection) async throws
     /// Applies every event up to `backfill.through` set-based to the generation's empty tables, in steps
     /// (``Backfill/step(_:on:_:)``: each writes in a transaction of its own, and a restart skips those
     /// committed): the same rows and dead letters as `apply` over the same events in any batches. The
     /// steps must be the same, in the same order, on every attempt.
-    func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws
+    func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws
 }
 
 extension ProjectionDefinition {

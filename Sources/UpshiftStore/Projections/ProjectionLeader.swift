@@ -6,7 +6,7 @@ import UpshiftCore
 /// The runner of one projection generation, while it holds the lock: reads the feed and applies
 /// batches on its own connection.
 public struct ProjectionLeader: Sendable {
-    let connection: PostgresConnection
+    let connection: StoreConnection
     let heartbeat: LeaderHeartbeat
     public let definition: any ProjectionDefinition
     public let generation: Int
@@ -50,7 +50,7 @@ public struct ProjectionLeader: Sendable {
     /// (``DeadlineExceeded``). Either way the runner lets go and starts over from the stored checkpoint,
     /// which tells it whether the last batch committed.
     private func bounded<T: Sendable>(
-        limit: Duration? = nil, _ operation: @escaping @Sendable (PostgresConnection) async throws -> T
+        limit: Duration? = nil, _ operation: @escaping @Sendable (StoreConnection) async throws -> T
     ) async throws -> T {
         let connection = self.connection
         let limit = limit ?? self.limit
@@ -116,7 +116,7 @@ public struct ProjectionLeader: Sendable {
     /// (and so rolls the transaction back) when another runner moved it first.
     private static func advance(
         _ name: String, generation: Int, from: ProjectionGeneration, to last: FeedPosition, maxRecordedAt: Date?,
-        events: Int, on connection: PostgresConnection, logger: Logger
+        events: Int, on connection: StoreConnection, logger: Logger
     ) async throws {
         let rows = try await connection.query(
             """

@@ -206,7 +206,7 @@ public struct ProjectionStore: Sendable {
 
     /// Stores events a projection could not apply, and logs each.
     static func storeDeadLetters(
-        _ dead: [DeadLetter], projection: String, generation: Int, on connection: PostgresConnection, logger: Logger
+        _ dead: [DeadLetter], projection: String, generation: Int, on connection: StoreConnection, logger: Logger
     ) async throws {
         guard !dead.isEmpty else { return }
         try await connection.query(
@@ -226,13 +226,13 @@ public struct ProjectionStore: Sendable {
         }
     }
 
-    private static func lockRegistry(_ connection: PostgresConnection, logger: Logger) async throws {
+    private static func lockRegistry(_ connection: StoreConnection, logger: Logger) async throws {
         try await connection.query("SELECT pg_advisory_xact_lock(hashtext('upshift:projections'))", logger: logger)
     }
 
     /// Registry rows, all of them or those of one projection generation.
     static func generations(
-        on connection: PostgresConnection, only: (name: String, generation: Int)? = nil, logger: Logger
+        on connection: StoreConnection, only: (name: String, generation: Int)? = nil, logger: Logger
     ) async throws -> [ProjectionGeneration] {
         let rows = try await connection.query(
             """
@@ -255,7 +255,7 @@ public struct ProjectionStore: Sendable {
     @discardableResult
     private static func create(
         _ definition: any ProjectionDefinition, state: ProjectionGeneration.State, existing: [ProjectionGeneration],
-        on connection: PostgresConnection, logger: Logger
+        on connection: StoreConnection, logger: Logger
     ) async throws -> ProjectionGeneration {
         // One past the highest registered (read under the registry lock); leftovers of a dropped
         // generation with that number are cleared first.

@@ -88,7 +88,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             """
     }
 
-    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection)
+    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: StoreConnection)
         async throws
     {
         let output = PromptFunnelFold.fold(events)
@@ -132,7 +132,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
 
     /// Brings the rows of the touched installs up to date: the steps each adds now, and the funnels by
     /// what each changed row counted before and counts now. Funnels that reach zero are deleted.
-    private func refresh(_ touched: SQL, in batch: ProjectionBatch, on connection: PostgresConnection) async throws {
+    private func refresh(_ touched: SQL, in batch: ProjectionBatch, on connection: StoreConnection) async throws {
         let (installs, summary) = (batch.table("prompt_installs"), batch.table("prompt_summary"))
         let deltas = SQL.joined(
             Self.steps.map { step in
@@ -185,7 +185,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             """, logger: batch.logger)
     }
 
-    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         let (shown, dismissed, started, blocked) = (
             EventType.promptShown.rawValue, EventType.promptDismissed.rawValue, EventType.updateStarted.rawValue,
             EventType.blocked.rawValue

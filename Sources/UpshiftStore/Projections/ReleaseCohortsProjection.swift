@@ -76,7 +76,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
 
     public func batchLength(_ events: [ProjectionEvent]) -> Int { ReleaseCohortFold.batchLength(events) }
 
-    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: PostgresConnection)
+    public func apply(_ events: [ProjectionEvent], in batch: inout ProjectionBatch, on connection: StoreConnection)
         async throws
     {
         var releases: [TrackedRelease.Key: TrackedRelease] = [:]
@@ -106,7 +106,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
     /// A release read for the first time, or with a new release time: its figures start again from the
     /// events before `event` in the feed.
     private func reseed(
-        _ release: TrackedRelease, before event: ProjectionEvent, in batch: ProjectionBatch, on connection: PostgresConnection
+        _ release: TrackedRelease, before event: ProjectionEvent, in batch: ProjectionBatch, on connection: StoreConnection
     ) async throws {
         let key = release.key
         try await connection.query(
@@ -140,7 +140,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
     }
 
     private func write(
-        _ candidates: [CohortMemberKey: CohortCandidate], in batch: ProjectionBatch, on connection: PostgresConnection
+        _ candidates: [CohortMemberKey: CohortCandidate], in batch: ProjectionBatch, on connection: StoreConnection
     ) async throws {
         guard !candidates.isEmpty else { return }
         let keys = Array(candidates.keys)
@@ -161,7 +161,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
     /// Brings the rows of `release_installs` that `condition` selects (alias `ri`; `with` adds CTEs it
     /// reads) up to date: each one's T from `cohort_versions`, and the release's figures by what each
     /// changed row counted before and counts now. Cells of `release_updates` that reach zero are deleted.
-    private func refresh(with ctes: SQL? = nil, where condition: SQL, in batch: ProjectionBatch, on connection: PostgresConnection)
+    private func refresh(with ctes: SQL? = nil, where condition: SQL, in batch: ProjectionBatch, on connection: StoreConnection)
         async throws
     {
         let (installs, cohorts, updates) = (
@@ -229,7 +229,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
             """, logger: batch.logger)
     }
 
-    public func backfill(_ backfill: Backfill, on connection: PostgresConnection) async throws {
+    public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         // The releases as the fold reads them from the catalog events, and the first release of each
         // app: the fold reads an app's events (and dead-letters those it cannot read) only after it.
         let releaseKinds = [CatalogEvent.Kind.releaseAdded.rawValue, CatalogEvent.Kind.releaseUpdated.rawValue]

@@ -55,7 +55,7 @@ public struct ReportStore: Sendable {
     /// fresh the figures are, on whichever server the pool reads (a replica's snapshot holds what it
     /// has replayed). Throws ``NotReady`` when one of `projections` has no active generation.
     private func read<T: Sendable>(
-        _ projections: [String], _ body: @escaping @Sendable (PostgresConnection, Tables) async throws -> T
+        _ projections: [String], _ body: @escaping @Sendable (StoreConnection, Tables) async throws -> T
     ) async throws -> ReportRead<T> {
         let logger = logger
         return try await pool.transaction(logger: logger) { connection in
@@ -118,7 +118,7 @@ public struct ReportStore: Sendable {
     /// Read from the figures the projection keeps per release: the cohort, the updated installs per hour
     /// of T, and the median and p90 found inside their hour (a few rows of an index), whatever the fleet's size.
     private static func releaseFigures(
-        app: String, platform: Platform, version: Version, tables: Tables, on connection: PostgresConnection, logger: Logger
+        app: String, platform: Platform, version: Version, tables: Tables, on connection: StoreConnection, logger: Logger
     ) async throws -> ReleaseFigures? {
         let name = version.normalized
         let found = try await connection.query(
@@ -234,7 +234,7 @@ public struct ReportStore: Sendable {
             // The ids as one value per cohort, 16 bytes each (no array to build or to decode), of the
             // installs below the newest partial release their channel sees.
             let (live, beta) = (idsBelow?.live?.sortKey ?? "", idsBelow?.beta.sortKey ?? "")
-            @Sendable func cohorts(_ pages: SQL, on connection: PostgresConnection) async throws
+            @Sendable func cohorts(_ pages: SQL, on connection: StoreConnection) async throws
                 -> [(Backtest.Cohort, count: Int, ids: ByteBuffer?)]
             {
                 // Where no release is in the beta channel, every install is read as live: its channel, the
@@ -271,7 +271,7 @@ public struct ReportStore: Sendable {
                 async let other = pool.withConnection { other in
                     try await other.transaction(logger: logger) { other in
                         try await other.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
-                        try await other.rows(PostgresQuery(unsafeSQL: "SET TRANSACTION SNAPSHOT '\(snapshot)'"), logger: logger)
+                        try await other.query(SQL(trustedText: "SET TRANSACTION SNAPSHOT '\(snapshot)'"), logger: logger)
                         return try await cohorts(second, on: other)
                     }
                 }
@@ -301,7 +301,7 @@ public struct ReportStore: Sendable {
     /// How many pages `table` has and, when more than `threshold`, the snapshot of `connection`'s transaction
     /// exported for another to import (nil on a replica, which cannot export one).
     private static func pagesAndSnapshot(
-        of table: SQLIdentifier, above threshold: Int, on connection: PostgresConnection, logger: Logger
+        of table: SQLIdentifier, above threshold: Int, on connection: StoreConnection, logger: Logger
     ) async throws -> (pages: Int, snapshot: String?) {
         let rows = try await connection.query(
             """
@@ -331,7 +331,7 @@ public struct ReportStore: Sendable {
     /// `since`'s hour from the installs themselves. Some thousand rows read where `install_state` holds
     /// a row per install.
     private static func activeInstallCounts(
-        app: String, platform: Platform, since: Date, on connection: PostgresConnection, tables: Tables, logger: Logger
+        app: String, platform: Platform, since: Date, on connection: StoreConnection, tables: Tables, logger: Logger
     ) async throws -> [(version: String, osVersion: String?, installs: Int)] {
         let hour = Int(floor(Double(since.microseconds) / 3_600_000_000))
         let day = hour >= 0 ? hour / 24 : (hour - 23) / 24

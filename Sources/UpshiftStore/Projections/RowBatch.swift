@@ -32,9 +32,9 @@ struct RowBatch: Sendable {
     /// Up to `limit` rows of the cursor `cursor` (a name this code chose). `arrayTypes` caches the array
     /// type of each element type seen.
     static func fetch(
-        _ limit: Int, from cursor: String, arrayTypes: inout [UInt32: UInt32], on connection: PostgresConnection, logger: Logger
+        _ limit: Int, from cursor: String, arrayTypes: inout [UInt32: UInt32], on connection: StoreConnection, logger: Logger
     ) async throws -> RowBatch {
-        let rows = try await connection.rows(PostgresQuery(unsafeSQL: "FETCH FORWARD \(limit) FROM \(cursor)"), logger: logger)
+        let rows = try await connection.query(SQL(trustedText: "FETCH FORWARD \(limit) FROM \(cursor)"), logger: logger)
         var cells: [CellArray] = []
         var count = 0
         for try await row in rows {

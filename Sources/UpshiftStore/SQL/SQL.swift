@@ -18,6 +18,13 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation {
         parts = [.text(value.description)]
     }
 
+    /// A statement whose text is not a literal of this code and cannot be made of binds: a migration's
+    /// statements, read from the files of `sql/`, and the few statements that take no parameters where
+    /// the code puts a value it made itself (a cursor's row count, a snapshot's id).
+    init(trustedText text: String) {
+        parts = [.text(text)]
+    }
+
     public init(stringInterpolation: StringInterpolation) {
         parts = stringInterpolation.parts
     }
@@ -81,62 +88,7 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation {
     }
 }
 
-extension PostgresConnection {
-    /// Runs a composed statement (``SQL``) and reads all its rows (``rows(_:logger:file:line:)``).
-    @discardableResult
-    public func query(_ sql: SQL, logger: Logger) async throws -> Rows {
-        try await rows(try sql.query(), logger: logger)
-    }
-
-    /// Runs a statement and reads all its rows on the connection's event loop, asking for each next part
-    /// as it comes. Every statement of the store goes through here (``SQL``, ``transaction(logger:_:)``)
-    /// rather than PostgresNIO's async `query`, for two faults of PostgresNIO 1.33.2 when PostgreSQL
-    /// closes a connection (a restart, a failover, `pg_terminate_backend`, `ConnectionLossTests`):
-    ///
-    /// - its async row sequence stops reading the socket while its reader is behind, and if the
-    ///   connection closes then, NIO still delivers the socket's last bytes and a read-complete, which
-    ///   the row stream meets with a `preconditionFailure` that ends the process;
-    /// - a statement written to a connection that has closed is dropped with its promise (the channel
-    ///   fails the write, and PostgresNIO writes without a promise), so its caller waits for ever.
-    ///   Here the statement is written on the event loop in the same turn that finds the connection
-    ///   open; a closed one fails the statement at once with ``ConnectionLost``.
-    ///
-    /// Results here are bounded by their statements (`LIMIT`, a batch, a report): reading one whole holds
-    /// its rows as received until the caller is done with them, one batch or one report at a time.
-    @discardableResult
-    public func rows(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> Rows {
-        let eventLoop = self.eventLoop
-        let result = eventLoop.flatSubmit { () -> EventLoopFuture<PostgresQueryResult> in
-            // On the loop, an open channel still has its handlers: the statement reaches PostgresNIO's
-            // state machine, which fails it properly if the connection closes later.
-            guard !self.isClosed else { return eventLoop.makeFailedFuture(ConnectionLost()) }
-            return self.query(query, logger: logger, file: file, line: line)
-        }
-        return Rows(try await result.get().rows)
-    }
-}
-
-extension PostgresConnection {
-    /// Runs a prepared statement (PostgreSQL plans it once per connection) and reads all its rows, for the
-    /// same fault as ``rows(_:logger:file:line:)``: PostgresNIO writes it without a promise, so one
-    /// written after the connection closed would leave its caller waiting for ever. PostgresNIO has no
-    /// future for prepared statements, so the task runs here on the connection's event loop: the check
-    /// that the connection is open and PostgresNIO's write of the statement happen in one turn of the
-    /// loop, with no suspension between them. Its rows come through PostgresNIO's async sequence: keep the
-    /// answer to one row (as the writer's insert does), which arrives with its completion.
-    public func rows<Statement: PostgresPreparedStatement>(
-        prepared statement: Statement, logger: Logger
-    ) async throws -> [Statement.Row] {
-        try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) {
-            guard !self.isClosed else { throw ConnectionLost() }
-            var rows: [Statement.Row] = []
-            for try await row in try await self.execute(statement, logger: logger) { rows.append(row) }
-            return rows
-        }
-    }
-}
-
-/// Runs a task's jobs on a NIO event loop (``PostgresConnection/rows(prepared:logger:)``).
+/// Runs a task's jobs on a NIO event loop (``StoreConnection/rows(prepared:logger:)``).
 final class EventLoopTaskExecutor: TaskExecutor {
     let eventLoop: any EventLoop
 
