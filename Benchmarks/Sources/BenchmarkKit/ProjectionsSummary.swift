@@ -98,6 +98,12 @@ public struct ProjectionsSummary: Sendable {
             self.peakRSSMiB = peakRSSMiB
             self.failure = failure
         }
+
+        /// Events over the seconds as printed (one decimal).
+        var eventsPerSecond: Double {
+            let seconds = Format.printed(seconds, 1)
+            return seconds > 0 ? Double(events) / seconds : 0
+        }
     }
 
     /// The longest hold of a transaction id seen during the catch-up, the live run and a rebuild under load.
@@ -225,6 +231,8 @@ public struct ProjectionsSummary: Sendable {
     public var server: ServerUsage
     public var serverLogLines: Int
     public var rebuild: Rebuild?
+    /// The same rebuild `--in-batches`: the Swift fold of live batches over the whole log (`--fold`).
+    public var fold: Rebuild?
     /// "day installs-in-log installs-in-adoption_daily versions-differing", or "failed: ...".
     public var spotCheck: String
     public var deadLetters: Int
@@ -277,6 +285,20 @@ public struct ProjectionsSummary: Sendable {
     public static let fullSecondLogInstalls = 1_000_000
 
     static let table = TextTable([.left(48), .left(36), .left(20), .left(0)])
+
+    /// The catch-up target a fold would have to reach to replace the set-based backfill (events/s).
+    static let catchUpTarget = 50_000.0
+
+    /// One line for `upshift projections rebuild` with the server stopped; a failure fails the run.
+    private func rebuildLine(_ rebuild: Rebuild, how: String, into out: inout SummaryWriter) {
+        let command = "rebuild (server stopped): upshift projections rebuild \(rebuild.projection)\(how)"
+        if let failure = rebuild.failure {
+            out.line("\(command) FAILED after \(Format.fixed(rebuild.seconds, 1)) s: \(failure)")
+            out.fail()
+        } else {
+            out.line("\(command): \(Format.grouped(rebuild.events)) events in \(Format.fixed(rebuild.seconds, 1)) s = \(Format.grouped(rebuild.eventsPerSecond)) events/s, peak RSS \(mib(rebuild.peakRSSMiB)) MiB")
+        }
+    }
 
     public func render() -> Summary {
         var out = SummaryWriter()
@@ -422,14 +444,15 @@ public struct ProjectionsSummary: Sendable {
         }
         out.line("    requests/s and answer bytes:" + perReport.joined())
         out.line("RSS: VmRSS every second (peak over the run \(mib(rssPeakMiB)) MiB); VmHWM at the end of the live run.")
-        if let rebuild {
-            if let failure = rebuild.failure {
-                out.line("rebuild (server stopped): upshift projections rebuild \(rebuild.projection) FAILED after \(Format.fixed(rebuild.seconds, 1)) s: \(failure)")
-                out.fail()
-            } else {
-                let seconds = Format.printed(rebuild.seconds, 1)
-                let rate = seconds > 0 ? Double(rebuild.events) / seconds : 0
-                out.line("rebuild (server stopped): upshift projections rebuild \(rebuild.projection): \(Format.grouped(rebuild.events)) events in \(Format.fixed(rebuild.seconds, 1)) s = \(Format.grouped(rate)) events/s, peak RSS \(mib(rebuild.peakRSSMiB)) MiB")
+        if let rebuild { rebuildLine(rebuild, how: "", into: &out) }
+        if let fold {
+            rebuildLine(fold, how: " --in-batches", into: &out)
+            if let rebuild, rebuild.failure == nil, fold.failure == nil {
+                let target = Self.catchUpTarget
+                out.line(
+                    "    the fold of live batches against the set-based backfill: \(Format.grouped(fold.eventsPerSecond)) against "
+                        + "\(Format.grouped(rebuild.eventsPerSecond)) events/s; the fold is \(fold.eventsPerSecond >= target ? "at or above" : "below") "
+                        + "the catch-up target of \(Format.grouped(target)) events/s")
             }
         }
         if let rebuild = rebuildUnderLoad {

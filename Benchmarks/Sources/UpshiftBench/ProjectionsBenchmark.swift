@@ -52,6 +52,8 @@ struct ProjectionsBenchmark {
     let lagDuration: Int
     let reportDuration: Int
     let rebuild: ProjectionName?
+    /// Whether `rebuild` is timed `--in-batches` too.
+    let fold: Bool
     let rebuildLive: ProjectionName?
     /// Seconds of the live load during the rebuild under load.
     let rebuildDuration: Int
@@ -91,7 +93,7 @@ struct ProjectionsBenchmark {
 
     init(
         bench: Bench, events: Int, installs: Int, lagDuration: Int, reportDuration: Int, rebuild: ProjectionName?,
-        rebuildLive: ProjectionName?, rebuildDuration: Int, shapeInstalls: Int
+        fold: Bool, rebuildLive: ProjectionName?, rebuildDuration: Int, shapeInstalls: Int
     ) {
         self.bench = bench
         self.events = events
@@ -99,6 +101,7 @@ struct ProjectionsBenchmark {
         self.lagDuration = lagDuration
         self.reportDuration = reportDuration
         self.rebuild = rebuild
+        self.fold = fold
         self.rebuildLive = rebuildLive
         self.rebuildDuration = rebuildDuration
         self.shapeInstalls = shapeInstalls
@@ -138,7 +141,8 @@ struct ProjectionsBenchmark {
         let usage = try bench.stop(server)
         catchUp.sampler.stop()
         let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("rss.txt"), encoding: .utf8)) ?? "")
-        let rebuilt = try rebuild.map(self.rebuild)
+        let rebuilt = try rebuild.map { try self.rebuild($0, inBatches: false) }
+        let folded = fold ? try rebuild.map { try self.rebuild($0, inBatches: true) } : nil
         _ = xidSampler.stop()
         let holds = XidHold.parse((try? String(contentsOfFile: xidSamples, encoding: .utf8)) ?? "")
         // On a database of its own, after this one's server stopped: its figures leave the others alone.
@@ -156,6 +160,7 @@ struct ProjectionsBenchmark {
             serverLogLines: bench.logLines(server), rebuild: rebuilt, spotCheck: spotCheck, deadLetters: deadLetters,
             counted: counted, finalEvents: finalEvents)
         summary.reportsDuringLive = true
+        summary.fold = folded
         summary.xidHolds = ProjectionsSummary.XidHolds(
             catchUp: XidHold.longest(holds, from: catchUp.start, to: catchUp.end),
             live: XidHold.longest(holds, from: live.start, to: live.end),
@@ -647,20 +652,22 @@ struct ProjectionsBenchmark {
 
     // MARK: rebuild
 
-    /// `upshift projections rebuild NAME` with the server stopped.
-    private func rebuild(_ projection: ProjectionName) throws -> ProjectionsSummary.Rebuild {
-        let out = bench.path("rebuild-\(projection.rawValue).txt")
-        log("rebuild: upshift projections rebuild \(projection.rawValue) (server stopped)")
+    /// `upshift projections rebuild NAME` with the server stopped: set-based, or `--in-batches` (the fold).
+    private func rebuild(_ projection: ProjectionName, inBatches: Bool) throws -> ProjectionsSummary.Rebuild {
+        let name = "rebuild-\(projection.rawValue)\(inBatches ? "-in-batches" : "")"
+        let out = bench.path("\(name).txt")
+        let arguments = ["projections", "rebuild", projection.rawValue] + (inBatches ? ["--in-batches"] : [])
+        log("rebuild: upshift \(arguments.joined(separator: " ")) (server stopped)")
         let started = Date()
         let process = try Processes.start(
-            Command(bench.environment.upshift, ["projections", "rebuild", projection.rawValue], environment: [
+            Command(bench.environment.upshift, arguments, environment: [
                 "DATABASE_URL": bench.database.description, "UPSHIFT_MIGRATIONS_DIR": bench.environment.migrations,
             ]), what: "upshift projections rebuild", stdout: .file(out), stderr: .append(out))
-        let sampler = RSSSampler(pid: process.pid, file: bench.path("rebuild-rss.txt"))
+        let sampler = RSSSampler(pid: process.pid, file: bench.path("\(name)-rss.txt"))
         let status = process.wait()
         sampler.stop()
         let seconds = Date().timeIntervalSince(started)
-        let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("rebuild-rss.txt"), encoding: .utf8)) ?? "")
+        let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("\(name)-rss.txt"), encoding: .utf8)) ?? "")
         var failure: String?
         if status != 0 {
             let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n")

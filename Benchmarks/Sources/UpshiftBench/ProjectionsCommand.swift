@@ -33,6 +33,12 @@ struct Projections: ParsableCommand {
     @Option(help: "Also time `upshift projections rebuild` of this projection, the server stopped.")
     var rebuild: ProjectionName?
 
+    @Flag(help: """
+        With --rebuild, also time the same rebuild --in-batches: the Swift fold of the live path over the whole \
+        log, beside the set-based backfill.
+        """)
+    var fold = false
+
     @Option(help: """
         After the live run, rebuild this projection from zero with `upshift projections rebuild` while the \
         live load runs again for --rebuild-duration seconds, and sample the lag of the projections that serve meanwhile.
@@ -57,6 +63,7 @@ struct Projections: ParsableCommand {
             throw ValidationError("--events (\(events)) must be at least --installs (\(installs)): every install is seen")
         }
         guard installs >= 100 else { throw ValidationError("--installs must be at least 100") }
+        guard !fold || rebuild != nil else { throw ValidationError("--fold needs --rebuild PROJECTION") }
         guard shapeInstalls == 0 || shapeInstalls >= 100 else {
             throw ValidationError("--shape-installs must be 0 (no second catch-up) or at least 100, not \(shapeInstalls)")
         }
@@ -66,7 +73,7 @@ struct Projections: ParsableCommand {
         try BenchmarkRun.run("projections") { bench in
             try ProjectionsBenchmark(
                 bench: bench, events: events, installs: installs, lagDuration: lagDuration,
-                reportDuration: reportDuration, rebuild: rebuild, rebuildLive: rebuildLive,
+                reportDuration: reportDuration, rebuild: rebuild, fold: fold, rebuildLive: rebuildLive,
                 rebuildDuration: rebuildDuration ?? lagDuration, shapeInstalls: shapeInstalls
             ).run()
         }

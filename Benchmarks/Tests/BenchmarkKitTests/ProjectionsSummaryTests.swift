@@ -238,5 +238,22 @@ import Testing
         summary = run.render()
         #expect(!summary.mustsHold)
     }
-}
 
+    @Test func theFoldIsPrintedBesideTheSetBasedRebuildAgainstTheCatchUpTarget() throws {
+        var run = try Self.recorded()
+        run.rebuild = .init(projection: "adoption", seconds: 100, events: 10_000_000, peakRSSMiB: 90, failure: nil)
+        run.fold = .init(projection: "adoption", seconds: 250, events: 10_000_000, peakRSSMiB: 120, failure: nil)
+        var summary = run.render()
+        #expect(summary.text.contains(
+            "rebuild (server stopped): upshift projections rebuild adoption --in-batches: 10,000,000 events in 250.0 s = 40,000 events/s, peak RSS 120 MiB"))
+        #expect(summary.text.contains(
+            "the fold of live batches against the set-based backfill: 40,000 against 100,000 events/s; the fold is below the catch-up target of 50,000 events/s"))
+        #expect(summary.mustsHold)
+        run.fold?.seconds = 200
+        #expect(run.render().text.contains("50,000 against 100,000 events/s; the fold is at or above the catch-up target"))
+        run.fold?.failure = "error: the connection closed"
+        summary = run.render()
+        #expect(!summary.text.contains("the fold of live batches"))
+        #expect(!summary.mustsHold)
+    }
+}
