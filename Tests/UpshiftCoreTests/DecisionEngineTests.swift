@@ -11,31 +11,31 @@ import UpshiftTestData
         let cases = try Self.cases.get()
         #expect(cases.scenarios.count >= 18)
         #expect(cases.buckets.cases.count >= 15)
+        // Every expected field of every check is compared (``scenario(_:)``).
+        #expect(cases.scenarios.flatMap(\.checks).map(\.expect.count).reduce(0, +) >= 295)
     }
 
-    @Test func rolloutBuckets() throws {
-        for row in try Self.cases.get().buckets.cases {
-            guard case .string(let app) = row[0], case .string(let version) = row[1], case .string(let install) = row[2],
-                case .number(let bucket) = row[3]
-            else { Issue.record("malformed bucket case \(row)"); continue }
-            #expect(Rollout.bucket(appId: app, version: version, installId: install) == bucket.integer(in: 0...9_999), "\(row)")
-            // The backtest's hasher, for the ids that are UUIDs (the check records only those).
-            if let uuid = UUID(uuidString: install) {
-                var hasher = Rollout.Hasher(appId: app, version: version)
-                #expect(hasher.bucket(of: uuid) == bucket.integer(in: 0...9_999), "\(row)")
-            }
+    @Test(arguments: try DecisionCases.load().buckets.cases)
+    func rolloutBucket(_ row: [JSONValue]) throws {
+        guard row.count == 4, case .string(let app) = row[0], case .string(let version) = row[1], case .string(let install) = row[2],
+            case .number(let bucket) = row[3]
+        else { Issue.record("malformed bucket case \(row)"); return }
+        #expect(Rollout.bucket(appId: app, version: version, installId: install) == bucket.integer(in: 0...9_999), "\(row)")
+        // The backtest's hasher, for the ids that are UUIDs (the check records only those).
+        if let uuid = UUID(uuidString: install) {
+            var hasher = Rollout.Hasher(appId: app, version: version)
+            #expect(hasher.bucket(of: uuid) == bucket.integer(in: 0...9_999), "\(row)")
         }
     }
 
     /// The backtest hashes a fleet with one reused message: every install of a random fleet gets the
     /// bucket the check computes from its id as the app sends it (upper case, as iOS writes UUIDs).
-    @Test func theBacktestsHasherAgreesWithTheCheckForEveryInstall() {
-        for version in ["2.0", "10.4.1", "1.0.0-beta.2"] {
-            var hasher = Rollout.Hasher(appId: "expenses", version: version)
-            for _ in 0..<2_000 {
-                let install = UUID()
-                #expect(hasher.bucket(of: install) == Rollout.bucket(appId: "expenses", version: version, installId: install.uuidString))
-            }
+    @Test(arguments: ["2.0", "10.4.1", "1.0.0-beta.2"])
+    func theBacktestsHasherAgreesWithTheCheckForEveryInstall(version: String) {
+        var hasher = Rollout.Hasher(appId: "expenses", version: version)
+        for _ in 0..<2_000 {
+            let install = UUID()
+            #expect(hasher.bucket(of: install) == Rollout.bucket(appId: "expenses", version: version, installId: install.uuidString))
         }
     }
 
@@ -136,30 +136,26 @@ import UpshiftTestData
         await #expect(throws: FieldError.self) { try await run(.beta, limit: 299) }
     }
 
-    @Test func scenarios() throws {
+    @Test(arguments: try DecisionCases.load().scenarios)
+    func scenario(_ scenario: DecisionCases.Scenario) throws {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
             try container.encode(Timestamp.format(date))
         }
-        var compared = 0
-        for scenario in try Self.cases.get().scenarios {
-            let catalog = try ScenarioCatalog.make(scenario)
-            let now = try #require(Timestamp.parse(scenario.now))
-            for check in scenario.checks {
-                let request = try #require(ScenarioCatalog.request(check.request), "\(scenario.name): \(check.request)")
-                let decision = DecisionEngine.decide(request, catalog: catalog, now: now)
-                let actual = try JSONValue.parse(try encoder.encode(decision))
-                for (field, expected) in check.expect {
-                    compared += 1
-                    #expect(actual[field] == expected, "\(scenario.name) \(check.request): \(field) is \(actual[field] ?? .null), expected \(expected)")
-                }
-                if check.request["previous"] != nil {
-                    #expect(actual["whatsNew"] != nil, "\(scenario.name): whatsNew must be present when previous is sent")
-                }
+        let catalog = try ScenarioCatalog.make(scenario)
+        let now = try #require(Timestamp.parse(scenario.now))
+        for check in scenario.checks {
+            let request = try #require(ScenarioCatalog.request(check.request), "\(check.request)")
+            let decision = DecisionEngine.decide(request, catalog: catalog, now: now)
+            let actual = try JSONValue.parse(try encoder.encode(decision))
+            for (field, expected) in check.expect {
+                #expect(actual[field] == expected, "\(check.request): \(field) is \(actual[field] ?? .null), expected \(expected)")
+            }
+            if check.request["previous"] != nil {
+                #expect(actual["whatsNew"] != nil, "whatsNew must be present when previous is sent")
             }
         }
-        #expect(compared >= 295)  // every expected field of every check was compared
     }
 }
 

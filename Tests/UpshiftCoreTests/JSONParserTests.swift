@@ -152,10 +152,12 @@ import UpshiftCore
 }
 
 @Suite struct TextRulesTests {
-    @Test func controlCharactersAndNoncharactersAreRefused() {
-        for text in ["a\u{0}b", "\u{1}", "\u{1F}", "x\u{FFFE}", "\u{FFFF}"] {
-            #expect(TextRules.violation(in: text, lineBreaks: true) != nil, "\(text.unicodeScalars.map(\.value))")
-        }
+    @Test(arguments: ["a\u{0}b", "\u{1}", "\u{1F}", "x\u{FFFE}", "\u{FFFF}"])
+    func controlCharactersAndNoncharactersAreRefused(_ text: String) {
+        #expect(TextRules.violation(in: text, lineBreaks: true) != nil, "\(text.unicodeScalars.map(\.value))")
+    }
+
+    @Test func lineBreaksAreTakenWhereAllowedAndOtherTextIsTaken() {
         #expect(TextRules.violation(in: "line\nbreak\r\tok", lineBreaks: true) == nil)
         #expect(TextRules.violation(in: "line\nbreak", lineBreaks: false) != nil)
         #expect(TextRules.violation(in: "Grüße 😀 \u{7F}", lineBreaks: false) == nil)

@@ -118,42 +118,46 @@ import UpshiftWire
     }
 
     @Test func customSchedulesAreCheckedStepByStep() throws {
-        func step(_ percent: Double, _ hours: Double) -> JSONValue {
-            .object(["percent": .number(JSONNumber(percent)), "afterHours": .number(JSONNumber(hours))])
-        }
-        var custom = try Self.scheduled(.array([step(10, 0), step(50, 0.5), step(100, 2)]))
+        var custom = try Self.scheduled(.array([scheduleStep(10, 0), scheduleStep(50, 0.5), scheduleStep(100, 2)]))
         #expect(custom.rolloutSchedule?.kind == .custom && custom.rolloutPercent == 10)
         #expect(custom.advanceSchedule(now: Self.hours(0.5))?.percent == 50)
+    }
 
-        // A malformed step: 400.
-        let malformed: [(JSONValue, String)] = [
-            (.string("fast"), "rolloutSchedule"),
-            (.array([]), "rolloutSchedule"),
-            (.array((1...21).map { step(Double($0) * 100 / 21, Double($0 - 1)) }), "rolloutSchedule"),
-            (.array([step(0, 0), step(100, 2)]), "rolloutSchedule[0].percent"),
-            (.array([step(10, 0), step(100.001, 2)]), "rolloutSchedule[1].percent"),
-            (.array([step(10, 0), step(100, 0.0001)]), "rolloutSchedule[1].afterHours"),
-            (.array([step(10, 0), step(100, 9_000)]), "rolloutSchedule[1].afterHours"),
-            (.array([.object(["percent": .number(100), "afterHours": .number(0), "when": .string("now")])]),
-             "rolloutSchedule[0].when"),
-            (.array([.string("1@0")]), "rolloutSchedule[0]"),
-        ]
-        // Steps that contradict each other: 422.
-        let contradictory: [(JSONValue, String)] = [
-            (.array([step(10, 1), step(100, 2)]), "rolloutSchedule[0].afterHours"),
-            (.array([step(10, 0), step(5, 2), step(100, 3)]), "rolloutSchedule[1].percent"),
-            (.array([step(10, 0), step(20, 0), step(100, 3)]), "rolloutSchedule[1].afterHours"),
-            (.array([step(10, 0), step(90, 2)]), "rolloutSchedule[1].percent"),
-        ]
-        for (cases, kind) in [(malformed, FieldError.Kind.invalid), (contradictory, .inconsistent)] {
-            for (value, field) in cases {
-                do {
-                    _ = try Self.scheduled(value)
-                    Issue.record("\(value) was taken")
-                } catch let error as FieldError {
-                    #expect(error.field == field && error.kind == kind, "\(value): \(error)")
-                }
-            }
+    /// A malformed schedule or step is refused as such (`400`), naming the field.
+    @Test(arguments: [
+        (JSONValue.string("fast"), "rolloutSchedule"),
+        (.array([]), "rolloutSchedule"),
+        (.array((1...21).map { scheduleStep(Double($0) * 100 / 21, Double($0 - 1)) }), "rolloutSchedule"),
+        (.array([scheduleStep(0, 0), scheduleStep(100, 2)]), "rolloutSchedule[0].percent"),
+        (.array([scheduleStep(10, 0), scheduleStep(100.001, 2)]), "rolloutSchedule[1].percent"),
+        (.array([scheduleStep(10, 0), scheduleStep(100, 0.0001)]), "rolloutSchedule[1].afterHours"),
+        (.array([scheduleStep(10, 0), scheduleStep(100, 9_000)]), "rolloutSchedule[1].afterHours"),
+        (.array([.object(["percent": .number(100), "afterHours": .number(0), "when": .string("now")])]), "rolloutSchedule[0].when"),
+        (.array([.string("1@0")]), "rolloutSchedule[0]"),
+    ])
+    func aMalformedCustomScheduleIsRefused(_ schedule: JSONValue, field: String) {
+        Self.expectRefused(schedule, field: field, kind: .invalid)
+    }
+
+    /// Steps that contradict each other are refused as inconsistent (`422`), naming the step.
+    @Test(arguments: [
+        (JSONValue.array([scheduleStep(10, 1), scheduleStep(100, 2)]), "rolloutSchedule[0].afterHours"),
+        (.array([scheduleStep(10, 0), scheduleStep(5, 2), scheduleStep(100, 3)]), "rolloutSchedule[1].percent"),
+        (.array([scheduleStep(10, 0), scheduleStep(20, 0), scheduleStep(100, 3)]), "rolloutSchedule[1].afterHours"),
+        (.array([scheduleStep(10, 0), scheduleStep(90, 2)]), "rolloutSchedule[1].percent"),
+    ])
+    func contradictoryStepsAreRefused(_ schedule: JSONValue, field: String) {
+        Self.expectRefused(schedule, field: field, kind: .inconsistent)
+    }
+
+    static func expectRefused(_ schedule: JSONValue, field: String, kind: FieldError.Kind) {
+        do {
+            _ = try scheduled(schedule)
+            Issue.record("\(schedule) was taken")
+        } catch let error as FieldError {
+            #expect(error.field == field && error.kind == kind, "\(schedule): \(error)")
+        } catch {
+            Issue.record("\(schedule): \(error)")
         }
     }
 
@@ -188,21 +192,20 @@ import UpshiftWire
     /// A rollout field of the wrong shape is refused as such (`400`, before the revision is compared) even
     /// when the edit also breaks a rule between fields (an action sent with a schedule), which alone is
     /// judged against the stored release (found by schemathesis, seed 424242: a stale `If-Match` then won).
-    @Test func aMalformedRolloutFieldIsRefusedBeforeAnyRuleBetweenFields() {
-        let malformed: [(JSONValue, String)] = [
-            (.object(["rolloutAction": .string("resume"), "rolloutSchedule": .number(JSONNumber(-7))]), "rolloutSchedule"),
-            (.object(["rolloutAction": .string("resume"), "rolloutSchedule": .array([.number(JSONNumber(5))])]), "rolloutSchedule"),
-            (.object(["rolloutAction": .number(JSONNumber(1)), "rolloutPercent": .number(JSONNumber(5))]), "rolloutAction"),
-        ]
-        for (body, field) in malformed {
-            do {
-                try CatalogInput.checkReleasePatch(body, platform: "ios", version: Version("2.0")!, now: Self.start)
-                Issue.record("\(body) was taken")
-            } catch {
-                #expect(error.kind != .inconsistent && error.field.hasPrefix(field), "\(body): \(error)")
-            }
+    @Test(arguments: [
+        (JSONValue.object(["rolloutAction": .string("resume"), "rolloutSchedule": .number(JSONNumber(-7))]), "rolloutSchedule"),
+        (.object(["rolloutAction": .string("resume"), "rolloutSchedule": .array([.number(JSONNumber(5))])]), "rolloutSchedule"),
+        (.object(["rolloutAction": .number(JSONNumber(1)), "rolloutPercent": .number(JSONNumber(5))]), "rolloutAction"),
+    ])
+    func aMalformedRolloutFieldIsRefusedBeforeAnyRuleBetweenFields(_ body: JSONValue, field: String) {
+        do {
+            try CatalogInput.checkReleasePatch(body, platform: "ios", version: Version("2.0")!, now: Self.start)
+            Issue.record("\(body) was taken")
+        } catch {
+            #expect(error.kind != .inconsistent && error.field.hasPrefix(field), "\(body): \(error)")
         }
     }
+
     /// A schedule follows its release date: at step 1 it starts again at max(new date, now); after a later
     /// step only a move that keeps every applied step due is taken, and the schedule then starts at the
     /// new date; ending or replacing it in the same edit is taken whatever the date.
@@ -230,4 +233,9 @@ import UpshiftWire
         // A release edit that does not move the date leaves the schedule as it was.
         #expect(try Self.patch(second, ["notes": .object(["en": .array(["x"])])], at: 25).rolloutSchedule == second.rolloutSchedule)
     }
+}
+
+/// One step of a custom rollout schedule, as a request body writes it.
+private func scheduleStep(_ percent: Double, _ hours: Double) -> JSONValue {
+    .object(["percent": .number(JSONNumber(percent)), "afterHours": .number(JSONNumber(hours))])
 }

@@ -368,16 +368,14 @@ import UpshiftTestData
         #expect(SparkleClient.outcome(two, host: .init(version: "1.9", os: "14.0")) == .soft)
     }
 
-    @Test func sparklesVersionOrderIsItsOwn() {
-        let cases: [(String, String, ComparisonResult)] = [
-            ("1.0", "1.0.0", .orderedSame), ("1.10", "1.9", .orderedDescending), ("1.0", "1.0.1", .orderedAscending),
-            ("2.0-beta.1", "2.0", .orderedSame),  // everything from the first dash is dropped
-            ("1.0b1", "1.0", .orderedAscending),  // a string part past the common length is older
-            ("199", "200", .orderedAscending), ("10.15", "11.0", .orderedAscending),
-        ]
-        for (a, b, expected) in cases {
-            #expect(SparkleClient.compare(a, b) == expected, "\(a) vs \(b)")
-        }
+    @Test(arguments: [
+        ("1.0", "1.0.0", ComparisonResult.orderedSame), ("1.10", "1.9", .orderedDescending), ("1.0", "1.0.1", .orderedAscending),
+        ("2.0-beta.1", "2.0", .orderedSame),  // everything from the first dash is dropped
+        ("1.0b1", "1.0", .orderedAscending),  // a string part past the common length is older
+        ("199", "200", .orderedAscending), ("10.15", "11.0", .orderedAscending),
+    ])
+    func sparklesVersionOrderIsItsOwn(_ a: String, _ b: String, expected: ComparisonResult) {
+        #expect(SparkleClient.compare(a, b) == expected, "\(a) vs \(b)")
     }
 
     @Test func upgradersVersionOrderKeepsThreeParts() {

@@ -331,35 +331,39 @@ import UpshiftTestData
 
     // MARK: the fields the feeds read
 
+    static func macRelease(_ extra: [String: JSONValue]) throws(FieldError) -> Release {
+        var body: [String: JSONValue] = [
+            "platform": .string("macos"), "version": .string("1.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
+        ]
+        body.merge(extra) { $1 }
+        return try CatalogInput.release(.object(body), now: Date())
+    }
+
+    static let signature = Data(repeating: 0xAB, count: 64).base64EncodedString()
+
     @Test func downloadFieldsAreValidatedOnWrite() throws {
-        func release(_ extra: [String: JSONValue]) throws(FieldError) -> Release {
-            var body: [String: JSONValue] = [
-                "platform": .string("macos"), "version": .string("1.0"), "releasedAt": .string("2026-01-01T00:00:00Z"),
-            ]
-            body.merge(extra) { $1 }
-            return try CatalogInput.release(.object(body), now: Date())
-        }
-        let signature = Data(repeating: 0xAB, count: 64).base64EncodedString()
-        let good = try release([
+        let signature = Self.signature
+        let good = try Self.macRelease([
             "downloadURL": .string("https://example.com/a.zip"), "downloadLength": .number(JSONNumber(42)),
             "edSignature": .string(signature),
         ])
         #expect(good.downloadURL == "https://example.com/a.zip" && good.downloadLength == 42 && good.edSignature == signature)
-        let refused: [(String, JSONValue)] = [
-            ("downloadURL", .string("itms-apps://x")), ("downloadURL", .string("/relative")),
-            ("downloadLength", .number(JSONNumber(-1))), ("downloadLength", .number(JSONNumber(1.5))),
-            ("edSignature", .string(Data(repeating: 1, count: 63).base64EncodedString())),
-            ("edSignature", .string(String(signature.dropLast(2)))),  // unpadded
-            ("edSignature", .string("-" + signature.dropFirst())),  // the URL-safe alphabet
-            ("edSignature", .string(signature.dropLast(3) + "x==")),  // stray bits before the padding
-        ]
-        for (field, value) in refused {
-            #expect(throws: FieldError.self, "\(field) \(value)") { try release([field: value]) }
-            do { _ = try release([field: value]) } catch { #expect(error.field == field) }
-        }
         let app = try CatalogInput.app(.object([
             "id": .string("a"), "name": .string("A"), "bundleId": .object(["ios": .string("com.example.a")]),
         ]))
         #expect(app.bundleId == ["ios": "com.example.a"])
+    }
+
+    @Test(arguments: [
+        ("downloadURL", JSONValue.string("itms-apps://x")), ("downloadURL", .string("/relative")),
+        ("downloadLength", .number(JSONNumber(-1))), ("downloadLength", .number(JSONNumber(1.5))),
+        ("edSignature", .string(Data(repeating: 1, count: 63).base64EncodedString())),
+        ("edSignature", .string(String(UpdateFeedsTests.signature.dropLast(2)))),  // unpadded
+        ("edSignature", .string("-" + UpdateFeedsTests.signature.dropFirst())),  // the URL-safe alphabet
+        ("edSignature", .string(UpdateFeedsTests.signature.dropLast(3) + "x==")),  // stray bits before the padding
+    ])
+    func aBadDownloadFieldIsRefusedByName(_ field: String, value: JSONValue) {
+        #expect(throws: FieldError.self, "\(field) \(value)") { try Self.macRelease([field: value]) }
+        do { _ = try Self.macRelease([field: value]) } catch { #expect(error.field == field) }
     }
 }

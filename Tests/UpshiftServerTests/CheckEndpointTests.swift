@@ -41,31 +41,25 @@ import UpshiftTestSupport
         return components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B") ?? ""
     }
 
-    @Test func everyScenarioThroughHTTP() async throws {
-        let scenarios = try Self.cases.get().scenarios
-        var compared = 0
-        for scenario in scenarios {
-            let now = try #require(Timestamp.parse(scenario.now))
-            let harness = try await Harness.empty(now: now)
-            compared += try await harness.run { server in
-                try await Self.load(scenario, into: server, key: harness.rootKey)
-                var compared = 0
-                for check in scenario.checks {
-                    let reply = try await server.request(.GET, "/v1/apps/\(scenario.app.id)/check?\(Self.query(check.request))")
-                    #expect(reply.status == 200, "\(scenario.name): \(reply.text)")
-                    let actual = try reply.value()
-                    for (field, expected) in check.expect {
-                        compared += 1
-                        #expect(actual[field] == expected, "\(scenario.name) \(check.request): \(field) is \(actual[field] ?? .null), expected \(expected)")
-                    }
-                    if check.request["previous"] != nil {
-                        #expect(actual["whatsNew"] != nil, "\(scenario.name): whatsNew must be present")
-                    }
+    /// One server per scenario, one scenario at a time: each starts a server of its own.
+    @Test(.serialized, arguments: try DecisionCases.load().scenarios)
+    func everyScenarioThroughHTTP(_ scenario: DecisionCases.Scenario) async throws {
+        let now = try #require(Timestamp.parse(scenario.now))
+        let harness = try await Harness.empty(now: now)
+        try await harness.run { server in
+            try await Self.load(scenario, into: server, key: harness.rootKey)
+            for check in scenario.checks {
+                let reply = try await server.request(.GET, "/v1/apps/\(scenario.app.id)/check?\(Self.query(check.request))")
+                #expect(reply.status == 200, "\(reply.text)")
+                let actual = try reply.value()
+                for (field, expected) in check.expect {
+                    #expect(actual[field] == expected, "\(check.request): \(field) is \(actual[field] ?? .null), expected \(expected)")
                 }
-                return compared
+                if check.request["previous"] != nil {
+                    #expect(actual["whatsNew"] != nil, "whatsNew must be present")
+                }
             }
         }
-        #expect(compared >= 295)
     }
 
     @Test func bucketCasesThroughHTTP() async throws {

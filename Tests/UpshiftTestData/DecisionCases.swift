@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import UpshiftCore
 
 /// `../shared/testdata/decisions.json`, decoded as it is: scenarios of a catalog, a policy, the server
@@ -36,3 +37,7 @@ public struct DecisionCases: Decodable, Sendable {
     }
 }
 
+/// A scenario named as the file names it, when a test takes the scenarios as its arguments.
+extension DecisionCases.Scenario: CustomTestStringConvertible {
+    public var testDescription: String { name }
+}
