@@ -11,7 +11,8 @@ extension Tag {
     @Tag public static var timed: Self
     /// Holds the machine or the cluster for itself, or bounds a time too tightly to share it (a fleet
     /// simulation, hundreds of slow connections, clusters of its own, write transactions held open for
-    /// seconds, a rollout step within 3 s, the SDK's answer from a stalled server within 2 s):
+    /// seconds, a rollout step within 3 s, the SDK's answer from a stalled server within 2 s, a transaction id
+    /// held at most 1.5 s):
     /// run last, one suite at a time (``RunsAlone``).
     @Tag public static var alone: Self
 }
@@ -22,7 +23,7 @@ extension Tag {
 /// suites that carry its tag.
 public enum Schedule {
     public static let timed = "AppEditTests|AppStoreImportTests|CatalogPropagationTests|HostileInputTests|IngestionTests|OperatorMetricsTests|OutageTests|ProjectionRunnerTests|RebuildEquivalenceTests|ShutdownTests"
-    public static let alone = "ClientSDKTests|ConnectionLimitsTests|HostLossTests|HotPathTests|ReplicaReportsTests|RolloutScheduleEndpointTests|SimulationTests|TwoInstancesTests"
+    public static let alone = "ClientSDKTests|ConnectionLimitsTests|HostLossTests|HotPathTests|ProjectionXidHoldTests|ReplicaReportsTests|RolloutScheduleEndpointTests|SimulationTests|TwoInstancesTests"
 }
 
 /// A suite that runs by itself among the suites of its process: it waits for the one before it to end.

@@ -28,7 +28,7 @@ struct Chaos: ParsableCommand {
     @Option(help: "The seed of the plan and the load (default: a new one, printed); the same seed replays the plan.")
     var seed: UInt64?
 
-    @Option(help: "Seconds within which ingestion must recover after PostgreSQL returns (DESIGN.md's target is 5).")
+    @Option(help: "Seconds within which ingestion must recover after PostgreSQL returns.")
     var recoveryBound = ChaosSummary.recoveryTarget
 
     @Option(help: "Events per second offered (first attempts).")
