@@ -28,6 +28,22 @@ import UpshiftTestSupport
         for name in named {
             #expect(suites.keys.filter { $0.contains(name) } == [name], "\(name) selects other suites too")
         }
+        // A test's id also holds the name of its file: a suite of another schedule in a file whose name
+        // holds `name` would run in this group too.
+        for (file, declared) in try Self.suitesByFile() where named.contains(where: { file.contains($0) }) {
+            let matching = named.filter { file.contains($0) }
+            #expect(declared.allSatisfy { matching.contains($0) }, "\(file) declares \(declared), which \(matching) select with it")
+        }
+    }
+
+    /// File name → the suites it declares, for every file of the test targets.
+    static func suitesByFile() throws -> [String: [String]] {
+        var files: [String: [String]] = [:]
+        for url in TestEnvironment.swiftFiles(in: ["Tests"]) {
+            let text = try String(contentsOf: url, encoding: .utf8)
+            files[url.lastPathComponent, default: []] += text.matches(of: #/@Suite(?:\(.*\))? struct (\w+)/#).map { String($0.1) }
+        }
+        return files
     }
 
     @Test func onlyTheSuitesTaggedAloneRunAlone() throws {
