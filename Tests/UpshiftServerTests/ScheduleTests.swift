@@ -4,16 +4,18 @@ import UpshiftTestSupport
 
 /// `scripts/test` runs the suites by the patterns of ``Schedule``, which must say what the tags say.
 @Suite struct ScheduleTests {
-    /// Suite name → its traits as written, for every suite of the test targets.
-    static func suites() throws -> [String: String] {
-        var suites: [String: String] = [:]
-        for url in TestEnvironment.swiftFiles(in: ["Tests"]) {
-            let text = try String(contentsOf: url, encoding: .utf8)
-            for match in text.matches(of: #/@Suite(?:\((.*)\))? struct (\w+)/#) {
-                suites[String(match.2)] = match.1.map(String.init) ?? ""
+    /// Every suite of the test targets: its file's name, its name and its traits as written.
+    static func declarations() throws -> [(file: String, name: String, traits: String)] {
+        try TestEnvironment.swiftFiles(in: ["Tests"]).flatMap { url in
+            try String(contentsOf: url, encoding: .utf8).matches(of: #/@Suite(?:\((.*)\))? struct (\w+)/#).map { match in
+                (url.lastPathComponent, String(match.2), match.1.map(String.init) ?? "")
             }
         }
-        return suites
+    }
+
+    /// Suite name → its traits as written.
+    static func suites() throws -> [String: String] {
+        Dictionary(try declarations().map { ($0.name, $0.traits) }) { first, _ in first }
     }
 
     @Test(arguments: [("timed", Schedule.timed), ("alone", Schedule.alone)])
@@ -30,20 +32,11 @@ import UpshiftTestSupport
         }
         // A test's id also holds the name of its file: a suite of another schedule in a file whose name
         // holds `name` would run in this group too.
-        for (file, declared) in try Self.suitesByFile() where named.contains(where: { file.contains($0) }) {
-            let matching = named.filter { file.contains($0) }
+        let files = Dictionary(grouping: try Self.declarations(), by: \.file)
+        for (file, declarations) in files where named.contains(where: { file.contains($0) }) {
+            let (matching, declared) = (named.filter { file.contains($0) }, declarations.map(\.name))
             #expect(declared.allSatisfy { matching.contains($0) }, "\(file) declares \(declared), which \(matching) select with it")
         }
-    }
-
-    /// File name → the suites it declares, for every file of the test targets.
-    static func suitesByFile() throws -> [String: [String]] {
-        var files: [String: [String]] = [:]
-        for url in TestEnvironment.swiftFiles(in: ["Tests"]) {
-            let text = try String(contentsOf: url, encoding: .utf8)
-            files[url.lastPathComponent, default: []] += text.matches(of: #/@Suite(?:\(.*\))? struct (\w+)/#).map { String($0.1) }
-        }
-        return files
     }
 
     @Test func onlyTheSuitesTaggedAloneRunAlone() throws {
