@@ -3,11 +3,12 @@ import NIOCore
 import PostgresNIO
 
 /// A connection of the store, with the only statement paths the store uses: a composed statement
-/// (``query(_:logger:file:line:)``), a prepared one (``rows(prepared:logger:)``) and a transaction of
-/// either (``transaction(logger:_:)``). PostgresNIO's own `query`, `execute` and `withTransaction` are not
-/// reachable through it, so the compiler holds every statement to these paths: they are the ones that
-/// fail, rather than hang or stop the process, when PostgreSQL closes the connection under them
-/// (docs/ARCHITECTURE.md, "Reading rows").
+/// (``query(_:logger:file:line:)``), a prepared one (``rows(prepared:logger:)``), a transaction of
+/// either (``transaction(logger:_:)``) and a bulk copy (``copy(into:columns:rows:logger:)``).
+/// PostgresNIO's own `query`, `execute`, `withTransaction` and `copyFrom` are not reachable through it,
+/// so the compiler holds every statement to these paths: they are the ones that fail, rather than hang
+/// or stop the process, when PostgreSQL closes the connection under them (docs/ARCHITECTURE.md,
+/// "Reading rows").
 ///
 /// A pool lends one to its caller (``DatabasePool/withConnection(_:)``); ``Database/connect(_:applicationName:within:logger:)``
 /// opens one outside any pool, for a session that must outlive a statement (a leader's lock).
@@ -91,5 +92,26 @@ public struct StoreConnection: Sendable {
         }
         try await query("COMMIT", logger: logger)
         return value
+    }
+
+    /// Copies `rows` into `columns` of `table` with `COPY … FROM STDIN`, the bulk path for imports: one
+    /// statement, its rows streamed in parts of about 1 MiB, with no bind per field and no limit on
+    /// their number. Inside a ``transaction(logger:_:)`` the rows commit with it; otherwise all of them
+    /// or none. A row PostgreSQL cannot read (a field that is not of its
+    /// column's type, a key already there) fails the copy with its error, and the connection stays usable.
+    ///
+    /// For the fault ``query(_:logger:file:line:)`` describes, the statement is written on the
+    /// connection's event loop in the turn that finds the connection open (PostgresNIO writes a copy
+    /// without a promise too): on a closed connection it fails at once with ``ConnectionLost``.
+    public func copy(into table: SQLIdentifier, columns: [SQLIdentifier], rows: CopyRows, logger: Logger) async throws {
+        precondition(columns.count == rows.width, "\(rows.width) fields a row copied into \(columns.count) columns")
+        guard rows.count > 0 else { return }
+        let (base, parts) = (base, rows.parts(of: 1 << 20))
+        try await withTaskExecutorPreference(EventLoopTaskExecutor(base.eventLoop)) {
+            guard !base.isClosed else { throw ConnectionLost() }
+            try await base.copyFrom(table: table.name, columns: columns.map(\.name), logger: logger) { writer in
+                for part in parts { try await writer.write(part) }
+            }
+        }
     }
 }
