@@ -29,7 +29,7 @@ final class ProgressBar: Sendable {
 
     func finish(_ generation: ProjectionGeneration) {
         let elapsed = state.withLock { ContinuousClock.now - $0.started }
-        draw(Self.line(generation, total: max(total, generation.checkpoint.position), elapsed: elapsed))
+        draw(Self.line(generation, total: generation.events, elapsed: elapsed))
         if isTerminal { FileHandle.standardError.write(Data("\n".utf8)) }
     }
 
@@ -37,14 +37,17 @@ final class ProgressBar: Sendable {
         FileHandle.standardError.write(Data((isTerminal ? "\r" + line : line + "\n").utf8))
     }
 
+    /// `total`: the events the rebuild will apply, as far as known (the feed's last position, which
+    /// counts every event written and a few rolled back). Done is the events applied, not the checkpoint's
+    /// position: the feed runs in commit order, and a position may be lower than one applied before it.
     static func line(_ generation: ProjectionGeneration, total: Int64, elapsed: Duration) -> String {
-        let done = generation.checkpoint.position
+        let done = generation.events
         let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 1
         let width = 30
         let filled = Int(fraction * Double(width))
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let rate = seconds > 0 ? Double(generation.events) / seconds : 0
-        let remaining = rate > 0 ? Double(max(0, total - done)) * (Double(generation.events) / Double(max(done, 1))) / rate : 0
+        let rate = seconds > 0 ? Double(done) / seconds : 0
+        let remaining = rate > 0 ? Double(max(0, total - done)) / rate : 0
         return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] "
             + String(format: "%3.0f%%", fraction * 100)
             + "  \(Int(generation.events).grouped) events  \(Int(rate).grouped) events/s  ETA \(duration(remaining))"

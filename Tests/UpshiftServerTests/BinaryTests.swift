@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import Synchronization
 import Testing
 import UpshiftStore
@@ -74,6 +75,46 @@ import UpshiftTestSupport
         #expect(rebuilt.status == 0, "\(rebuilt.error)")
         #expect(rebuilt.output.contains("install_state: generation 2 "), "\(rebuilt.output)")
         #expect(rebuilt.output.contains(" is active, "), "\(rebuilt.output)")
+    }
+
+    /// The progress `upshift projections rebuild --in-batches` prints ends at 100 % of the events it
+    /// applied, also when the feed (in commit order) applies a lower position last: here one transaction
+    /// takes its id first and writes its events after another's, which commits after it.
+    @Test func aRebuildsProgressEndsAtAllItsEventsWhateverTheirPositions() async throws {
+        let harness = try await Harness.make()
+        let database = harness.database
+        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let now = harness.clock.now()
+        let logged = try await withPostgres(database, maximumConnections: 2) { client in
+            try await client.withConnection { first in
+                try await client.withConnection { second in
+                    @Sendable func insert(_ count: Int, on connection: PostgresConnection) async throws {
+                        for _ in 0..<count {
+                            try await connection.query(
+                                """
+                                INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version)
+                                VALUES (\(UUID()), \(now), \(now), 'expenses', 'launched', \(UUID()), 'ios', '1.0.0')
+                                """, logger: TestEnvironment.logger)
+                        }
+                    }
+                    try await first.query("BEGIN", logger: TestEnvironment.logger)
+                    try await first.query("SELECT pg_current_xact_id()", logger: TestEnvironment.logger)
+                    try await second.query("BEGIN", logger: TestEnvironment.logger)
+                    try await insert(1, on: second)  // the lowest position, applied last
+                    try await insert(20, on: first)
+                    try await first.query("COMMIT", logger: TestEnvironment.logger)
+                    try await second.query("COMMIT", logger: TestEnvironment.logger)
+                }
+            }
+            var count = 0
+            for try await events in try await client.query("SELECT count(*)::int FROM event_log").decode(Int.self) { count = events }
+            return count
+        }
+        let rebuilt = try Self.command(["projections", "rebuild", "install_state", "--in-batches"], databaseURL: url)
+        #expect(rebuilt.status == 0, "\(rebuilt.error)")
+        let last = rebuilt.error.split(whereSeparator: \.isNewline).last { $0.contains("events/s") }.map(String.init)
+        #expect(last?.contains("100%") == true, "\(rebuilt.error)")
+        #expect(last?.contains(" \(logged) events ") == true, "\(logged) events logged: \(rebuilt.error)")
     }
 
     /// `upshift apps edit`: a merge patch as `PATCH /v1/apps/{app}` takes it, at the revision it reads or the
