@@ -138,7 +138,7 @@ public struct EventValidator: Sendable {
         let keywords = text.utf8[text.utf8.index(after: at)...]
         guard (1...maximumLocaleKeywordsLength).contains(keywords.count),
             keywords.allSatisfy({ isASCIILetter($0) || isASCIIDigit($0) || Array("=;-_".utf8).contains($0) }),
-            isLocale(tag), tag.utf8.count { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") } <= 3
+            isLocale(tag), tag.utf8.count(where: { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }) <= 3
         else { return nil }
         return tag
     }

@@ -93,7 +93,7 @@ import UpshiftTestSupport
                             } else if attempt == "a prepared statement" {
                                 _ = try await connection.rows(prepared: SelectOne(), logger: TestEnvironment.logger)
                             } else {
-                                try await connection.transaction(logger: TestEnvironment.logger) { connection in
+                                _ = try await connection.transaction(logger: TestEnvironment.logger) { connection in
                                     try await connection.query("SELECT 1" as SQL, logger: TestEnvironment.logger)
                                 }
                             }

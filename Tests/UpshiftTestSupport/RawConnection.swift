@@ -59,7 +59,7 @@ public final class RawConnection: Sendable {
 
     /// Reads from now on (a client opened with `reading: false`), and so learns whether the server closed.
     public func startReading() async {
-        try? await channel.setOption(.autoRead, value: true)
+        try? await channel.setOption(.autoRead, value: true).get()
         channel.read()
     }
 
