@@ -20,6 +20,7 @@ COPY Sources ./Sources
 COPY Tests ./Tests
 COPY sql ./sql
 COPY docs/openapi.yaml ./docs/openapi.yaml
+COPY scripts/embed-files ./scripts/embed-files
 RUN swift build -c release --product upshift --static-swift-stdlib \
     && install -D "$(swift build -c release --show-bin-path)/upshift" /staging/upshift
 

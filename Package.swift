@@ -70,10 +70,8 @@ let package = Package(
             plugins: ["EmbedFiles"]  // the migrations of sql/
         ),
         // Files of the repository compiled into the binary (sql/, docs/openapi.yaml): it runs from any folder.
-        .executableTarget(name: "upshift-embed", path: "Sources/UpshiftEmbedTool"),
-        .plugin(
-            name: "EmbedFiles", capability: .buildTool(), dependencies: ["upshift-embed"],
-            path: "Sources/EmbedFilesPlugin"),
+        // Its command is scripts/embed-files.
+        .plugin(name: "EmbedFiles", capability: .buildTool(), path: "Sources/EmbedFilesPlugin"),
         .target(
             name: "UpshiftServer",
             dependencies: [

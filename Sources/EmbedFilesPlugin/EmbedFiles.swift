@@ -21,12 +21,13 @@ struct EmbedFiles: BuildToolPlugin {
             return []
         }
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedFiles.swift")
+        let script = root.appending(path: "scripts/embed-files")
         return [
             .buildCommand(
                 displayName: "Embedding \(files.count) files into \(target.name)",
-                executable: try context.tool(named: "upshift-embed").url,
-                arguments: [output.path] + files.map(\.path),
-                inputFiles: files,
+                executable: URL(fileURLWithPath: "/bin/sh"),
+                arguments: [script.path, output.path] + files.map(\.path),
+                inputFiles: [script] + files,
                 outputFiles: [output])
         ]
     }

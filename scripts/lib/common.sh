@@ -117,11 +117,9 @@ upshift_release_bin() {
 }
 
 # With nothing changed since a debug and a release build, building both again compiles and links nothing of
-# the project's own modules and leaves both `upshift` binaries as they were: the embedded files' generated
-# source keeps its time when its bytes are the same. Not counted: linking `upshift-embed-tool`, the embed
-# plugin's tool, which SwiftPM links in two build databases of one folder (the plugin tools' and the
-# build's), so that after a change it may be linked once more before both agree. Runs the same two builds as
-# scripts/test, after them.
+# the project's own and leaves both `upshift` binaries as they were: the embedded files' generated source
+# (scripts/embed-files) keeps its time when its bytes are the same. Runs the same two builds as scripts/test,
+# after them.
 upshift_check_null_builds() {
     local debug_bin release_bin before after output ours
     debug_bin="$(swift build --show-bin-path)/upshift"
@@ -130,7 +128,7 @@ upshift_check_null_builds() {
     output="$({ swift build --build-tests && upshift_release_build --product upshift; } 2>&1)" ||
         upshift_die "the repeated builds failed: $output"
     after="$(stat -c '%n %y %i' "$debug_bin" "$release_bin" 2>&1)"
-    ours="$(grep -E '(Compiling|Emitting module|Linking) (Upshift|upshift)' <<<"$output" | grep -v 'Linking upshift-embed-tool' || true)"
+    ours="$(grep -E '(Compiling|Emitting module|Linking) (Upshift|upshift)' <<<"$output" || true)"
     if [[ -n "$ours" || "$before" != "$after" ]]; then
         printf '%s\n' "$output" >&2
         upshift_die "a debug and a release build with nothing changed built the project's own modules again: ${ours:-the upshift binary changed}"
