@@ -88,13 +88,9 @@ import UpshiftTestSupport
         let logged = try await withPostgres(database, maximumConnections: 2) { client in
             try await client.withConnection { first in
                 try await client.withConnection { second in
-                    @Sendable func insert(_ count: Int, on connection: PostgresConnection) async throws {
+                    func insert(_ count: Int, on connection: PostgresConnection) async throws {
                         for _ in 0..<count {
-                            try await connection.query(
-                                """
-                                INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version)
-                                VALUES (\(UUID()), \(now), \(now), 'expenses', 'launched', \(UUID()), 'ios', '1.0.0')
-                                """, logger: TestEnvironment.logger)
+                            try await insertEvent(on: connection, app: harness.appId, install: UUID(), at: now, version: "1.0.0")
                         }
                     }
                     try await first.query("BEGIN", logger: TestEnvironment.logger)

@@ -373,17 +373,6 @@ struct AdoptionBody: Decodable {
     var days: [Day]
 }
 
-private func insertEvent(
-    on connection: PostgresConnection, app: String, install: UUID, at date: Date, recordedAt: Date? = nil, version: String,
-    type: String = "launched", data: String = "{}"
-) async throws {
-    try await connection.query(
-        """
-        INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
-        VALUES (\(UUID()), \(date), \(recordedAt ?? date), \(app), \(type), \(install), 'ios', \(version), \(data)::jsonb)
-        """, logger: TestEnvironment.logger)
-}
-
 /// A harness whose log holds `sampleFleet`, posted with the projection runner off.
 private func loggedFleet() async throws -> (Harness, [[String: String]]) {
     let harness = try await Harness.make()

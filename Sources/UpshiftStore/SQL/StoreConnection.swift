@@ -97,8 +97,8 @@ public struct StoreConnection: Sendable {
     /// Copies `rows` into `columns` of `table` with `COPY … FROM STDIN`, the bulk path for imports: one
     /// statement, its rows streamed in parts of about 1 MiB, with no bind per field and no limit on
     /// their number. Inside a ``transaction(logger:_:)`` the rows commit with it; otherwise all of them
-    /// or none. A row PostgreSQL cannot read (a field that is not of its
-    /// column's type, a key already there) fails the copy with its error, and the connection stays usable.
+    /// or none. A row PostgreSQL cannot read (a field not of its column's type, a key already there)
+    /// fails the copy with its error, and the connection stays usable.
     ///
     /// For the fault ``query(_:logger:file:line:)`` describes, the statement is written on the
     /// connection's event loop in the turn that finds the connection open (PostgresNIO writes a copy

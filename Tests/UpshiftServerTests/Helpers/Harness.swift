@@ -248,3 +248,16 @@ func clientEvent(
     for (key, value) in extra { event[key] = value }
     return event
 }
+
+/// Writes one event straight into the log on `connection` (inside its transaction, if one is open),
+/// bypassing ingestion: for logs whose feed order a test arranges.
+func insertEvent(
+    on connection: PostgresConnection, app: String, install: UUID, at date: Date, recordedAt: Date? = nil, version: String,
+    type: String = "launched", data: String = "{}"
+) async throws {
+    try await connection.query(
+        """
+        INSERT INTO event_log (event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data)
+        VALUES (\(UUID()), \(date), \(recordedAt ?? date), \(app), \(type), \(install), 'ios', \(version), \(data)::jsonb)
+        """, logger: TestEnvironment.logger)
+}
