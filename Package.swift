@@ -152,6 +152,7 @@ let package = Package(
                 "UpshiftCore",
                 "UpshiftStore",
                 "UpshiftServer",
+                "UpshiftSimulation",
                 "UpshiftTestData",
                 "UpshiftTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),

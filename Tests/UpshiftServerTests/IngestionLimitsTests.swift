@@ -218,7 +218,8 @@ import UpshiftTestSupport
             func results(_ events: [[String: String]], key: String? = nil) async throws -> [[String: Any]] {
                 let reply = try await server.postEvents(events, key: key ?? harness.ingestKey)
                 #expect(reply.status == 200)
-                return try #require(try reply.json()["results"] as? [[String: Any]])
+                let results = try reply.json()["results"] as? [[String: Any]]
+                return try #require(results)
             }
             #expect(try await results([original])[0]["status"] as? String == "accepted")
             #expect(try await results([original])[0]["status"] as? String == "duplicate")

@@ -1,68 +1,56 @@
 import Foundation
+import Logging
 import Testing
+import UpshiftServer
+import UpshiftSimulation
 import UpshiftStore
 import UpshiftTestSupport
 
-/// `upshift simulate`: a fleet driven through the SDK against the application started in-process, whose
-/// own ground truth must equal every report (adoption by day, time-to-update per release, prompt funnels).
+/// The fleet simulation (`upshift simulate`), run in this process: installs driven through the SDK against
+/// the application started on loopback, whose own ground truth must equal every report (adoption by day,
+/// time-to-update per release, prompt funnels). A few hundred installs exercise every rule the reports
+/// have; `upshift simulate` runs thousands (docs/BENCHMARKS.md, "Fleet simulation").
 @Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct SimulationTests {
-    @Test func twoThousandInstallsOverFortyFiveDaysMatchEveryReport() async throws {
-        let database = try await TestDatabases.shared.fresh()
-        let (status, output) = try await Self.simulate(["--installs", "2000", "--days", "45", "--seed", "7"], database: database)
-        print(output)  // the verdict and the shares updated by day 1, 7 and 30, in the test log
-        #expect(status == 0, "\(output)")
-        #expect(output.contains("every report equals the ground truth"), "\(output)")
-        // The fleet behaves like one: the releases of the period reach plausible shares (the bands).
-        #expect(output.contains("1.1: cohort"), "\(output)")
+    @Test func aFleetOverFortyDaysMatchesEveryReport() async throws {
+        let result = try await Self.simulate(installs: 300, days: 40, seed: 7)
+        #expect(result.differences.isEmpty, "\(result.differences.prefix(50).joined(separator: "\n"))")
+        // The fleet behaves like one: each release of the period has a cohort, and part of it updates.
+        let shares = result.summary.matches(of: #/(\d\.\d): cohort (\d+), updated by day 1 (\d+)%, day 7 (\d+)%, day 30 (\d+)%/#)
+        #expect(shares.map { String($0.1) } == ["1.1", "1.2", "2.0"], "\(result.summary)")
+        for share in shares {
+            #expect(Int(share.2)! > 0 && Int(share.4)! > 0 && Int(share.3)! <= Int(share.5)!, "\(result.summary)")
+        }
     }
 
     @Test func aPhasedRolloutOffersEachInstallTheReleaseExactlyWhenItsStepAdmitsIt() async throws {
-        let database = try await TestDatabases.shared.fresh()
-        let (status, output) = try await Self.simulate(
-            ["--installs", "600", "--days", "30", "--seed", "11", "--scenario", "phased"], database: database)
-        print(output)
-        #expect(status == 0, "\(output)")
-        #expect(output.contains("every report equals the ground truth"), "\(output)")
+        let result = try await Self.simulate(installs: 200, days: 30, seed: 11, phased: true)
+        #expect(result.differences.isEmpty, "\(result.differences.prefix(50).joined(separator: "\n"))")
         // Checks on both sides of the buckets: some admitted, some not, every one answered as its step says.
         let match = try #require(
-            output.firstMatch(of: #/phased 1.2: (\d+) checks decided by its schedule \((\d+) admitted\), (\d+) offered it exactly/#),
-            "\(output)")
+            result.summary.firstMatch(
+                of: #/phased 1.2: (\d+) checks decided by its schedule \((\d+) admitted\), (\d+) offered it exactly/#),
+            "\(result.summary)")
         let (checks, admitted, exact) = (Int(match.1)!, Int(match.2)!, Int(match.3)!)
-        #expect(checks > 500 && admitted > 50 && admitted < checks, "\(output)")
+        #expect(checks > 500 && admitted > 50 && admitted < checks, "\(result.summary)")
         #expect(exact == checks)
         // The backtest made before the minimum raise predicted the installs it forced.
         let predicted = try #require(
-            output.firstMatch(of: #/predicted (\d+) forced of (\d+) active installs \(facts: (\d+) of (\d+)\)/#), "\(output)")
-        #expect(predicted.1 == predicted.3 && predicted.2 == predicted.4 && Int(predicted.1)! > 0, "\(output)")
+            result.summary.firstMatch(of: #/predicted (\d+) forced of (\d+) active installs \(facts: (\d+) of (\d+)\)/#),
+            "\(result.summary)")
+        #expect(predicted.1 == predicted.3 && predicted.2 == predicted.4 && Int(predicted.1)! > 0, "\(result.summary)")
     }
 
-    /// Runs the `upshift` binary (`UPSHIFT_SIMULATE_BIN` when set: scripts/test builds a release one, the
-    /// debug build is several times slower here).
-    static func simulate(_ arguments: [String], database: DatabaseSettings, environment extra: [String: String] = [:])
-        async throws -> (Int32, String)
-    {
-        let process = Process()
-        if let path = ProcessInfo.processInfo.environment["UPSHIFT_SIMULATE_BIN"], !path.isEmpty {
-            process.executableURL = URL(fileURLWithPath: path)
-        } else {
-            process.executableURL = try TestEnvironment.binary()
-        }
-        process.arguments = ["simulate", "--quiet"] + arguments
-        var environment = ProcessInfo.processInfo.environment
-        var url = "postgres://\(database.username)"
-        if let password = database.password { url += ":\(password)" }
-        environment["DATABASE_URL"] = url + "@\(database.host):\(database.port)/\(database.database)"
-        environment["UPSHIFT_MIGRATIONS_DIR"] = TestEnvironment.migrationsDirectory.path
-        for (key, value) in extra { environment[key] = value }
-        process.environment = environment
-        let output = TestEnvironment.scratch("simulate").appendingPathExtension("log")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        while process.isRunning { try await Task.sleep(for: .milliseconds(200)) }
-        try handle.close()
-        return (process.terminationStatus, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+    /// Runs the simulation on a fresh database; prints its summary to the test log.
+    static func simulate(installs: Int, days: Int, seed: UInt64, phased: Bool = false) async throws -> FleetSimulation.Result {
+        var configuration = AppConfiguration(database: try await TestDatabases.shared.fresh())
+        configuration.migrationsDirectory = TestEnvironment.migrationsDirectory
+        var options = FleetSimulation.Options(
+            installs: installs, days: days, seed: seed, appId: "sim-\(seed)", end: Date(), progress: false)
+        options.phased = phased
+        var logger = TestEnvironment.logger
+        logger.logLevel = .warning
+        let result = try await FleetSimulation(options: options, configuration: configuration, logger: logger).run()
+        print("SimulationTests: \(installs) installs, \(days) days, seed \(seed): \(result.stored) rows; \(result.summary)")
+        return result
     }
 }
