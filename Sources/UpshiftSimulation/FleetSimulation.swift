@@ -138,7 +138,7 @@ public struct FleetSimulation {
         let folder = scratch.appendingPathComponent("upshift-simulate-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         var fleet = (0..<options.installs).map { index in
-            SimulatedInstall(index: index, random: &random, releases: plan.releases, start: start)
+            SimulatedInstall(index: index, random: &random)
         }
         let progress = ProgressLine(enabled: options.progress, days: options.days)
         var prediction: Prediction?
@@ -177,7 +177,7 @@ public struct FleetSimulation {
             // on the clock of the slot's first launch. A user who started an update opens the new version
             // minutes later. Each launch has its own random sequence, so the order of work does not matter.
             var pending: [(at: Date, install: Int)] = []
-            for index in fleet.indices where random.chance(fleet[index].launchProbability) {
+            for index in fleet.indices where random.chance(fleet[index].habits.launchProbability) {
                 pending.append((dayStart.addingTimeInterval(Double(random.int(Self.firstLaunchHour * 3_600...23 * 3_600))), index))
             }
             var launchNumber = 0
@@ -200,7 +200,7 @@ public struct FleetSimulation {
                     for launch in slot {
                         launchNumber += 1
                         var install = fleet[launch.install]
-                        let online = !install.offline || day % install.deliveryEveryDays == 0
+                        let online = !install.habits.offline || day % install.habits.deliveryEveryDays == 0
                         var random = SplitMix64(seed: options.seed &* 1_000_003 &+ UInt64(day) &* 7_919 &+ UInt64(launchNumber))
                         let base = sdkConfiguration(for: install, folder: folder, key: keys.ingest, transport: recorder)
                         group.addTask {
@@ -314,7 +314,7 @@ public struct FleetSimulation {
         var configuration = UpshiftConfiguration(
             appId: options.appId, platform: "ios", ingestKey: key, baseURL: baseURL,
             storageDirectory: folder.appendingPathComponent("install-\(install.index)"), appVersion: install.version,
-            osVersion: install.osVersion, locale: install.locale)
+            osVersion: install.habits.osVersion, locale: install.habits.locale)
         configuration.clock = clock
         configuration.transport = transport
         configuration.checkTimeout = .seconds(60)  // a check the server answered late is still one it stored

@@ -80,31 +80,16 @@ struct ReleasePlan: Sendable {
 struct SimulatedInstall: Sendable {
     let index: Int
     var version: String
-    let osVersion: String
-    let locale: String
-    /// Chance of opening the app on a given day.
-    let launchProbability: Double
-    /// Chance a day that the store updates the app on its own, once a newer release runs on the device.
-    let updateHazard: Double
-    /// Offline installs deliver their events every few days only.
-    let offline: Bool
-    let deliveryEveryDays: Int
+    let habits: InstallHabits
     /// An update the user started (or the store made): the next launch runs it.
     var pendingUpdate: String?
     var launched = false
 
-    init(index: Int, random: inout SplitMix64, releases: [PlannedRelease], start: Date) {
+    init(index: Int, random: inout SplitMix64) {
         self.index = index
         let roll = random.unit()
         version = roll < 0.15 ? "0.8" : roll < 0.40 ? "0.9" : "1.0"
-        // Some devices are stuck on an OS the last release does not support.
-        osVersion = random.chance(0.08) ? "15.8" : "17.\(random.int(0...5))"
-        locale = ["en", "de", "fr", "en-GB"][random.int(0...3)]
-        launchProbability = 0.3 + 0.65 * random.unit()
-        let kind = random.unit()
-        updateHazard = kind < 0.3 ? 0 : kind < 0.65 ? 0.1 : 0.5  // never (unless forced), slow, fast
-        offline = random.chance(0.05)
-        deliveryEveryDays = random.int(3...5)
+        habits = InstallHabits(random: &random)
     }
 
     /// One launch of the app: the SDK starts, checks, and the user answers the prompt. True when the
@@ -137,7 +122,7 @@ struct SimulatedInstall: Sendable {
                 await sdk.record(.promptShown(kind: .soft, targetVersion: target))
                 let answer = random.unit()
                 // The long tail never updates from a soft prompt (only a force moves it).
-                if answer < 0.4, updateHazard > 0 {
+                if answer < 0.4, habits.updateHazard > 0 {
                     await sdk.record(.updateStarted(kind: .soft, targetVersion: target))
                     pendingUpdate = target
                     startedUpdate = true
@@ -151,10 +136,10 @@ struct SimulatedInstall: Sendable {
             }
         }
         // The store's own updates: to the newest release this device can run.
-        if pendingUpdate == nil, let os = Version(osVersion), let current = Version(version) {
+        if pendingUpdate == nil, let os = Version(habits.osVersion), let current = Version(version) {
             let newest = releases.filter { Version($0.version)! > current && Version($0.minimumOSVersion)! <= os }
                 .max { Version($0.version)! < Version($1.version)! }
-            if let newest, random.chance(updateHazard) { pendingUpdate = newest.version }
+            if let newest, random.chance(habits.updateHazard) { pendingUpdate = newest.version }
         }
         if await sdk.whatsNew != nil { await sdk.whatsNewShown() }
         if online { await sdk.flush() }

@@ -310,12 +310,12 @@ import UpshiftTestSupport
         return "\(seconds * 1_000 + attoseconds / 1_000_000_000_000_000) ms"
     }
 
-    /// Installs over two weeks on ios: launches most days, prompts, and updates through 1.0.0, 1.1.0
-    /// and 1.2.0; every event on a half hour before `now` (or a minute after one).
+    /// Installs over two weeks on ios (`fleetEvents`): launches, prompts, and updates through 1.0.0, 1.1.0
+    /// and 1.2.0; every launch on a half hour before `now`, its prompt and update at most a minute after.
     static func fleet(now: Date, installs: Int = 200) -> [[String: String]] {
         var random = SplitMix64(seed: 18)
         return fleetEvents(installs: installs, random: &random, promptOneIn: 5) { day, random in
             halfHourBefore(now, hours: day * 24 + Int(random.next() % 20))
-        }
+        }.map(\.posted)
     }
 }

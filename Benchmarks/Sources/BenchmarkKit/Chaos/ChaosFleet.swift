@@ -3,6 +3,10 @@ import Foundation
 /// The installs the chaos load speaks for, and the events and checks it sends for them: valid events of
 /// every client type (so that every projection has work), with ids and installs drawn from the run's
 /// seed. A batch is built once and kept as bytes, so that a resend is the same request, byte for byte.
+///
+/// Its own fleet, not the project's model (`UpshiftSimulation`'s `InstallHabits`): the `Benchmarks/` package
+/// uses no product of the main package, so that the main package declares nothing for the benchmarks and an app
+/// using `UpshiftClient` resolves nothing else.
 public struct ChaosFleet: Sendable {
     public struct Install: Sendable, Equatable {
         public var id: UUID
