@@ -1,12 +1,92 @@
-/// App identifiers (docs/ARCHITECTURE.md, "What the catalog holds"): `^[a-z0-9][a-z0-9-]{0,62}$`.
-public enum AppID {
+/// An app's identifier (docs/ARCHITECTURE.md, "What the catalog holds"): a lowercase letter or digit, then
+/// lowercase letters, digits or `-`, at most 63 bytes in all. A value of this type has passed that rule, so
+/// no code that receives one checks it again. The server turns a request's text into one at the edge: a body's
+/// `id` with `init(_:field:)`, whose error is the one a bad id gets; a path's `{app}` that breaks the rule
+/// names no app.
+public struct AppID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    /// The app id `text` is, or nil.
+    public init?(validating text: String) {
+        guard Self.isValid(text) else { return nil }
+        rawValue = text
+    }
+
+    /// What an app id must be, as its errors say it.
+    public static let rule = "must match ^[a-z0-9][a-z0-9-]{0,62}$"
+
+    public static let maximumLength = 63
+
+    /// Whether `text` is an app id.
     public static func isValid(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard let first = bytes.first, bytes.count <= 63, isLowerAlnum(first) else { return false }
-        return bytes.allSatisfy { isLowerAlnum($0) || $0 == UInt8(ascii: "-") }
+        var bytes = text.utf8.makeIterator()
+        guard text.utf8.count <= maximumLength, let first = bytes.next(), isLowerAlnum(first) else { return false }
+        while let byte = bytes.next() {
+            guard isLowerAlnum(byte) || byte == 0x2D else { return false }
+        }
+        return true
     }
 
     private static func isLowerAlnum(_ byte: UInt8) -> Bool {
         (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+    }
+
+    /// `text` taken as it is, unchecked, only to look it up among app ids: text that breaks the rule equals
+    /// no app id, so it finds nothing. The hot paths look up a request's text this way instead of checking
+    /// it first; the id they pass on is the one found.
+    package init(lookingUp text: String) {
+        rawValue = text
+    }
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: AppID, rhs: AppID) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// An app id written in code (`"demo"`); a literal that breaks the rule is a programming error.
+extension AppID: ExpressibleByStringLiteral {
+    public init(stringLiteral text: String) {
+        guard let app = AppID(validating: text) else { preconditionFailure("\(text) is not an app id") }
+        self = app
+    }
+}
+
+/// Encoded as its text; decoding one that breaks the rule fails.
+extension AppID: Codable {
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let app = AppID(validating: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: Self.rule))
+        }
+        self = app
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+/// A dictionary keyed by app id encodes as a JSON object, as one keyed by its text does.
+extension AppID: CodingKeyRepresentable {
+    public var codingKey: any CodingKey { AppIDKey(stringValue: rawValue) }
+
+    public init?<T: CodingKey>(codingKey: T) {
+        self.init(validating: codingKey.stringValue)
+    }
+
+    private struct AppIDKey: CodingKey {
+        let stringValue: String
+        init(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
+    }
+}
+
+extension AppID {
+    /// The app id `text` is, or the field error `field` gets for it.
+    public init(_ text: String, field: String = "id") throws(FieldError) {
+        guard let app = AppID(validating: text) else { throw FieldError(field, Self.rule) }
+        self = app
     }
 }

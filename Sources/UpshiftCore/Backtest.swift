@@ -99,7 +99,7 @@ public enum Backtest {
     /// (`installs`: the ids of each cohort whose buckets may matter) under both catalogs. Throws a
     /// ``FieldError`` on `releases` (answered `422`) when the installs' buckets number more than `maximumBuckets`.
     public static func run(
-        app: String, platform: Platform, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog,
+        app: AppID, platform: Platform, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog,
         counts: [Cohort: Int], installs: [(Cohort, InstallIDs)], dataAsOf: Date?, maximumBuckets: Int = maximumBuckets
     ) async throws -> BacktestReport {
         var rows: [RowKey: BacktestReport.Row] = [:]
@@ -281,7 +281,7 @@ public struct BacktestReport: Sendable, Encodable {
         }
     }
 
-    public var app: String
+    public var app: AppID
     public var platform: Platform
     public var windowDays: Int
     public var now: Date
@@ -293,7 +293,7 @@ public struct BacktestReport: Sendable, Encodable {
     public var rows: [Row]
     public var dataAsOf: Date?
 
-    init(app: String, platform: Platform, windowDays: Int, now: Date, rows: [Row], dataAsOf: Date?) {
+    init(app: AppID, platform: Platform, windowDays: Int, now: Date, rows: [Row], dataAsOf: Date?) {
         self.app = app
         self.platform = platform
         self.windowDays = windowDays

@@ -7,7 +7,7 @@ public enum ReleaseStatus: String, Sendable, Codable, CaseIterable {
 
 /// An app of the catalog (docs/ARCHITECTURE.md, "What the catalog holds").
 public struct AppInfo: Sendable, Equatable, Codable {
-    public var id: String
+    public var id: AppID
     public var name: String
     public var defaultLocale: String
     /// Store URL per platform; a platform without one answers `updateURL: null`.
@@ -19,7 +19,7 @@ public struct AppInfo: Sendable, Equatable, Codable {
     public var revision: Int
 
     public init(
-        id: String, name: String, defaultLocale: String = "en", updateURL: [Platform: String] = [:],
+        id: AppID, name: String, defaultLocale: String = "en", updateURL: [Platform: String] = [:],
         storeId: [Platform: String] = [:], bundleId: [Platform: String] = [:], revision: Int = 1
     ) {
         self.id = id
@@ -38,7 +38,7 @@ public struct AppInfo: Sendable, Equatable, Codable {
     /// Apps recorded before `bundleId` existed have none; before revisions, an app reads as revision 1.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        id = try container.decode(String.self, forKey: .id)
+        id = try container.decode(AppID.self, forKey: .id)
         name = try container.decode(String.self, forKey: .name)
         defaultLocale = try container.decode(String.self, forKey: .defaultLocale)
         updateURL = try container.decode([Platform: String].self, forKey: .updateURL)

@@ -6,8 +6,7 @@ extension CatalogInput {
     public static func app(_ body: JSONValue) throws(FieldError) -> AppInfo {
         let fields = try Fields(
             body, allowed: ["id", "name", "defaultLocale", "updateURL", "storeId", "bundleId", "reason"])
-        let id = try fields.string("id", required: true)!
-        guard AppID.isValid(id) else { throw FieldError("id", "must match ^[a-z0-9][a-z0-9-]{0,62}$") }
+        let id = try AppID(fields.string("id", required: true)!)
         let name = try fields.string("name", required: true, maximumLength: maximumNameLength)!
         let locale = try fields.locale("defaultLocale") ?? "en"
         let urls = try fields.platformMap("updateURL", validate: checkPageURL)

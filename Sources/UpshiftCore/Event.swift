@@ -7,7 +7,7 @@ public struct Event: Sendable, Equatable {
     public var id: UUID
     public var type: EventType
     public var occurredAt: Date
-    public var appId: String
+    public var appId: AppID
     public var installId: UUID
     public var platform: Platform
     public var appVersion: String
@@ -15,7 +15,7 @@ public struct Event: Sendable, Equatable {
     public var data: String
 
     public init(
-        id: UUID, type: EventType, occurredAt: Date, appId: String, installId: UUID, platform: Platform,
+        id: UUID, type: EventType, occurredAt: Date, appId: AppID, installId: UUID, platform: Platform,
         appVersion: String, data: String
     ) {
         self.id = id
@@ -60,10 +60,10 @@ public struct EventData {
 
 /// What makes an event one event (docs/ARCHITECTURE.md, "One id, one event"): its app and its id.
 public struct EventKey: Hashable, Sendable {
-    public var appId: String
+    public var appId: AppID
     public var id: UUID
 
-    public init(appId: String, id: UUID) {
+    public init(appId: AppID, id: UUID) {
         self.appId = appId
         self.id = id
     }

@@ -15,7 +15,7 @@ public struct EventValidator: Sendable {
     public init() {}
 
     /// Validates one event posted with a key of app `appId` at server time `now`.
-    public func validate(_ event: IncomingEvent, appId: String, now: Date) -> Result<Event, EventRejection> {
+    public func validate(_ event: IncomingEvent, appId: AppID, now: Date) -> Result<Event, EventRejection> {
         do {
             return .success(try check(event, appId: appId, now: now))
         } catch let rejection as EventRejection {
@@ -25,7 +25,7 @@ public struct EventValidator: Sendable {
         }
     }
 
-    private func check(_ event: IncomingEvent, appId: String, now: Date) throws -> Event {
+    private func check(_ event: IncomingEvent, appId: AppID, now: Date) throws -> Event {
         guard event.isObject else {
             throw EventRejection(code: "invalid_event", message: "an event must be a JSON object")
         }
@@ -41,7 +41,7 @@ public struct EventValidator: Sendable {
             throw EventRejection(
                 code: "reserved_type", field: "type", message: "checked events are written by the server only")
         }
-        if let claimed = event[.appId], claimed != appId {
+        if let claimed = event[.appId], claimed != appId.rawValue {
             throw EventRejection(code: "app_mismatch", field: "appId", message: "appId is not the key's app")
         }
         guard let occurredText = event[.occurredAt] else { throw EventRejection.missing(.occurredAt) }

@@ -5,8 +5,8 @@ import Foundation
 public enum Rollout {
     /// `UInt64(big-endian first 8 bytes of SHA-256("{appId}:{version}:{installId}")) % 10000`, with the
     /// version as written in the catalog and the install id lowercased.
-    public static func bucket(appId: String, version: String, installId: String) -> Int {
-        bucket(of: SHA256.hash(data: Data("\(appId):\(version):\(installId.lowercased())".utf8)))
+    public static func bucket(appId: AppID, version: String, installId: String) -> Int {
+        bucket(of: SHA256.hash(data: Data("\(appId.rawValue):\(version):\(installId.lowercased())".utf8)))
     }
 
     /// The bucket a digest of `"{appId}:{version}:{installId}"` gives.
@@ -25,8 +25,8 @@ public enum Rollout {
         private var message: [UInt8]
         private let prefixLength: Int
 
-        public init(appId: String, version: String) {
-            message = Array("\(appId):\(version):".utf8)
+        public init(appId: AppID, version: String) {
+            message = Array("\(appId.rawValue):\(version):".utf8)
             prefixLength = message.count
             message += [UInt8](repeating: 0, count: 36)
         }
@@ -66,7 +66,7 @@ public enum Rollout {
 
     /// Whether `release` admits the install: below its percentage and not paused. Without an install id
     /// only releases at 100% admit.
-    public static func admits(_ release: Release, appId: String, installId: String?) -> Bool {
+    public static func admits(_ release: Release, appId: AppID, installId: String?) -> Bool {
         guard !release.rolloutPaused else { return false }
         if release.rolloutPercent >= 100 { return true }
         guard let installId else { return false }
@@ -121,14 +121,14 @@ extension Release {
 /// when the release was old enough to notify about and how its rollout admitted installs. Small, so that
 /// cached answers can keep it without keeping the release.
 public struct Staleness: Sendable, Equatable {
-    let appId: String
+    let appId: AppID
     let version: String
     let releasedAt: Date
     let notified: Date
     let rolloutPercent: Double
     let rolloutHistory: [RolloutStep]?
 
-    public init(_ release: Release, policy: Policy, appId: String) {
+    public init(_ release: Release, policy: Policy, appId: AppID) {
         self.appId = appId
         version = release.version.text
         releasedAt = release.releasedAt

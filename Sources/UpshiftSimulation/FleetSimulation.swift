@@ -20,7 +20,7 @@ public struct FleetSimulation {
         public var installs: Int
         public var days: Int
         public var seed: UInt64
-        public var appId: String
+        public var appId: AppID
         /// The end of the simulated period (its last day ends here).
         public var end: Date
         public var progress: Bool
@@ -30,7 +30,7 @@ public struct FleetSimulation {
         /// The `phased` scenario: release 1.2 rolls out on the App Store's schedule while the fleet runs.
         public var phased = false
 
-        public init(installs: Int, days: Int, seed: UInt64, appId: String, end: Date, progress: Bool) {
+        public init(installs: Int, days: Int, seed: UInt64, appId: AppID, end: Date, progress: Bool) {
             self.installs = installs
             self.days = days
             self.seed = seed
@@ -268,7 +268,7 @@ public struct FleetSimulation {
     /// is the schedule's.
     struct ScheduleWatch {
         let release: PlannedRelease?
-        let app: String
+        let app: AppID
         let key: String
         let database: DatabaseSettings
         let operatorToken: String?
@@ -312,7 +312,7 @@ public struct FleetSimulation {
         for install: SimulatedInstall, folder: URL, key: String, transport: RecordingTransport
     ) -> UpshiftConfiguration {
         var configuration = UpshiftConfiguration(
-            appId: options.appId, platform: "ios", ingestKey: key, baseURL: baseURL,
+            appId: options.appId.rawValue, platform: "ios", ingestKey: key, baseURL: baseURL,
             storageDirectory: folder.appendingPathComponent("install-\(install.index)"), appVersion: install.version,
             osVersion: install.habits.osVersion, locale: install.habits.locale)
         configuration.clock = clock

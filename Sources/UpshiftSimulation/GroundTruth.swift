@@ -16,7 +16,7 @@ struct GroundTruth {
     let start: Date
     let end: Date
 
-    func compare(with http: HTTP, app: String, key: String) async throws -> [String] {
+    func compare(with http: HTTP, app: AppID, key: String) async throws -> [String] {
         var differences = ambiguousInstants()
         differences += try await compareAdoption(http, app: app, key: key)
         for release in releases where release.at >= start {
@@ -48,7 +48,7 @@ struct GroundTruth {
 
     /// The checks the phased release's rule decides: asked by an install below it while it is the newest
     /// release out. Each must offer it exactly when the step in force admits the install's bucket.
-    func phasedChecks(app: String) -> (checks: Int, admitted: Int, wrong: [String]) {
+    func phasedChecks(app: AppID) -> (checks: Int, admitted: Int, wrong: [String]) {
         guard let release = phased, let version = Version(release.version) else { return (0, 0, []) }
         let until = releases.filter { $0.at > release.at }.map(\.at).min() ?? end
         var checks = 0
@@ -71,7 +71,7 @@ struct GroundTruth {
     }
 
     /// Every check the phased rollout decides, and its history: one write by the schedule per step.
-    private func comparePhased(_ http: HTTP, app: String, key: String) async throws -> [String] {
+    private func comparePhased(_ http: HTTP, app: AppID, key: String) async throws -> [String] {
         guard let release = phased else { return [] }
         var differences = Array(phasedChecks(app: app).wrong.prefix(20))
         let history = try await http.get("/v1/apps/\(app)/history?limit=500", key: key)
@@ -92,7 +92,7 @@ struct GroundTruth {
 
     // MARK: Adoption
 
-    private func compareAdoption(_ http: HTTP, app: String, key: String) async throws -> [String] {
+    private func compareAdoption(_ http: HTTP, app: AppID, key: String) async throws -> [String] {
         // Each install's last event of each day (ties: the later stored).
         var last: [String: Fact] = [:]
         for fact in facts {
@@ -126,7 +126,7 @@ struct GroundTruth {
     // MARK: Time to update
 
     /// Share of each release's cohort updated by day 1, 7 and 30, for the releases of the period.
-    func summary(app: String) -> String {
+    func summary(app: AppID) -> String {
         var phasedLine = ""
         if let release = phased {
             let (checks, admitted, wrong) = phasedChecks(app: app)
@@ -162,7 +162,7 @@ struct GroundTruth {
         return (cohort.count, cohort.compactMap { firstAtOrAbove[$0].map { $0.timeIntervalSince(release.at) } }.sorted())
     }
 
-    private func compareRelease(_ release: PlannedRelease, _ http: HTTP, app: String, key: String) async throws -> [String] {
+    private func compareRelease(_ release: PlannedRelease, _ http: HTTP, app: AppID, key: String) async throws -> [String] {
         let (cohort, times) = timesToUpdate(release)
         func quantile(_ percent: Int) -> Double? {
             let rank = (percent * cohort + 99) / 100
@@ -190,7 +190,7 @@ struct GroundTruth {
 
     // MARK: Prompt funnel
 
-    private func compareFunnels(_ http: HTTP, app: String, key: String) async throws -> [String] {
+    private func compareFunnels(_ http: HTTP, app: AppID, key: String) async throws -> [String] {
         struct Key: Hashable, Comparable {
             var target: String
             var kind: String

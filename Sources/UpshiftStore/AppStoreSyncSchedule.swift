@@ -9,7 +9,7 @@ import UpshiftCore
 public struct AppStoreSyncSchedule: Sendable {
     /// One app and platform's row.
     public struct Entry: Sendable, Equatable {
-        public var appId: String
+        public var appId: AppID
         public var platform: Platform
         public var attemptedAt: Date
         public var nextAt: Date
@@ -18,7 +18,7 @@ public struct AppStoreSyncSchedule: Sendable {
         public var detail: String?
 
         public init(
-            appId: String, platform: Platform, attemptedAt: Date, nextAt: Date, failures: Int, outcome: String,
+            appId: AppID, platform: Platform, attemptedAt: Date, nextAt: Date, failures: Int, outcome: String,
             detail: String? = nil
         ) {
             self.appId = appId
@@ -58,7 +58,7 @@ public struct AppStoreSyncSchedule: Sendable {
                 "SELECT app_id, platform, attempted_at, next_at, failures, outcome, detail FROM store_sync", logger: logger)
             var entries: [Entry] = []
             for try await (app, platform, attempted, next, failures, outcome, detail)
-                in rows.decode((String, Platform, Date, Date, Int, String, String?).self)
+                in rows.decode((AppID, Platform, Date, Date, Int, String, String?).self)
             {
                 entries.append(
                     Entry(

@@ -78,14 +78,14 @@ public struct CatalogStore: Sendable {
 
     /// The catalog as read: every app whose rows all decode, and the apps left out because one did not.
     public struct Load: Sendable {
-        public var apps: [String: AppCatalog]
+        public var apps: [AppID: AppCatalog]
         /// App id → what could not be decoded (a row written by an older, laxer server, or by hand).
-        public var undecodable: [String: String]
+        public var undecodable: [AppID: String]
     }
 
     /// An app whose stored rows cannot be decoded.
     public struct UndecodableApp: Error, CustomStringConvertible {
-        public var appId: String
+        public var appId: AppID
         public var reason: String
         public var description: String { "the stored catalog of app \(appId) cannot be read: \(reason)" }
     }
@@ -93,16 +93,16 @@ public struct CatalogStore: Sendable {
     /// The whole catalog, or one app's. A row that does not decode leaves its app out (listed in
     /// ``Load/undecodable``) instead of failing the load: one bad row must never take every app's catalog
     /// down with it.
-    public func loadAll(appId: String? = nil) async throws -> Load {
+    public func loadAll(appId: AppID? = nil) async throws -> Load {
         try await load(only: appId.map { [$0] })
     }
 
     /// The catalogs of the apps `only` names (every app when nil): what the check snapshot reloads after
     /// a write, the apps whose stream heads moved (``heads()``).
-    public func load(only ids: [String]?) async throws -> Load {
+    public func load(only ids: [AppID]?) async throws -> Load {
         let decoder = CatalogCoding.decoder()
-        var catalogs: [String: AppCatalog] = [:]
-        var undecodable: [String: String] = [:]
+        var catalogs: [AppID: AppCatalog] = [:]
+        var undecodable: [AppID: String] = [:]
         for (appId, app) in try await appRows(only: ids) {
             switch app {
             case .success(let app): catalogs[appId] = AppCatalog(app: app)
@@ -112,7 +112,7 @@ public struct CatalogStore: Sendable {
         let releases = try await pool.query(
             "SELECT app_id, platform, version_key, release::text, revision FROM releases WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
-        for try await (appId, platform, version, json, revision) in releases.decode((String, String, String, String, Int).self) {
+        for try await (appId, platform, version, json, revision) in releases.decode((AppID, String, String, String, Int).self) {
             do {
                 var release = try decoder.decode(Release.self, from: Data(json.utf8))
                 release.revision = revision
@@ -125,7 +125,7 @@ public struct CatalogStore: Sendable {
             "SELECT app_id, platform, policy::text, revision FROM policies WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
         // The platform is read as text: a row that breaks the rule makes its app undecodable, not the load.
-        for try await (appId, platform, json, revision) in policies.decode((String, String, String, Int).self) {
+        for try await (appId, platform, json, revision) in policies.decode((AppID, String, String, Int).self) {
             do {
                 var policy = try decoder.decode(Policy.self, from: Data(json.utf8))
                 policy.revision = revision
@@ -142,11 +142,14 @@ public struct CatalogStore: Sendable {
     /// Each app's stream head: the version of its last catalog event. A write moves its app's head only,
     /// so comparing heads tells which apps to reload. Read before the rows a reload reads (a row newer
     /// than its head is read again at the next move; a head newer than its rows would never be).
-    public func heads() async throws -> [String: Int64] {
+    public func heads() async throws -> [AppID: Int64] {
         let rows = try await pool.query(
             "SELECT substr(stream_id, 5), version FROM streams WHERE stream_id LIKE 'app:%'", logger: logger)
-        var heads: [String: Int64] = [:]
-        for try await (app, version) in rows.decode((String, Int64).self) { heads[app] = version }
+        var heads: [AppID: Int64] = [:]
+        // Read as text: a stream whose name is no app id names no app to load, and fails no other head.
+        for try await (app, version) in rows.decode((String, Int64).self) {
+            if let app = AppID(validating: app) { heads[app] = version }
+        }
         return heads
     }
 
@@ -157,37 +160,37 @@ public struct CatalogStore: Sendable {
         return 0
     }
 
-    public func apps(id: String? = nil) async throws -> [AppInfo] {
+    public func apps(id: AppID? = nil) async throws -> [AppInfo] {
         try await apps(only: id.map { [$0] })
     }
 
     /// The apps `only` names, every app when nil.
-    public func apps(only ids: [String]?) async throws -> [AppInfo] {
+    public func apps(only ids: [AppID]?) async throws -> [AppInfo] {
         try await appRows(only: ids).map { try $0.1.get() }
     }
 
     /// Each `apps` row by id, read or the error its row gave.
-    private func appRows(only ids: [String]?) async throws -> [(String, Result<AppInfo, any Error>)] {
+    private func appRows(only ids: [AppID]?) async throws -> [(AppID, Result<AppInfo, any Error>)] {
         let rows = try await pool.query(
             """
             SELECT app_id, name, default_locale, update_urls::text, store_ids::text, bundle_ids::text, revision FROM apps
             WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids)) ORDER BY app_id
             """, logger: logger)
-        var apps: [(String, Result<AppInfo, any Error>)] = []
-        for try await row in rows.decode((String, String, String, String, String, String, Int).self) {
+        var apps: [(AppID, Result<AppInfo, any Error>)] = []
+        for try await row in rows.decode((AppID, String, String, String, String, String, Int).self) {
             apps.append((row.0, Result { try Self.app(row) }))
         }
         return apps
     }
 
-    public func app(id: String) async throws -> AppCatalog? {
+    public func app(id: AppID) async throws -> AppCatalog? {
         let load = try await loadAll(appId: id)
         if let reason = load.undecodable[id] { throw UndecodableApp(appId: id, reason: reason) }
         return load.apps[id]
     }
 
     /// The app's catalog changes, newest first; `before` pages back by stream version.
-    public func history(appId: String, before: Int?, limit: Int) async throws -> [CatalogHistoryEntry] {
+    public func history(appId: AppID, before: Int?, limit: Int) async throws -> [CatalogHistoryEntry] {
         let rows = try await pool.query(
             """
             SELECT stream_version, type, occurred_at, data::text FROM event_log
@@ -223,7 +226,7 @@ public struct CatalogStore: Sendable {
     }
 
     /// Every catalog event of an app, oldest first (rebuilds and audits).
-    public func events(appId: String) async throws -> [CatalogEvent] {
+    public func events(appId: AppID) async throws -> [CatalogEvent] {
         let rows = try await pool.query(
             "SELECT type, data::text FROM event_log WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
             logger: logger)
@@ -279,7 +282,7 @@ public struct CatalogStore: Sendable {
                 logger: logger)
             var created = false
             for try await _ in head { created = true }
-            guard created else { throw CatalogError.appExists(app.id) }
+            guard created else { throw CatalogError.appExists(app.id.rawValue) }
             try await connection.query(
                 """
                 INSERT INTO apps (app_id, name, default_locale, update_urls, store_ids, bundle_ids, created_at)
@@ -291,7 +294,7 @@ public struct CatalogStore: Sendable {
     }
 
     /// An `apps` row: id, name, default locale, the three platform maps as JSON text, revision.
-    static func app(_ row: (String, String, String, String, String, String, Int)) throws -> AppInfo {
+    static func app(_ row: (AppID, String, String, String, String, String, Int)) throws -> AppInfo {
         let decoder = JSONDecoder()
         return AppInfo(
             id: row.0, name: row.1, defaultLocale: row.2,
@@ -304,7 +307,7 @@ public struct CatalogStore: Sendable {
     /// `app_updated` event with the whole app after the edit, its changes, actor and reason. Warnings say
     /// which releases leave the feeds when a page goes (``AppInfo/pageWarnings(from:releases:)``).
     public func updateApp(
-        appId: String, expectedRevision: Int, actor: String, reason: String?, now: Date,
+        appId: AppID, expectedRevision: Int, actor: String, reason: String?, now: Date,
         edit: @escaping @Sendable (AppInfo) throws -> AppInfo
     ) async throws -> CatalogWrite<AppInfo> {
         try await write(appId: appId, now: now) { connection, streamVersion in
@@ -314,10 +317,10 @@ public struct CatalogStore: Sendable {
                 FROM apps WHERE app_id = \(appId)
                 """, logger: logger)
             var current: AppInfo?
-            for try await row in rows.decode((String, String, String, String, String, String, Int).self) {
+            for try await row in rows.decode((AppID, String, String, String, String, String, Int).self) {
                 current = try Self.app(row)
             }
-            guard let old = current else { throw CatalogError.appNotFound(appId) }
+            guard let old = current else { throw CatalogError.appNotFound(appId.rawValue) }
             guard old.revision == expectedRevision else { throw CatalogError.stale(current: old.revision) }
             var updated = try edit(old)
             updated.id = old.id
@@ -345,7 +348,7 @@ public struct CatalogStore: Sendable {
     }
 
     /// Adds a release; `409` when one of equal version exists on the platform.
-    public func addRelease(appId: String, _ release: Release, actor: String, reason: String?, now: Date) async throws
+    public func addRelease(appId: AppID, _ release: Release, actor: String, reason: String?, now: Date) async throws
         -> CatalogWrite<Release>
     {
         var release = release
@@ -376,7 +379,7 @@ public struct CatalogStore: Sendable {
 
     /// Edits a release with optimistic concurrency: `expectedRevision` must be the current one.
     public func updateRelease(
-        appId: String, platform: Platform, version: Version, expectedRevision: Int, actor: String, reason: String?,
+        appId: AppID, platform: Platform, version: Version, expectedRevision: Int, actor: String, reason: String?,
         now: Date, schedule: CatalogEvent.ScheduleNote? = nil, edit: @escaping @Sendable (Release) throws -> Release
     ) async throws -> CatalogWrite<Release> {
         try await write(appId: appId, now: now) { connection, streamVersion in
@@ -423,7 +426,7 @@ public struct CatalogStore: Sendable {
 
     /// Replaces a policy with optimistic concurrency (revision 0: never set).
     public func replacePolicy(
-        appId: String, platform: Platform, _ policy: Policy, expectedRevision: Int, actor: String, reason: String?,
+        appId: AppID, platform: Platform, _ policy: Policy, expectedRevision: Int, actor: String, reason: String?,
         now: Date
     ) async throws -> CatalogWrite<Policy> {
         try await write(appId: appId, now: now) { connection, streamVersion in
@@ -462,7 +465,7 @@ public struct CatalogStore: Sendable {
     }
 
     /// A minimum above every live release blocks everyone below it with nothing to update to.
-    private func policyWarnings(_ policy: Policy, appId: String, platform: Platform, on connection: StoreConnection)
+    private func policyWarnings(_ policy: Policy, appId: AppID, platform: Platform, on connection: StoreConnection)
         async throws -> [String]
     {
         guard policy.minimumVersion != nil else { return [] }
@@ -471,7 +474,7 @@ public struct CatalogStore: Sendable {
 
     /// The platform's releases as stored, inside a write's transaction.
     /// What the operator must hear about `release` for the appcast (``Release/appcastWarnings(among:appPageURL:)``).
-    private func appcastWarnings(_ release: Release, appId: String, on connection: StoreConnection) async throws
+    private func appcastWarnings(_ release: Release, appId: AppID, on connection: StoreConnection) async throws
         -> [String]
     {
         guard release.platform == "macos" else { return [] }
@@ -483,7 +486,7 @@ public struct CatalogStore: Sendable {
             among: try await releases(appId: appId, platform: release.platform, on: connection), appPageURL: page)
     }
 
-    private func releases(appId: String, platform: Platform, on connection: StoreConnection) async throws -> [Release] {
+    private func releases(appId: AppID, platform: Platform, on connection: StoreConnection) async throws -> [Release] {
         let rows = try await connection.query(
             "SELECT release::text FROM releases WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)
         var releases: [Release] = []
@@ -497,7 +500,7 @@ public struct CatalogStore: Sendable {
     /// lets `body` check revisions and write with the stream version its event gets. A body that records
     /// no event (nothing changed) leaves the stream, and everything else, as it was.
     private func write<T: Sendable>(
-        appId: String, now: Date,
+        appId: AppID, now: Date,
         _ body: @escaping @Sendable (StoreConnection, Int) async throws -> T
     ) async throws -> T {
         try await pool.transaction(logger: logger) { connection in
@@ -505,14 +508,14 @@ public struct CatalogStore: Sendable {
                 "SELECT version FROM streams WHERE stream_id = \("app:\(appId)") FOR UPDATE", logger: logger)
             var version: Int?
             for try await value in head.decode(Int.self) { version = value }
-            guard let version else { throw CatalogError.appNotFound(appId) }
+            guard let version else { throw CatalogError.appNotFound(appId.rawValue) }
             return try await body(connection, version + 1)
         }
     }
 
     /// Appends a catalog event at `streamVersion`, moves the stream head there, and notifies the instances
     /// once committed.
-    private func record(_ event: CatalogEvent, appId: String, streamVersion: Int, now: Date, on connection: StoreConnection)
+    private func record(_ event: CatalogEvent, appId: AppID, streamVersion: Int, now: Date, on connection: StoreConnection)
         async throws
     {
         try await connection.query(

@@ -56,7 +56,7 @@ public struct EventLog: Sendable {
             JOIN event_log l ON l.event_id = i.event_id AND l.occurred_at = i.occurred_at AND l.app_id = i.app_id
             """, logger: logger)
         var stored: [Event] = []
-        for try await row in rows.decode((UUID, String, Date, String, UUID?, String?, String?, String).self) {
+        for try await row in rows.decode((UUID, String, Date, AppID, UUID?, String?, String?, String).self) {
             guard let type = EventType(rawValue: row.1), let install = row.4,
                 let platform = row.5.flatMap(Platform.init(validating:))
             else { continue }
@@ -69,7 +69,7 @@ public struct EventLog: Sendable {
     }
 
     /// When the newest event of `app` was recorded; nil when the log holds none.
-    public func latestRecordedAt(app: String) async throws -> Date? {
+    public func latestRecordedAt(app: AppID) async throws -> Date? {
         var latest: Date?
         for try await value in try await pool.query(
             "SELECT max(recorded_at) FROM event_log WHERE app_id = \(app)", logger: logger
@@ -80,7 +80,7 @@ public struct EventLog: Sendable {
     }
 
     /// The events of `app` that belong to an install (client events, and checks that carried one).
-    public func installEventCount(app: String) async throws -> Int {
+    public func installEventCount(app: AppID) async throws -> Int {
         var count = 0
         for try await value in try await pool.query(
             "SELECT count(*)::int8 FROM event_log WHERE app_id = \(app) AND install_id IS NOT NULL", logger: logger
@@ -147,7 +147,7 @@ struct AppendEvents: PostgresPreparedStatement {
     let bindings: PostgresBindings
 
     init(_ events: [Event], recordedAt: Date) {
-        var ids: [UUID] = [], occurred: [Date] = [], apps: [String] = [], types: [String] = []
+        var ids: [UUID] = [], occurred: [Date] = [], apps: [AppID] = [], types: [String] = []
         var installs: [UUID] = [], platforms: [Platform] = [], versions: [String] = [], data: [String] = []
         ids.reserveCapacity(events.count)
         for event in events {

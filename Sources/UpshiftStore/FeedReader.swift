@@ -80,7 +80,7 @@ public struct FeedReader: Sendable {
                         transaction: UInt64(try cells["tx"].decode(String.self)) ?? 0,
                         position: try cells["position"].decode(Int64.self)),
                     id: try cells["event_id"].decode(UUID.self), occurredAt: try cells["occurred_at"].decode(Date.self),
-                    recordedAt: try cells["recorded_at"].decode(Date.self), appId: try cells["app_id"].decode(String.self),
+                    recordedAt: try cells["recorded_at"].decode(Date.self), appId: try cells["app_id"].decode(AppID.self),
                     type: try cells["type"].decode(String.self), installId: try cells["install_id"].decode(UUID?.self),
                     platform: try text("platform"), appVersion: try text("app_version"), osVersion: try text("os_version"),
                     locale: try text("locale"), promptKind: try text("prompt_kind"), targetVersion: try text("target_version"),

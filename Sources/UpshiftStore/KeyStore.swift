@@ -9,7 +9,7 @@ public struct APIKey: Sendable, Equatable, Codable {
     public var name: String
     public var scope: KeyScope
     /// The one app it covers; nil for a read or admin token that covers every app.
-    public var appId: String?
+    public var appId: AppID?
     public var createdAt: Date
     public var revokedAt: Date?
 
@@ -17,7 +17,7 @@ public struct APIKey: Sendable, Equatable, Codable {
     public var actor: String { "\(name) (\(id.uuidString.lowercased().prefix(8)))" }
 
     /// Whether the key may act on `app`.
-    public func covers(app: String) -> Bool {
+    public func covers(app: AppID) -> Bool {
         appId == nil || appId == app
     }
 }
@@ -53,13 +53,13 @@ public struct KeyStore: Sendable {
     }
 
     /// Creates a key and returns it with its secret, which is shown once and never stored.
-    public func create(name: String, scope: KeyScope, appId: String?, now: Date) async throws -> (APIKey, String) {
+    public func create(name: String, scope: KeyScope, appId: AppID?, now: Date) async throws -> (APIKey, String) {
         if scope == .ingest, appId == nil { throw KeyStoreError.ingestKeyNeedsApp }
         if let appId {
             let rows = try await pool.query("SELECT 1 FROM apps WHERE app_id = \(appId)", logger: logger)
             var exists = false
             for try await _ in rows { exists = true }
-            guard exists else { throw KeyStoreError.unknownApp(appId) }
+            guard exists else { throw KeyStoreError.unknownApp(appId.rawValue) }
         }
         let secret = KeySecret.generate(scope: scope)
         let key = APIKey(id: UUID(), name: name, scope: scope, appId: appId, createdAt: now, revokedAt: nil)
@@ -78,7 +78,7 @@ public struct KeyStore: Sendable {
             SELECT key_id, name, scope, app_id, created_at, revoked_at FROM api_keys
             WHERE secret_digest = \(digest) AND revoked_at IS NULL
             """, logger: logger)
-        for try await row in rows.decode((UUID, String, String, String?, Date, Date?).self) {
+        for try await row in rows.decode((UUID, String, String, AppID?, Date, Date?).self) {
             return APIKey(
                 id: row.0, name: row.1, scope: KeyScope(rawValue: row.2) ?? .read, appId: row.3, createdAt: row.4,
                 revokedAt: row.5)
@@ -92,7 +92,7 @@ public struct KeyStore: Sendable {
             "SELECT key_id, name, scope, app_id, created_at, revoked_at FROM api_keys ORDER BY created_at, name",
             logger: logger)
         var keys: [APIKey] = []
-        for try await row in rows.decode((UUID, String, String, String?, Date, Date?).self) {
+        for try await row in rows.decode((UUID, String, String, AppID?, Date, Date?).self) {
             keys.append(
                 APIKey(
                     id: row.0, name: row.1, scope: KeyScope(rawValue: row.2) ?? .read, appId: row.3,
@@ -128,7 +128,7 @@ extension KeyStore {
             SELECT secret_digest, key_id, name, scope, app_id, created_at FROM api_keys WHERE revoked_at IS NULL
             """, logger: logger)
         var keys: [String: APIKey] = [:]
-        for try await row in rows.decode((String, UUID, String, String, String?, Date).self) {
+        for try await row in rows.decode((String, UUID, String, String, AppID?, Date).self) {
             guard let scope = KeyScope(rawValue: row.3) else { continue }
             keys[row.0] = APIKey(id: row.1, name: row.2, scope: scope, appId: row.4, createdAt: row.5, revokedAt: nil)
         }

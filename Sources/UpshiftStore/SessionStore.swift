@@ -46,7 +46,7 @@ public struct SessionStore: Sendable {
             FROM dashboard_sessions s JOIN api_keys k USING (key_id)
             WHERE s.token_digest = \(KeySecret.digest(token)) AND s.expires_at > \(now) AND k.revoked_at IS NULL
             """, logger: logger)
-        for try await row in rows.decode((UUID, String, String, String?, Date, String, Date).self) {
+        for try await row in rows.decode((UUID, String, String, AppID?, Date, String, Date).self) {
             let key = APIKey(
                 id: row.0, name: row.1, scope: KeyScope(rawValue: row.2) ?? .read, appId: row.3, createdAt: row.4,
                 revokedAt: nil)

@@ -87,12 +87,13 @@ struct Apps: AsyncParsableCommand {
 
         func run() async throws {
             let body = try patch()
-            _ = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.appPatch(body, to: AppInfo(id: "-", name: "-")) }
+            _ = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.appPatch(body, to: AppInfo(id: "app", name: "-")) }
             let (app, revision, reason) = (app, revision, reason)
             let write = try await CatalogCommand.run { catalog in
-                guard let current = try await catalog.apps(id: app).first else { throw CatalogError.appNotFound(app) }
+                let appId = try AppID.named(app)
+                guard let current = try await catalog.apps(id: appId).first else { throw CatalogError.appNotFound(app) }
                 return try await catalog.updateApp(
-                    appId: app, expectedRevision: revision ?? current.revision, actor: CatalogCommand.actor, reason: reason,
+                    appId: appId, expectedRevision: revision ?? current.revision, actor: CatalogCommand.actor, reason: reason,
                     now: SystemClock().now()
                 ) { old in
                     do throws(FieldError) { return try CatalogInput.appPatch(body, to: old) } catch {
@@ -111,7 +112,10 @@ struct Apps: AsyncParsableCommand {
 
         func run() async throws {
             let id = id
-            let apps = try await CatalogCommand.run { catalog in try await catalog.apps(id: id) }
+            let apps = try await CatalogCommand.run { catalog in
+                guard let id = AppID(validating: id) else { return [AppInfo]() }  // text that is no app id names no app
+                return try await catalog.apps(id: id)
+            }
             guard let app = apps.first else { throw CommandFailure(description: "no app \(id)") }
             print("\(app.id)\t\(app.name)\tdefault locale \(app.defaultLocale)\trevision \(app.revision)")
             for platform in Set(app.updateURL.keys).union(app.storeId.keys).union(app.bundleId.keys).sorted() {

@@ -25,6 +25,14 @@ enum CatalogCommand {
     }
 }
 
+extension AppID {
+    /// `--app`, as the catalog is asked about it: text that is no app id names no app.
+    static func named(_ text: String) throws(CatalogError) -> AppID {
+        guard let app = AppID(validating: text) else { throw .appNotFound(text) }
+        return app
+    }
+}
+
 extension Platform {
     /// `--platform`, refused before anything is sent, with the rule the server answers a bad platform with.
     static func argument(_ text: String) throws -> Platform {

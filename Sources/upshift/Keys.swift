@@ -27,10 +27,16 @@ struct Keys: AsyncParsableCommand {
             let (scope, name, app) = (scope, name, app)
             do {
                 let (key, secret) = try await withDatabase { pool, logger in
-                    try await KeyStore(pool: pool, logger: logger).create(
-                        name: name, scope: scope, appId: app, now: SystemClock().now())
+                    // Text that is no app id names no app.
+                    let appId = try app.map { text in
+                        guard let app = AppID(validating: text) else { throw KeyStoreError.unknownApp(text) }
+                        return app
+                    }
+                    return try await KeyStore(pool: pool, logger: logger).create(
+                        name: name, scope: scope, appId: appId, now: SystemClock().now())
                 }
-                print("created \(key.scope.rawValue) key \(key.name) (\(key.id.uuidString.lowercased())) for \(key.appId ?? "every app")")
+                let covered = key.appId?.rawValue ?? "every app"
+                print("created \(key.scope.rawValue) key \(key.name) (\(key.id.uuidString.lowercased())) for \(covered)")
                 print("the secret is shown once; store it now:")
                 print(secret)
             } catch let error as KeyStoreError {
@@ -47,7 +53,7 @@ struct Keys: AsyncParsableCommand {
             print("id\tscope\tname\tapp\tcreated\trevoked")
             for key in keys {
                 print(
-                    [key.id.uuidString.lowercased(), key.scope.rawValue, key.name, key.appId ?? "*",
+                    [key.id.uuidString.lowercased(), key.scope.rawValue, key.name, key.appId?.rawValue ?? "*",
                      Timestamp.format(key.createdAt), key.revokedAt.map(Timestamp.format) ?? "-"].joined(separator: "\t"))
             }
         }

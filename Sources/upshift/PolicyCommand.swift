@@ -16,7 +16,7 @@ struct PolicyCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (app, platform) = (app, platform)
-            guard let catalog = try await CatalogCommand.run({ catalog in try await catalog.app(id: app) }) else {
+            guard let catalog = try await CatalogCommand.run({ catalog in try await catalog.app(id: AppID.named(app)) }) else {
                 throw CommandFailure(description: "no app \(app)")
             }
             let encoder = CatalogCoding.encoder()
@@ -49,13 +49,14 @@ struct PolicyCommand: AsyncParsableCommand {
         func run() async throws {
             let options = self
             let write = try await CatalogCommand.run { catalog in
-                guard let current = try await catalog.app(id: options.app) else { throw CatalogError.appNotFound(options.app) }
+                let app = try AppID.named(options.app)
+                guard let current = try await catalog.app(id: app) else { throw CatalogError.appNotFound(options.app) }
                 let old = current.policy(for: options.platform)
                 let body = try options.merged(into: old)
                 let policy: Policy
                 do throws(FieldError) { policy = try CatalogInput.policy(body) } catch { throw CatalogError.invalid(error) }
                 return try await catalog.replacePolicy(
-                    appId: options.app, platform: options.platform, policy, expectedRevision: old.revision,
+                    appId: app, platform: options.platform, policy, expectedRevision: old.revision,
                     actor: CatalogCommand.actor, reason: options.reason, now: SystemClock().now())
             }
             print("policy of \(app) on \(platform) is now at revision \(write.revision)")

@@ -50,7 +50,8 @@ struct Releases: AsyncParsableCommand {
             let release = try CatalogCommand.validated { () throws(FieldError) in try CatalogInput.release(.object(body), now: now) }
             let (app, reason) = (app, reason)
             let write = try await CatalogCommand.run { catalog in
-                try await catalog.addRelease(appId: app, release, actor: CatalogCommand.actor, reason: reason, now: now)
+                try await catalog.addRelease(
+                    appId: AppID.named(app), release, actor: CatalogCommand.actor, reason: reason, now: now)
             }
             print("added \(write.value.platform) \(write.value.version) to \(app) (revision \(write.revision))")
             for warning in write.warnings { print("warning: \(warning)") }
@@ -64,7 +65,7 @@ struct Releases: AsyncParsableCommand {
 
         func run() async throws {
             let (app, platform) = (app, platform)
-            guard let catalog = try await CatalogCommand.run({ catalog in try await catalog.app(id: app) }) else {
+            guard let catalog = try await CatalogCommand.run({ catalog in try await catalog.app(id: AppID.named(app)) }) else {
                 throw CommandFailure(description: "no app \(app)")
             }
             print("platform\tversion\treleased\tchannel\tstatus\trollout\trevision")
@@ -178,7 +179,7 @@ struct Releases: AsyncParsableCommand {
             let (app, platform, lookup) = (app, platform, settings)
             let result = try await CatalogCommand.run { catalog in
                 try await AppStoreImporter(settings: lookup, catalog: catalog, clock: SystemClock(), logger: Logger(label: "upshift"))
-                    .run(appId: app, platform: platform)
+                    .run(appId: AppID.named(app), platform: platform)
             }
             switch result {
             case .added(let release, let revision):
@@ -206,12 +207,13 @@ struct ReleaseTarget: ParsableArguments {
         let (app, platform) = (app, platform)
         let body = JSONValue.object(patch)
         let write = try await CatalogCommand.run { catalog in
-            guard let current = try await catalog.app(id: app)?.release(platform: platform, version: version) else {
-                throw CatalogError.releaseNotFound("\(platform) \(version)")
-            }
+            // Text that is no app id names no app, so no release of it.
+            guard let appId = AppID(validating: app),
+                let current = try await catalog.app(id: appId)?.release(platform: platform, version: version)
+            else { throw CatalogError.releaseNotFound("\(platform) \(version)") }
             let now = SystemClock().now()
             return try await catalog.updateRelease(
-                appId: app, platform: platform, version: version, expectedRevision: current.revision,
+                appId: appId, platform: platform, version: version, expectedRevision: current.revision,
                 actor: CatalogCommand.actor, reason: reason, now: now
             ) { release in
                 do throws(FieldError) { return try CatalogInput.releasePatch(body, to: release, now: now) } catch {

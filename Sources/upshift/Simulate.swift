@@ -36,8 +36,8 @@ struct Simulate: AsyncParsableCommand {
     func run() async throws {
         guard installs > 0, installs <= 1_000_000 else { throw ValidationError("--installs must be 1…1,000,000") }
         guard days >= 3, days <= 365 else { throw ValidationError("--days must be 3…365") }
-        let app = app ?? "sim-\(seed)-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
-        guard AppID.isValid(app) else { throw ValidationError("--app must match ^[a-z0-9][a-z0-9-]{0,62}$") }
+        let text = app ?? "sim-\(seed)-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+        guard let app = AppID(validating: text) else { throw ValidationError("--app \(AppID.rule)") }
         let end = try end.map { text in
             guard let date = Timestamp.parse(text) else { throw ValidationError("--end must be an RFC 3339 timestamp") }
             return date

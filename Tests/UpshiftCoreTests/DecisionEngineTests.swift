@@ -17,8 +17,8 @@ import UpshiftTestData
 
     @Test(arguments: try DecisionCases.load().buckets.cases)
     func rolloutBucket(_ row: [JSONValue]) throws {
-        guard row.count == 4, case .string(let app) = row[0], case .string(let version) = row[1], case .string(let install) = row[2],
-            case .number(let bucket) = row[3]
+        guard row.count == 4, case .string(let text) = row[0], let app = AppID(validating: text),
+            case .string(let version) = row[1], case .string(let install) = row[2], case .number(let bucket) = row[3]
         else { Issue.record("malformed bucket case \(row)"); return }
         #expect(Rollout.bucket(appId: app, version: version, installId: install) == bucket.integer(in: 0...9_999), "\(row)")
         // The backtest's hasher, for the ids that are UUIDs (the check records only those).
@@ -175,7 +175,7 @@ enum ScenarioCatalog {
         var policies: [Platform: Policy] = [:]
         for platform in Set(releases.map(\.platform)).union(updateURL.keys) { policies[platform] = policy }
         return AppCatalog(
-            app: AppInfo(id: scenario.app.id, name: scenario.app.id, defaultLocale: scenario.app.defaultLocale, updateURL: updateURL),
+            app: AppInfo(id: try AppID(scenario.app.id), name: scenario.app.id, defaultLocale: scenario.app.defaultLocale, updateURL: updateURL),
             releases: releases, policies: policies)
     }
 

@@ -9,7 +9,7 @@ import UpshiftTestSupport
 /// The App Store import: `upshift releases import` and the store sync read Apple's
 /// lookup, here a fake store on loopback that answers as each test says.
 @Suite(.tags(.timed), .serverTimeLimit) struct AppStoreImportTests {
-    static let appId = "expenses"
+    static let appId: AppID = "expenses"
     static let bundleId = "com.example.expenses"
     static let tvBundleId = "com.example.expenses.tv"
 
@@ -270,7 +270,7 @@ import UpshiftTestSupport
         let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
         try await FakeAppStore.run { store in
             store.answer(Self.bundleId, with: .json(FakeAppStore.listing(bundleId: Self.bundleId, version: "2.5")))
-            let arguments = ["releases", "import", "--app", Self.appId, "--platform", "ios", "--lookup-url", store.lookupURL]
+            let arguments = ["releases", "import", "--app", Self.appId.rawValue, "--platform", "ios", "--lookup-url", store.lookupURL]
             let added = try BinaryTests.command(arguments, databaseURL: url)
             #expect(added.status == 0, "\(added.error)")
             #expect(added.output.contains("added ios 2.5 to expenses from the App Store (revision 1)"), "\(added.output)")
@@ -282,7 +282,7 @@ import UpshiftTestSupport
             #expect(failed.status != 0)
             #expect(failed.error.contains("nothing added:") && failed.error.contains("answered 500"), "\(failed.error)")
             let wrongURL = try BinaryTests.command(
-                ["releases", "import", "--app", Self.appId, "--lookup-url", "itunes.apple.com/lookup"], databaseURL: url)
+                ["releases", "import", "--app", Self.appId.rawValue, "--lookup-url", "itunes.apple.com/lookup"], databaseURL: url)
             #expect(wrongURL.status != 0)
             #expect(wrongURL.error.contains("--lookup-url"), "\(wrongURL.error)")
         }

@@ -11,11 +11,11 @@ import UpshiftTestSupport
 /// on a NOTIFY and the poll's run at once and can finish in any order. And a write costs the app it
 /// changed: only that app is read again, and only its cached answers go cold.
 @Suite(.serverTimeLimit) struct CatalogSnapshotTests {
-    static func catalog(_ id: String = "expenses", minimum: String) -> [String: AppCatalog] {
-        [id: AppCatalog(app: AppInfo(id: id, name: id), policies: ["ios": Policy(minimumVersion: Version(minimum))])]
+    static func catalog(_ id: AppID = "expenses", minimum: String) -> [AppID: AppCatalog] {
+        [id: AppCatalog(app: AppInfo(id: id, name: id.rawValue), policies: ["ios": Policy(minimumVersion: Version(minimum))])]
     }
 
-    static func minimum(_ snapshot: CatalogSnapshot, _ id: String = "expenses") -> Version? {
+    static func minimum(_ snapshot: CatalogSnapshot, _ id: AppID = "expenses") -> Version? {
         snapshot.app(id)?.catalog.policies["ios"]?.minimumVersion
     }
 
@@ -83,15 +83,15 @@ import UpshiftTestSupport
     /// (their next checks are cache hits) while that app's checks see the write at once.
     @Test func aWriteToOneAppLeavesEveryOtherAppsCachedAnswersWarm() async throws {
         let harness = try await Harness.make()
-        let others = (1...20).map { "app\($0)" }
+        let others = (1...20).map { AppID(validating: "app\($0)")! }
         try await harness.sql { client in
             let store = CatalogStore(client: client, logger: TestEnvironment.logger)
             for id in others {
-                _ = try await store.createApp(AppInfo(id: id, name: id), actor: "tests", reason: nil, now: harness.clock.now())
+                _ = try await store.createApp(AppInfo(id: id, name: id.rawValue), actor: "tests", reason: nil, now: harness.clock.now())
             }
         }
         try await harness.run { server in
-            func check(_ app: String) async throws -> Server.Reply {
+            func check(_ app: AppID) async throws -> Server.Reply {
                 try await server.request(.GET, "/v1/apps/\(app)/check?platform=ios&version=1.0")
             }
             let release: JSONValue = .object([

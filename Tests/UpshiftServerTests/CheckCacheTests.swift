@@ -119,7 +119,8 @@ import UpshiftTestSupport
             let request = CheckRequest(
                 platform: "ios", version: Version("\(generator.int(1...99)).\(generator.int(0...99))")!,
                 os: Version("\(generator.int(12...18)).\(generator.int(0...9))"), locale: "de-AT")
-            let question = CheckAnswerCache.Question(request, app: "app\(generator.int(0...50))", generation: 1)
+            let app = AppID(validating: "app\(generator.int(0...50))")!
+            let question = CheckAnswerCache.Question(request, app: app, generation: 1)
             let body = ByteBuffer(repeating: 0x61, count: generator.int(100...8_000))
             cache.store(
                 .init(

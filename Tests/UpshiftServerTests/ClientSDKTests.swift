@@ -520,7 +520,7 @@ import UpshiftTestSupport
         directory: URL = directory()
     ) -> UpshiftConfiguration {
         var configuration = UpshiftConfiguration(
-            appId: harness.appId, platform: "ios", ingestKey: harness.ingestKey,
+            appId: harness.appId.rawValue, platform: "ios", ingestKey: harness.ingestKey,
             baseURL: URL(string: "http://127.0.0.1:\(server.port)")!, storageDirectory: directory,
             appVersion: version, osVersion: "17.4", locale: "en")
         configuration.clock = harness.clock

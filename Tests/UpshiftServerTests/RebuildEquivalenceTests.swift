@@ -81,7 +81,7 @@ struct RandomLog: Sendable {
 
     /// One wave: a release or a move of one now and then, then some hundred events in a few
     /// transactions, two of them committed out of position order.
-    mutating func writeWave(on client: PostgresClient, app: String) async throws {
+    mutating func writeWave(on client: PostgresClient, app: AppID) async throws {
         now = now.addingTimeInterval(Double(2 + random.next() % 9) * 86_400 + Double(random.next() % 86_400))
         if releasesAdded < Self.versions.count - 1, chance(70) {
             releasesAdded += 1

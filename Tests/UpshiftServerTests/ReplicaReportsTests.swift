@@ -241,7 +241,7 @@ import UpshiftTestSupport
             return (ingest, read, admin, root)
         }
         return Harness(
-            database: database, clock: ManualClock(now), appId: "expenses", ingestKey: keys.0, readKey: keys.1,
+            database: database, clock: ManualClock(now), app: "expenses", ingestKey: keys.0, readKey: keys.1,
             adminKey: keys.2, rootKey: keys.3)
     }
 

@@ -284,7 +284,7 @@ struct AdoptionJSON: ReportJSON {
         var versions: [Cell]
     }
 
-    var app: String
+    var app: AppID
     var platform: String
     var from: String
     var to: String
@@ -309,7 +309,7 @@ struct ReleaseJSON: ReportJSON {
         var share: Double
     }
 
-    var app: String
+    var app: AppID
     var platform: String
     var version: String
     var releasedAt: String
@@ -334,7 +334,7 @@ struct PromptsJSON: ReportJSON {
         var updatedAfterStart: Int
     }
 
-    var app: String
+    var app: AppID
     var platform: String
     var funnels: [Funnel]
 }
@@ -352,7 +352,7 @@ struct ImpactJSON: ReportJSON {
         var unableToUpdate = 0
     }
 
-    var app: String
+    var app: AppID
     var platform: String
     var candidateMinimum: String
     var windowDays: Int

@@ -5,7 +5,7 @@ import UpshiftCore
 import UpshiftStore
 import UpshiftTestSupport
 
-func sampleEvent(occurredAt: Date, app: String = "expenses", type: EventType = .launched) -> Event {
+func sampleEvent(occurredAt: Date, app: AppID = "expenses", type: EventType = .launched) -> Event {
     Event(
         id: UUID(), type: type, occurredAt: occurredAt, appId: app, installId: UUID(), platform: "ios",
         appVersion: "1.8.0", data: #"{"osVersion":"17.4"}"#)

@@ -2,12 +2,12 @@ import Foundation
 
 /// An install on a day, for the adoption working state (`install_days`).
 public struct InstallDayKey: Sendable, Hashable {
-    public var appId: String
+    public var appId: AppID
     public var platform: Platform
     public var installId: UUID
     public var day: UTCDay
 
-    public init(appId: String, platform: Platform, installId: UUID, day: UTCDay) {
+    public init(appId: AppID, platform: Platform, installId: UUID, day: UTCDay) {
         self.appId = appId
         self.platform = platform
         self.installId = installId
@@ -30,7 +30,7 @@ public struct InstallDay: Sendable, Equatable {
 
 /// A cell of `adoption_daily`: installs of `version` on `day`.
 public struct AdoptionCell: Sendable, Hashable {
-    public var appId: String
+    public var appId: AppID
     public var platform: Platform
     public var day: UTCDay
     public var version: String
@@ -60,7 +60,7 @@ public enum AdoptionFold {
         /// Sort keys of the versions in `cells`.
         public var versionSortKeys: [String: String] = [:]
         /// The largest `recorded_at` read of each app whose events the batch held.
-        public var maxRecordedAt: [String: Date] = [:]
+        public var maxRecordedAt: [AppID: Date] = [:]
         /// Events whose day had closed before they were read: not counted (possible only when a
         /// transaction commits over a day later than it recorded its events).
         public var closedDayEvents = 0
@@ -80,7 +80,7 @@ public enum AdoptionFold {
     /// Folds events given in feed order, over the stored rows for `keys(for: events)` and the stored
     /// largest `recorded_at` of each of their apps.
     public static func fold(
-        _ events: [ProjectionEvent], stored: [InstallDayKey: InstallDay], maxRecordedAt: [String: Date]
+        _ events: [ProjectionEvent], stored: [InstallDayKey: InstallDay], maxRecordedAt: [AppID: Date]
     ) -> Output {
         var output = Output()
         var maxima = maxRecordedAt

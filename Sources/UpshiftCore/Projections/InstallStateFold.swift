@@ -2,10 +2,10 @@ import Foundation
 
 /// An install of an app, for `install_state` and the per-install tables keyed the same way.
 public struct InstallKey: Sendable, Hashable {
-    public var appId: String
+    public var appId: AppID
     public var installId: UUID
 
-    public init(appId: String, installId: UUID) {
+    public init(appId: AppID, installId: UUID) {
         self.appId = appId
         self.installId = installId
     }
@@ -32,7 +32,7 @@ public struct InstallStateRow: Sendable, Equatable {
 
 /// An install on one platform: what the time-to-update and prompt projections refresh after a batch.
 public struct PlatformInstall: Sendable, Hashable {
-    public var appId: String
+    public var appId: AppID
     public var platform: Platform
     public var installId: UUID
 }
@@ -40,7 +40,7 @@ public struct PlatformInstall: Sendable, Hashable {
 /// When an install was first seen on a version (the `cohort_versions` and `prompt_versions` tables):
 /// what time-to-update and the prompt funnel's conversion read.
 public struct InstallVersionKey: Sendable, Hashable {
-    public var appId: String
+    public var appId: AppID
     public var platform: Platform
     public var installId: UUID
     public var version: String

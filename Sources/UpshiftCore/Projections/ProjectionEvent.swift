@@ -28,7 +28,7 @@ public struct ProjectionEvent: Sendable, Equatable {
     public var id: UUID
     public var occurredAt: Date
     public var recordedAt: Date
-    public var appId: String
+    public var appId: AppID
     public var type: String
     public var installId: UUID?
     public var platform: String?
@@ -44,7 +44,7 @@ public struct ProjectionEvent: Sendable, Equatable {
     public var catalogData: String?
 
     public init(
-        feedPosition: FeedPosition, id: UUID, occurredAt: Date, recordedAt: Date, appId: String, type: String,
+        feedPosition: FeedPosition, id: UUID, occurredAt: Date, recordedAt: Date, appId: AppID, type: String,
         installId: UUID? = nil, platform: String? = nil, appVersion: String? = nil, osVersion: String? = nil,
         locale: String? = nil, promptKind: String? = nil, targetVersion: String? = nil, dismissAction: String? = nil,
         channel: String? = nil, catalogData: String? = nil

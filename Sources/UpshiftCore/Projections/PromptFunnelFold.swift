@@ -2,7 +2,7 @@ import Foundation
 
 /// An install's path through the prompts for one target version and prompt kind.
 public struct FunnelKey: Sendable, Hashable {
-    public var appId: String
+    public var appId: AppID
     public var platform: Platform
     /// Report spelling of the target version (`Version.normalized`).
     public var targetVersion: String

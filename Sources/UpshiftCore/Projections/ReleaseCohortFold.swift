@@ -3,12 +3,12 @@ import Foundation
 /// A release as the time-to-update projection tracks it: app, platform, version and release time.
 public struct TrackedRelease: Sendable, Hashable {
     public struct Key: Sendable, Hashable {
-        public var appId: String
+        public var appId: AppID
         public var platform: Platform
         /// Report spelling (`Version.normalized`).
         public var version: String
 
-        public init(appId: String, platform: Platform, version: String) {
+        public init(appId: AppID, platform: Platform, version: String) {
             self.appId = appId
             self.platform = platform
             self.version = version
@@ -19,7 +19,7 @@ public struct TrackedRelease: Sendable, Hashable {
     public var version: Version
     public var releasedAt: Date
 
-    public init(appId: String, platform: Platform, version: Version, releasedAt: Date) {
+    public init(appId: AppID, platform: Platform, version: Version, releasedAt: Date) {
         self.key = Key(appId: appId, platform: platform, version: version.normalized)
         self.version = version
         self.releasedAt = releasedAt
@@ -113,7 +113,7 @@ public enum ReleaseCohortFold {
     /// Folds events given in feed order, which end at the first barrier if they hold one.
     public static func fold(_ events: [ProjectionEvent], releases: [TrackedRelease.Key: TrackedRelease]) -> Output {
         var output = Output()
-        var byApp: [String: [TrackedRelease]] = [:]
+        var byApp: [AppID: [TrackedRelease]] = [:]
         for release in releases.values { byApp[release.key.appId, default: []].append(release) }
         var versions = VersionCache()
         for event in events {

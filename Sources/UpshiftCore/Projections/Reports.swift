@@ -50,7 +50,7 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     /// The longest range one request may ask for, in days.
     public static let maximumDays = 366
 
-    public var app: String
+    public var app: AppID
     public var platform: Platform
     public var from: String
     public var to: String
@@ -59,7 +59,7 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
 
     /// `rows` are `adoption_daily` cells in the range, in any order; every day of the range appears.
     public init(
-        app: String, platform: Platform, from: UTCDay, to: UTCDay,
+        app: AppID, platform: Platform, from: UTCDay, to: UTCDay,
         rows: [(day: UTCDay, version: String, sortKey: String, installs: Int)], dataAsOf: Date?
     ) {
         self.app = app
@@ -121,7 +121,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     /// The curve covers at most this many days after the release.
     public static let maximumCurveDays = 365
 
-    public var app: String
+    public var app: AppID
     public var platform: Platform
     public var version: String
     public var releasedAt: String
@@ -145,7 +145,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     ///   - updatedByDay: cohort installs that updated, by ⌈T / 1 day⌉ (0 for T = 0).
     ///   - medianMilliseconds, p90Milliseconds: T at the nearest ranks, nil while fewer have updated.
     public init(
-        app: String, platform: Platform, version: String, releasedAt: Date, now: Date, cohort: Int,
+        app: AppID, platform: Platform, version: String, releasedAt: Date, now: Date, cohort: Int,
         updatedByDay: [Int: Int], medianMilliseconds: Int64?, p90Milliseconds: Int64?, dataAsOf: Date?
     ) {
         self.app = app
@@ -233,12 +233,12 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     /// Days after the first `prompt_shown` within which an install counts as converted.
     public static let conversionDays = 7
 
-    public var app: String
+    public var app: AppID
     public var platform: Platform
     public var funnels: [Funnel]
     @ReportTimestamp public var dataAsOf: Date?
 
-    public init(app: String, platform: Platform, funnels: [Funnel], dataAsOf: Date?) {
+    public init(app: AppID, platform: Platform, funnels: [Funnel], dataAsOf: Date?) {
         self.app = app
         self.platform = platform
         self.funnels = funnels
@@ -288,7 +288,7 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     public static let defaultWindowDays = 7
     public static let maximumWindowDays = 90
 
-    public var app: String
+    public var app: AppID
     public var platform: Platform
     public var candidateMinimum: String
     public var windowDays: Int
@@ -312,7 +312,7 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
 
     /// - Parameter groups: active installs by (current version, OS version).
     public init(
-        app: String, platform: Platform, minimum: Version, windowDays: Int, releases: [Release], now: Date,
+        app: AppID, platform: Platform, minimum: Version, windowDays: Int, releases: [Release], now: Date,
         groups: [(version: String, osVersion: String?, installs: Int)], dataAsOf: Date?
     ) {
         self.app = app

@@ -17,12 +17,12 @@ final class CatalogSnapshot: Sendable {
     }
 
     struct State: Sendable {
-        var apps: [String: Entry] = [:]
+        var apps: [AppID: Entry] = [:]
         /// Each app's stream head as last loaded (also for an app that could not be read, so that it is
         /// not read again until it changes).
-        var heads: [String: Int64] = [:]
+        var heads: [AppID: Int64] = [:]
         /// Apps whose last load could not be read (their last good catalog, if any, is served).
-        var undecodable: Set<String> = []
+        var undecodable: Set<AppID> = []
         /// The sum of `heads`: the catalog version instances compare.
         var version: Int64 = -1
         var loaded = false
@@ -31,25 +31,26 @@ final class CatalogSnapshot: Sendable {
 
     private let state = Mutex(State())
 
-    func app(_ id: String) -> Entry? {
+    func app(_ id: AppID) -> Entry? {
         state.withLock { $0.apps[id] }
     }
 
     /// The app of the request's path, when it exists (a malformed request is a `400` whether or not it does).
-    func app(in context: UpshiftRequestContext) -> (id: String, entry: Entry)? {
-        guard let id = try? context.pathValue("app"), let entry = app(id) else { return nil }
-        return (id, entry)
+    /// The path's text is looked up as it is, not checked: text that is no app id finds no app.
+    func app(in context: UpshiftRequestContext) -> (id: AppID, entry: Entry)? {
+        guard let text = try? context.pathValue("app"), let entry = app(AppID(lookingUp: text)) else { return nil }
+        return (entry.catalog.app.id, entry)
     }
 
     /// Every app's id, in order.
-    var appIds: [String] { state.withLock { $0.apps.keys.sorted() } }
+    var appIds: [AppID] { state.withLock { $0.apps.keys.sorted() } }
 
     var isLoaded: Bool { state.withLock { $0.loaded } }
     var version: Int64 { state.withLock { $0.version } }
     var undecodableCount: Int { state.withLock { $0.undecodable.count } }
 
     /// Of `heads` (each app's stream head, as just read), those newer than what is held: the apps to load.
-    func newer(_ heads: [String: Int64]) -> [String: Int64] {
+    func newer(_ heads: [AppID: Int64]) -> [AppID: Int64] {
         state.withLock { state in heads.filter { app, head in state.heads[app].map { head > $0 } ?? true } }
     }
 
@@ -60,10 +61,10 @@ final class CatalogSnapshot: Sendable {
     /// are not read again until they change. Only the apps taken get a new generation: the cached
     /// answers of every other app stay valid. Returns the ids of the apps taken.
     @discardableResult
-    func update(apps: [String: AppCatalog], heads: [String: Int64], keeping: Set<String> = []) -> [String] {
+    func update(apps: [AppID: AppCatalog], heads: [AppID: Int64], keeping: Set<AppID> = []) -> [AppID] {
         state.withLock { state in
             if !state.loaded { state.version = 0 }
-            var taken: [String] = []
+            var taken: [AppID] = []
             for (id, head) in heads.sorted(by: { $0.key < $1.key }) {
                 if let held = state.heads[id], held >= head { continue }
                 if keeping.contains(id) {

@@ -177,7 +177,7 @@ final class CheckAnswerCache: Sendable {
 
     /// What an answer depends on, besides the catalog (its `generation`) and the clock.
     struct Question: Hashable, Sendable {
-        var app: String
+        var app: AppID
         var generation: Int
         var platform: Platform
         /// Canonical (``Version/canonical``): every spelling of a version is one question.
@@ -187,7 +187,7 @@ final class CheckAnswerCache: Sendable {
         var channel: UpshiftCore.Channel
         var previous: String?
 
-        init(_ request: CheckRequest, app: String, generation: Int) {
+        init(_ request: CheckRequest, app: AppID, generation: Int) {
             self.app = app
             self.generation = generation
             platform = request.platform
@@ -199,7 +199,7 @@ final class CheckAnswerCache: Sendable {
         }
 
         var bytes: Int {
-            app.utf8.count + platform.rawValue.utf8.count + version.utf8.count + (os?.utf8.count ?? 0)
+            app.rawValue.utf8.count + platform.rawValue.utf8.count + version.utf8.count + (os?.utf8.count ?? 0)
                 + (locale?.utf8.count ?? 0) + (previous?.utf8.count ?? 0)
         }
     }
@@ -220,12 +220,12 @@ final class CheckAnswerCache: Sendable {
 
     /// A feed answer's key: the app's catalog generation and the feed's parameters.
     struct UpdateFeedQuestion: Hashable, Sendable {
-        var app: String
+        var app: AppID
         var generation: Int
         var parameters: UpdateFeedParameters
 
         var bytes: Int {
-            app.utf8.count + parameters.platform.rawValue.utf8.count + (parameters.locale?.utf8.count ?? 0)
+            app.rawValue.utf8.count + parameters.platform.rawValue.utf8.count + (parameters.locale?.utf8.count ?? 0)
                 + (parameters.bundleId?.utf8.count ?? 0)
         }
     }
@@ -240,7 +240,7 @@ final class CheckAnswerCache: Sendable {
     }
 
     private enum Key: Hashable {
-        case query(app: String, generation: Int, query: String)
+        case query(app: AppID, generation: Int, query: String)
         case answer(Question)
         case feed(UpdateFeedQuestion)
     }
@@ -280,7 +280,7 @@ final class CheckAnswerCache: Sendable {
     var bytes: Int { table.withLock { $0.used } }
 
     /// The request a raw query parsed to earlier, and its question, for this app's current catalog.
-    func request(app: String, generation: Int, query: String) -> (request: CheckRequest, question: Question)? {
+    func request(app: AppID, generation: Int, query: String) -> (request: CheckRequest, question: Question)? {
         guard query.utf8.count <= Self.maximumIndexedQuery else { return nil }
         let entry = table.withLock { $0.value(for: .query(app: app, generation: generation, query: query)) }
         if case .request(let request, let question) = entry { return (request, question) }

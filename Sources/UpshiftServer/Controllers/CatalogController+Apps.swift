@@ -19,7 +19,7 @@ extension CatalogController {
     @Sendable func app(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         let appId = try context.appId()
         try QueryParameters(request).refuseUnknown(allowed: [])
-        guard let app = try await store.apps(id: appId).first else { throw CatalogError.appNotFound(appId) }
+        guard let app = try await store.apps(id: appId).first else { throw CatalogError.appNotFound(appId.rawValue) }
         return try revisioned(CatalogWrite(value: app, revision: app.revision, warnings: []), status: .ok)
     }
 

@@ -16,7 +16,7 @@ extension CatalogController {
         try query.refuseUnknown(allowed: ["limit", "before"])
         let limit = try query.integer("limit", default: 50, range: 1...500)
         let before = try query["before"].map { _ in try query.integer("before", default: 0, range: 1...Int(Int32.max)) }
-        guard try await !store.apps(id: appId).isEmpty else { throw CatalogError.appNotFound(appId) }
+        guard try await !store.apps(id: appId).isEmpty else { throw CatalogError.appNotFound(appId.rawValue) }
         // One more than asked tells whether an older page exists.
         let entries = try await store.history(appId: appId, before: before, limit: limit + 1)
         let page = Array(entries.prefix(limit))

@@ -110,7 +110,7 @@ struct CheckController: Sendable {
     /// Answers a parsed check; `known` is its question when the query index had it.
     private func check(
         _ checkRequest: CheckRequest, question known: CheckAnswerCache.Question? = nil, request: Request,
-        app: (id: String, entry: CatalogSnapshot.Entry)?, context: UpshiftRequestContext
+        app: (id: AppID, entry: CatalogSnapshot.Entry)?, context: UpshiftRequestContext
     ) throws -> Response {
         guard let (appId, entry) = app else {
             throw CatalogError.appNotFound(try context.pathValue("app"))  // 400 when the segment is not text

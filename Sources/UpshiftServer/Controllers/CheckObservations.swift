@@ -27,7 +27,7 @@ struct CheckObservations: Sendable {
 
     /// Records a `checked` event; never waits, and counts what it could not keep.
     func record(
-        _ decision: CheckAnswerCache.Answer, of request: CheckRequest, installId: UUID, appId: String, now: Date
+        _ decision: CheckAnswerCache.Answer, of request: CheckRequest, installId: UUID, appId: AppID, now: Date
     ) {
         var data = EventData()
         data.add("action", decision.action.rawValue)

@@ -20,7 +20,7 @@ extension ReportsController {
 
     @Sendable func preview(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         let (app, platform, query) = try scope(request, context, allowed: ["platform", "window"])
-        guard let current = snapshot.app(app)?.catalog else { throw CatalogError.appNotFound(app) }
+        guard let current = snapshot.app(app)?.catalog else { throw CatalogError.appNotFound(app.rawValue) }
         let window = try query.integer(
             "window", default: BacktestReport.defaultWindowDays, range: 1...BacktestReport.maximumWindowDays)
         let body = try await CatalogController.json(request)

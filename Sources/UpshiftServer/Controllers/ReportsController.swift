@@ -79,10 +79,10 @@ struct ReportsController {
 
     /// The app (known), the required platform and the query; unknown parameters are refused.
     func scope(_ request: Request, _ context: UpshiftRequestContext, allowed: Set<String>) throws
-        -> (app: String, platform: Platform, query: QueryParameters)
+        -> (app: AppID, platform: Platform, query: QueryParameters)
     {
         let app = try context.appId()
-        guard snapshot.app(app) != nil else { throw CatalogError.appNotFound(app) }
+        guard snapshot.app(app) != nil else { throw CatalogError.appNotFound(app.rawValue) }
         let query = try QueryParameters(request)
         try query.refuseUnknown(allowed: allowed)
         return (app, try Platform.required(query["platform"]), query)

@@ -56,8 +56,8 @@ struct UpdateFeedController: Sendable {
         }
         guard let app = snapshot.app(in: context).map(\.entry.catalog.app) else {
             // 400 when the segment is not text, 404 when it cannot be an app id at all.
-            let appId = try context.pathValue("app")
-            guard AppID.isValid(appId) else { throw CatalogError.appNotFound(appId) }
+            let text = try context.pathValue("app")
+            guard AppID.isValid(text) else { throw CatalogError.appNotFound(text) }
             return EntityTag.response(
                 to: request, etag: Self.noLookupResultTag, headers: Self.noLookupResultHeaders, body: Self.noLookupResult)
         }

@@ -73,7 +73,7 @@ struct DashboardPages: Sendable {
     }
 
     /// After a write: this instance's snapshot is reloaded, and the browser goes to the overview.
-    func written(app: String, platform: Platform, saved: String) async -> Response {
+    func written(app: AppID, platform: Platform, saved: String) async -> Response {
         await afterWrite()
         return Self.redirect("/dashboard/apps/\(app)?platform=\(DashboardForm.escape(platform))&saved=\(saved)")
     }

@@ -90,7 +90,7 @@ struct Page: Sendable {
 extension Page {
     /// A page of a signed-in caller: the sections of `app` (the rollout only for who may change it) and
     /// the sign-out form.
-    static func framed(_ identity: Identity, title: String, app: String? = nil, platform: Platform? = nil, body: HTML) -> Page {
+    static func framed(_ identity: Identity, title: String, app: AppID? = nil, platform: Platform? = nil, body: HTML) -> Page {
         var navigation: [(String, String)] = [("Apps", "/dashboard")]
         if let app {
             let query = platform.map { "?platform=\(DashboardForm.escape($0))" } ?? ""

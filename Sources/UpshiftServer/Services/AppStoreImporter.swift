@@ -72,8 +72,8 @@ public struct AppStoreImporter: Sendable {
 
     /// Imports the current store version of `appId` on `platform`. Throws only what the catalog throws
     /// (no such app, a database error); everything the store does is a ``Result``.
-    public func run(appId: String, platform: Platform) async throws -> Result {
-        guard let app = try await catalog.app(id: appId) else { throw CatalogError.appNotFound(appId) }
+    public func run(appId: AppID, platform: Platform) async throws -> Result {
+        guard let app = try await catalog.app(id: appId) else { throw CatalogError.appNotFound(appId.rawValue) }
         if let reason = AppStoreImport.unsupported(app.app, platform: platform) { return .refused(reason) }
         let url = AppStoreImport.url(base: settings.lookupURL, bundleId: app.app.bundleId[platform]!, platform: platform)
         let answer: [UInt8]
@@ -82,7 +82,7 @@ public struct AppStoreImporter: Sendable {
         case .failure(let failure): return .failed("\(url): \(failure.description)")
         }
         // Read the catalog again: the release may have been added while the store answered.
-        guard let current = try await catalog.app(id: appId) else { throw CatalogError.appNotFound(appId) }
+        guard let current = try await catalog.app(id: appId) else { throw CatalogError.appNotFound(appId.rawValue) }
         switch AppStoreImport.outcome(of: answer, catalog: current, platform: platform) {
         case .present(let version): return .present(version)
         case .notListed: return .notListed

@@ -76,7 +76,7 @@ struct AppStoreSync: Service {
     }
 
     private func sync(
-        _ appId: String, _ platform: Platform, previous: AppStoreSyncSchedule.Entry?, now: Date, schedule: AppStoreSyncSchedule
+        _ appId: AppID, _ platform: Platform, previous: AppStoreSyncSchedule.Entry?, now: Date, schedule: AppStoreSyncSchedule
     ) async throws {
         let failures = previous?.failures ?? 0
         // The attempt is on record before the request goes out.

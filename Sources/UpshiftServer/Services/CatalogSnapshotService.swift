@@ -47,7 +47,7 @@ struct CatalogSnapshotService: Service {
     /// a write costs the app it changed, not the catalog. Returns the ids of the apps taken (none when
     /// a concurrent reload took them first).
     @discardableResult
-    func refresh(reason: String) async throws -> [String] {
+    func refresh(reason: String) async throws -> [AppID] {
         let heads = try await store.heads()
         let moved = snapshot.newer(heads)
         guard !moved.isEmpty || !snapshot.isLoaded else { return [] }
@@ -62,7 +62,7 @@ struct CatalogSnapshotService: Service {
         catalogVersion.set(Double(snapshot.version))
         logger.debug(
             "catalog reloaded",
-            metadata: ["catalog.apps": "\(taken.joined(separator: ","))", "catalog.version": "\(snapshot.version)", "catalog.trigger": "\(reason)"])
+            metadata: ["catalog.apps": "\(taken.map(\.rawValue).joined(separator: ","))", "catalog.version": "\(snapshot.version)", "catalog.trigger": "\(reason)"])
         return taken
     }
 

@@ -13,13 +13,13 @@ struct ReportService: Sendable {
     /// Backtests take a slot of the token's and of the instance's (``ReaderShares/backtest(_:)``).
     let readers: ReaderShares
 
-    func adoption(app: String, platform: Platform, from: UTCDay, to: UTCDay) async throws -> AdoptionReport {
+    func adoption(app: AppID, platform: Platform, from: UTCDay, to: UTCDay) async throws -> AdoptionReport {
         let read = try await store.adoption(app: app, platform: platform, from: from, to: to)
         return AdoptionReport(app: app, platform: platform, from: from, to: to, rows: read.value, dataAsOf: read.dataAsOf)
     }
 
     /// Nil when the app has no such release (yet).
-    func release(app: String, platform: Platform, version: Version) async throws -> ReleaseReport? {
+    func release(app: AppID, platform: Platform, version: Version) async throws -> ReleaseReport? {
         guard let read = try await store.release(app: app, platform: platform, version: version) else { return nil }
         let figures = read.value
         return ReleaseReport(
@@ -28,14 +28,14 @@ struct ReportService: Sendable {
             p90Milliseconds: figures.p90Milliseconds, dataAsOf: read.dataAsOf)
     }
 
-    func funnels(app: String, platform: Platform, target: Version?) async throws -> PromptFunnelReport {
+    func funnels(app: AppID, platform: Platform, target: Version?) async throws -> PromptFunnelReport {
         let read = try await store.funnels(app: app, platform: platform, target: target)
         return PromptFunnelReport(app: app, platform: platform, funnels: read.value, dataAsOf: read.dataAsOf)
     }
 
     /// The policy backtest of `proposed` against `current` (both as the check would serve them) at `now`.
     func backtest(
-        app: String, platform: Platform, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
+        app: AppID, platform: Platform, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
     ) async throws -> BacktestReport {
         try await readers.backtest {
             try await runBacktest(app: app, platform: platform, windowDays: windowDays, now: now, current: current, proposed: proposed)
@@ -43,7 +43,7 @@ struct ReportService: Sendable {
     }
 
     private func runBacktest(
-        app: String, platform: Platform, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
+        app: AppID, platform: Platform, windowDays: Int, now: Date, current: AppCatalog, proposed: AppCatalog
     ) async throws -> BacktestReport {
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
         let idsBelow = Backtest.idsBelow(platform: platform, catalogs: [current, proposed], now: now)
@@ -55,7 +55,7 @@ struct ReportService: Sendable {
             counts: read.value.counts, installs: read.value.installs, dataAsOf: read.dataAsOf)
     }
 
-    func minimumImpact(app: String, platform: Platform, minimum: Version, windowDays: Int) async throws -> MinimumImpactReport {
+    func minimumImpact(app: AppID, platform: Platform, minimum: Version, windowDays: Int) async throws -> MinimumImpactReport {
         let now = clock.now()
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
         let read = try await store.activeInstalls(app: app, platform: platform, since: since)

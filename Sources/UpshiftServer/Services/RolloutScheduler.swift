@@ -61,8 +61,8 @@ struct RolloutScheduler: Service {
 
     /// The catalog as last read: an app is read again when its stream head moved (``CatalogStore/heads()``).
     struct CatalogView {
-        private var heads: [String: Int64] = [:]
-        private(set) var apps: [String: AppCatalog] = [:]
+        private var heads: [AppID: Int64] = [:]
+        private(set) var apps: [AppID: AppCatalog] = [:]
 
         mutating func refresh(from catalog: CatalogStore) async throws {
             let current = try await catalog.heads()
@@ -76,12 +76,12 @@ struct RolloutScheduler: Service {
         }
 
         /// Reads `app` again at the next refresh (the worker wrote it).
-        mutating func invalidate(_ app: String) { heads[app] = nil }
+        mutating func invalidate(_ app: AppID) { heads[app] = nil }
     }
 
     /// Writes every step now due; the apps written (or whose write found a newer revision).
-    func tick(_ apps: [String: AppCatalog]) async throws -> Set<String> {
-        var changed: Set<String> = []
+    func tick(_ apps: [AppID: AppCatalog]) async throws -> Set<AppID> {
+        var changed: Set<AppID> = []
         for (appId, app) in apps.sorted(by: { $0.key < $1.key }) {
             for platform in app.releases.keys.sorted() {
                 for release in app.releases(for: platform) where release.rolloutSchedule != nil {

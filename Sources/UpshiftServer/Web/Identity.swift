@@ -14,7 +14,7 @@ struct Identity: Sendable {
     /// The one authorization rule (docs/ARCHITECTURE.md, "Identity"), for the API and the dashboard alike:
     /// nothing but `.ingest` needs an ingest key; reads take a read or admin token, writes an admin
     /// token, each covering `app`; creating apps takes an admin token that covers every app.
-    func authorize(_ access: Access, app: String?) throws(AccessDenied) {
+    func authorize(_ access: Access, app: AppID?) throws(AccessDenied) {
         switch access {
         case .ingest:
             guard key.scope == .ingest, key.appId != nil else { throw AccessDenied("only an ingest key may post events") }

@@ -109,16 +109,16 @@ extension UpshiftRequestContext {
 
     /// The `{app}` of the path: `400` naming it when it is not text (bytes that are not UTF-8, control
     /// characters), as every parameter; text that is not an app id names no app: `404`.
-    func appId() throws -> String {
-        let app = try pathValue("app")
-        guard AppID.isValid(app) else { throw CatalogError.appNotFound(app) }
+    func appId() throws -> AppID {
+        let text = try pathValue("app")
+        guard let app = AppID(validating: text) else { throw CatalogError.appNotFound(text) }
         return app
     }
 
     /// The catalog of the path's `{app}`: `404` when no app has that id.
     func app(in store: CatalogStore) async throws -> AppCatalog {
         let appId = try appId()
-        guard let app = try await store.app(id: appId) else { throw CatalogError.appNotFound(appId) }
+        guard let app = try await store.app(id: appId) else { throw CatalogError.appNotFound(appId.rawValue) }
         return app
     }
 

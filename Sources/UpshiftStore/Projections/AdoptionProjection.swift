@@ -63,19 +63,19 @@ public struct AdoptionProjection: ProjectionDefinition {
                      AS k(app_id, platform, install_id, day)
                 JOIN \(batch.table("install_days")) d USING (app_id, platform, install_id, day)
                 """, logger: batch.logger)
-            for try await row in rows.decode((String, Platform, UUID, String, String, String, Date).self) {
+            for try await row in rows.decode((AppID, Platform, UUID, String, String, String, Date).self) {
                 guard let day = UTCDay(row.3) else { continue }
                 stored[InstallDayKey(appId: row.0, platform: row.1, installId: row.2, day: day)] =
                     InstallDay(version: row.4, versionSortKey: row.5, lastAt: row.6)
             }
         }
         let apps = Array(Set(events.map(\.appId)))
-        var maxima: [String: Date] = [:]
+        var maxima: [AppID: Date] = [:]
         for try await (app, recorded) in try await connection.query(
             """
             SELECT app_id, max_recorded_at FROM \(batch.table("adoption_horizons")) WHERE app_id = ANY(\(apps)::text[])
             """, logger: batch.logger
-        ).decode((String, Date).self) { maxima[app] = recorded }
+        ).decode((AppID, Date).self) { maxima[app] = recorded }
         let output = AdoptionFold.fold(events, stored: stored, maxRecordedAt: maxima)
         batch.deadLetters += output.deadLetters
         if output.closedDayEvents > 0 {
@@ -135,7 +135,7 @@ public struct AdoptionProjection: ProjectionDefinition {
             SELECT * FROM unnest(\(movedApps)::text[], \(movedApps.map { moved[$0]!.forPostgres })::timestamptz[])
             ON CONFLICT (app_id) DO UPDATE SET max_recorded_at = excluded.max_recorded_at
             """, logger: batch.logger)
-        let closing = movedApps.compactMap { app -> (String, String)? in
+        let closing = movedApps.compactMap { app -> (AppID, String)? in
             guard let after = AdoptionFold.horizon(maxRecordedAt: moved[app]) else { return nil }
             if let before = AdoptionFold.horizon(maxRecordedAt: maxima[app]), after <= before { return nil }
             return (app, after.description)
@@ -169,15 +169,15 @@ public struct AdoptionProjection: ProjectionDefinition {
             var earliest: UTCDay?
             var maxRecordedAt = Date.distantPast
         }
-        var apps: [String: AppDays] = [:]
-        for try await (app, day, first, occurred, recorded) in firstRecorded.decode((String, String, [Int64], Date, Date).self) {
+        var apps: [AppID: AppDays] = [:]
+        for try await (app, day, first, occurred, recorded) in firstRecorded.decode((AppID, String, [Int64], Date, Date).self) {
             guard let day = UTCDay(day), first.count == 2 else { continue }
             apps[app, default: AppDays()].firsts.append((day, FeedPosition(transaction: UInt64(first[0]), position: first[1])))
             apps[app]!.earliest = min(apps[app]!.earliest ?? UTCDay(occurred), UTCDay(occurred))
             apps[app]!.maxRecordedAt = max(apps[app]!.maxRecordedAt, recorded)
         }
-        var closing: (apps: [String], days: [String], transactions: [String], positions: [Int64]) = ([], [], [], [])
-        var horizons: (apps: [String], days: [String], maxima: [Date]) = ([], [], [])
+        var closing: (apps: [AppID], days: [String], transactions: [String], positions: [Int64]) = ([], [], [], [])
+        var horizons: (apps: [AppID], days: [String], maxima: [Date]) = ([], [], [])
         for (app, recorded) in apps.sorted(by: { $0.key < $1.key }) {
             horizons.apps.append(app)
             horizons.days.append(AdoptionFold.horizon(maxRecordedAt: recorded.maxRecordedAt)!.description)

@@ -83,7 +83,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
         let rows = try await connection.query(
             "SELECT app_id, platform, version, released_at FROM \(batch.table("release_cohorts"))",
             logger: batch.logger)
-        for try await (app, platform, text, releasedAt) in rows.decode((String, Platform, String, Date).self) {
+        for try await (app, platform, text, releasedAt) in rows.decode((AppID, Platform, String, Date).self) {
             guard let version = Version(text) else { continue }
             let release = TrackedRelease(appId: app, platform: platform, version: version, releasedAt: releasedAt)
             releases[release.key] = release
@@ -241,7 +241,7 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
                 ORDER BY e.tx_id, e.position
                 """ as SQL, logger: backfill.logger))
         var releases: [TrackedRelease.Key: TrackedRelease] = [:]
-        var trackedFrom: [String: FeedPosition] = [:]
+        var trackedFrom: [AppID: FeedPosition] = [:]
         var unreadable: [DeadLetter] = []
         for event in barriers {
             do {

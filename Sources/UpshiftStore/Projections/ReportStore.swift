@@ -78,7 +78,7 @@ public struct ReportStore: Sendable {
     }
 
     /// `adoption_daily` cells of an app and platform within [from, to].
-    public func adoption(app: String, platform: Platform, from: UTCDay, to: UTCDay) async throws
+    public func adoption(app: AppID, platform: Platform, from: UTCDay, to: UTCDay) async throws
         -> ReportRead<[(day: UTCDay, version: String, sortKey: String, installs: Int)]>
     {
         try await read(["adoption"]) { [logger] connection, tables in
@@ -107,7 +107,7 @@ public struct ReportStore: Sendable {
         public var p90Milliseconds: Int64?
     }
 
-    public func release(app: String, platform: Platform, version: Version) async throws -> ReportRead<ReleaseFigures>? {
+    public func release(app: AppID, platform: Platform, version: Version) async throws -> ReportRead<ReleaseFigures>? {
         let found = try await read(["release_cohorts"]) { [logger] connection, tables in
             try await Self.releaseFigures(
                 app: app, platform: platform, version: version, tables: tables, on: connection, logger: logger)
@@ -118,7 +118,7 @@ public struct ReportStore: Sendable {
     /// Read from the figures the projection keeps per release: the cohort, the updated installs per hour
     /// of T, and the median and p90 found inside their hour (a few rows of an index), whatever the fleet's size.
     private static func releaseFigures(
-        app: String, platform: Platform, version: Version, tables: Tables, on connection: StoreConnection, logger: Logger
+        app: AppID, platform: Platform, version: Version, tables: Tables, on connection: StoreConnection, logger: Logger
     ) async throws -> ReleaseFigures? {
         let name = version.normalized
         let found = try await connection.query(
@@ -175,7 +175,7 @@ public struct ReportStore: Sendable {
 
     /// Prompt funnels of an app and platform, for one target version or all: the projection's rows per
     /// target and kind.
-    public func funnels(app: String, platform: Platform, target: Version?) async throws
+    public func funnels(app: AppID, platform: Platform, target: Version?) async throws
         -> ReportRead<[PromptFunnelReport.Funnel]>
     {
         try await read(["prompt_funnel"]) { [logger] connection, tables in
@@ -217,7 +217,7 @@ public struct ReportStore: Sendable {
     /// pool without bounds (a command of the CLI, a test) could wait for ever for a second connection:
     /// those read the table in one pass.
     public func backtestInstalls(
-        app: String, platform: Platform, since: Date,
+        app: AppID, platform: Platform, since: Date,
         idsBelow: Backtest.IDsBelow?, channelMatters: Bool = true
     ) async throws -> ReportRead<(counts: [Backtest.Cohort: Int], installs: [(Backtest.Cohort, Backtest.InstallIDs)])> {
         try await read(["install_state"]) { [logger, pool, backtestSplitPages] connection, tables in
@@ -318,7 +318,7 @@ public struct ReportStore: Sendable {
 
     /// Installs last seen at or after `since`, by current version and OS version (nil: none sent), from the
     /// projection's counts (``activeInstallCounts(app:platform:since:on:tables:logger:)``).
-    public func activeInstalls(app: String, platform: Platform, since: Date) async throws
+    public func activeInstalls(app: AppID, platform: Platform, since: Date) async throws
         -> ReportRead<[(version: String, osVersion: String?, installs: Int)]>
     {
         try await read(["install_state"]) { [logger] connection, tables in
@@ -331,7 +331,7 @@ public struct ReportStore: Sendable {
     /// `since`'s hour from the installs themselves. Some thousand rows read where `install_state` holds
     /// a row per install.
     private static func activeInstallCounts(
-        app: String, platform: Platform, since: Date, on connection: StoreConnection, tables: Tables, logger: Logger
+        app: AppID, platform: Platform, since: Date, on connection: StoreConnection, tables: Tables, logger: Logger
     ) async throws -> [(version: String, osVersion: String?, installs: Int)] {
         let hour = Int(floor(Double(since.microseconds) / 3_600_000_000))
         let day = hour >= 0 ? hour / 24 : (hour - 23) / 24

@@ -243,7 +243,7 @@ enum FleetAction: Sendable {
 }
 
 struct Fleet: Sendable {
-    static let appId = "fleet"
+    static let appId: AppID = "fleet"
     /// 2026-01-01T00:00:00Z, day 0 of the simulation.
     static let start: Int64 = 1_767_225_600_000
     static let simulatedDays: Int64 = 60

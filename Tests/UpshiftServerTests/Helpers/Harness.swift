@@ -15,14 +15,20 @@ import UpshiftTestSupport
 struct Harness {
     let database: DatabaseSettings
     let clock: ManualClock
-    let appId: String
+    /// The app `make` created; an `empty` harness has none.
+    let app: AppID?
     let ingestKey: String
     let readKey: String
     let adminKey: String
     /// An admin token that covers every app (creates apps).
     let rootKey: String
 
-    static func make(app appId: String = "expenses", now: Date = Date()) async throws -> Harness {
+    var appId: AppID {
+        guard let app else { preconditionFailure("an empty harness has no app") }
+        return app
+    }
+
+    static func make(app appId: AppID = "expenses", now: Date = Date()) async throws -> Harness {
         let database = try await TestDatabases.shared.fresh()
         let keys = try await withPostgres(database) { client in
             let logger = TestEnvironment.logger
@@ -36,7 +42,7 @@ struct Harness {
             return (ingest, read, admin, root)
         }
         return Harness(
-            database: database, clock: ManualClock(now), appId: appId, ingestKey: keys.0, readKey: keys.1,
+            database: database, clock: ManualClock(now), app: appId, ingestKey: keys.0, readKey: keys.1,
             adminKey: keys.2, rootKey: keys.3)
     }
 
@@ -50,7 +56,7 @@ struct Harness {
             return (root, read)
         }
         return Harness(
-            database: database, clock: ManualClock(now), appId: "", ingestKey: "", readKey: keys.1, adminKey: keys.0,
+            database: database, clock: ManualClock(now), app: nil, ingestKey: "", readKey: keys.1, adminKey: keys.0,
             rootKey: keys.0)
     }
 
@@ -252,7 +258,7 @@ func clientEvent(
 /// Writes one event straight into the log on `connection` (inside its transaction, if one is open),
 /// bypassing ingestion: for logs whose feed order a test arranges.
 func insertEvent(
-    on connection: PostgresConnection, app: String, install: UUID, at date: Date, recordedAt: Date? = nil, version: String,
+    on connection: PostgresConnection, app: AppID, install: UUID, at date: Date, recordedAt: Date? = nil, version: String,
     type: String = "launched", data: String = "{}"
 ) async throws {
     try await connection.query(

@@ -10,7 +10,7 @@ enum ReleasePage {
         var funnels: PromptFunnelReport
     }
 
-    static func model(app: String, platform: Platform, version: Version, reports: ReportService) async throws -> Model {
+    static func model(app: AppID, platform: Platform, version: Version, reports: ReportService) async throws -> Model {
         guard let report = try await reports.release(app: app, platform: platform, version: version) else {
             throw ProblemDetails.notFound("no release \(version) of \(app) on \(platform) (yet)")
         }

@@ -161,7 +161,7 @@ extension DashboardPages {
 
     /// Replaces the policy if it is still at the revision the form showed, then back to the overview.
     private func replace(
-        _ appId: String, _ platform: Platform, _ policy: Policy, revision: Int, reason: String, identity: Identity
+        _ appId: AppID, _ platform: Platform, _ policy: Policy, revision: Int, reason: String, identity: Identity
     ) async throws -> Response {
         _ = try await catalog.replacePolicy(
             appId: appId, platform: platform, policy, expectedRevision: revision, actor: identity.key.actor, reason: reason,
