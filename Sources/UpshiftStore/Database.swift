@@ -47,7 +47,13 @@ public enum Database {
         let handoff = Handoff<PostgresConnection>()
         do {
             return try await withDeadline(limit) {
-                let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+                // In a task of its own, which the deadline does not cancel: PostgresNIO's connect, cancelled
+                // while its handshake runs, closes the channel without waiting and lets go of the connection
+                // while the channel is still open, which stops a debug build (`PostgresConnection.deinit`
+                // asserts it was closed; PostgresNIO 1.33.2, ConnectCancelHandler). A connection that opens
+                // after the deadline goes back through the handoff and is closed.
+                let connect = Task { try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger) }
+                let connection = try await connect.value
                 guard handoff.offer(connection) else {
                     try? await connection.close()
                     throw CancellationError()
