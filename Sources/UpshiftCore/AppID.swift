@@ -31,13 +31,6 @@ public struct AppID: Hashable, Comparable, Sendable, CustomStringConvertible {
         (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
     }
 
-    /// `text` taken as it is, unchecked, only to look it up among app ids: text that breaks the rule equals
-    /// no app id, so it finds nothing. The hot paths look up a request's text this way instead of checking
-    /// it first; the id they pass on is the one found.
-    package init(lookingUp text: String) {
-        rawValue = text
-    }
-
     public var description: String { rawValue }
 
     public static func < (lhs: AppID, rhs: AppID) -> Bool { lhs.rawValue < rhs.rawValue }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import UpshiftCore
 import UpshiftServer
 import UpshiftSimulation
 import UpshiftStore
@@ -45,7 +46,7 @@ import UpshiftTestSupport
         var configuration = AppConfiguration(database: try await TestDatabases.shared.fresh())
         configuration.migrationsDirectory = TestEnvironment.migrationsDirectory
         var options = FleetSimulation.Options(
-            installs: installs, days: days, seed: seed, appId: "sim-\(seed)", end: Date(), progress: false)
+            installs: installs, days: days, seed: seed, appId: AppID(validating: "sim-\(seed)")!, end: Date(), progress: false)
         options.phased = phased
         var logger = TestEnvironment.logger
         logger.logLevel = .warning

@@ -36,10 +36,10 @@ final class CatalogSnapshot: Sendable {
     }
 
     /// The app of the request's path, when it exists (a malformed request is a `400` whether or not it does).
-    /// The path's text is looked up as it is, not checked: text that is no app id finds no app.
+    /// Text that is no app id finds no app.
     func app(in context: UpshiftRequestContext) -> (id: AppID, entry: Entry)? {
-        guard let text = try? context.pathValue("app"), let entry = app(AppID(lookingUp: text)) else { return nil }
-        return (entry.catalog.app.id, entry)
+        guard let text = try? context.pathValue("app"), let id = AppID(validating: text), let entry = app(id) else { return nil }
+        return (id, entry)
     }
 
     /// Every app's id, in order.
