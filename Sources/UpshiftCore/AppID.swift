@@ -3,7 +3,7 @@
 /// no code that receives one checks it again. The server turns a request's text into one at the edge: a body's
 /// `id` with `init(_:field:)`, whose error is the one a bad id gets; a path's `{app}` that breaks the rule
 /// names no app.
-public struct AppID: Hashable, Comparable, Sendable, CustomStringConvertible {
+public struct AppID: CheckedName {
     public let rawValue: String
 
     /// The app id `text` is, or nil.
@@ -29,50 +29,6 @@ public struct AppID: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     private static func isLowerAlnum(_ byte: UInt8) -> Bool {
         (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
-    }
-
-    public var description: String { rawValue }
-
-    public static func < (lhs: AppID, rhs: AppID) -> Bool { lhs.rawValue < rhs.rawValue }
-}
-
-/// An app id written in code (`"demo"`); a literal that breaks the rule is a programming error.
-extension AppID: ExpressibleByStringLiteral {
-    public init(stringLiteral text: String) {
-        guard let app = AppID(validating: text) else { preconditionFailure("\(text) is not an app id") }
-        self = app
-    }
-}
-
-/// Encoded as its text; decoding one that breaks the rule fails.
-extension AppID: Codable {
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let app = AppID(validating: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: Self.rule))
-        }
-        self = app
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-}
-
-/// A dictionary keyed by app id encodes as a JSON object, as one keyed by its text does.
-extension AppID: CodingKeyRepresentable {
-    public var codingKey: any CodingKey { AppIDKey(stringValue: rawValue) }
-
-    public init?<T: CodingKey>(codingKey: T) {
-        self.init(validating: codingKey.stringValue)
-    }
-
-    private struct AppIDKey: CodingKey {
-        let stringValue: String
-        init(stringValue: String) { self.stringValue = stringValue }
-        var intValue: Int? { nil }
-        init?(intValue: Int) { nil }
     }
 }
 

@@ -2,7 +2,7 @@
 /// digits, `_` or `-`, at most 32 bytes in all. A value of this type has passed that rule, so no code that
 /// receives one checks it again. The server turns a request's text into one with Core's `init(_:field:)`,
 /// whose error is the one every route, form and command answers for a bad platform.
-public struct Platform: Hashable, Comparable, Sendable, CustomStringConvertible {
+public struct Platform: CheckedName {
     public let rawValue: String
 
     /// The platform `text` names, or nil.
@@ -31,48 +31,4 @@ public struct Platform: Hashable, Comparable, Sendable, CustomStringConvertible 
     public static let ios: Platform = "ios"
     public static let android: Platform = "android"
     public static let macos: Platform = "macos"
-
-    public var description: String { rawValue }
-
-    public static func < (lhs: Platform, rhs: Platform) -> Bool { lhs.rawValue < rhs.rawValue }
-}
-
-/// A platform written in code (`"ios"`); a literal that breaks the rule is a programming error.
-extension Platform: ExpressibleByStringLiteral {
-    public init(stringLiteral text: String) {
-        guard let platform = Platform(validating: text) else { preconditionFailure("\(text) is not a platform name") }
-        self = platform
-    }
-}
-
-/// Encoded as its name; decoding one that breaks the rule fails.
-extension Platform: Codable {
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        guard let platform = Platform(validating: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: Self.rule))
-        }
-        self = platform
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-}
-
-/// A dictionary keyed by platform encodes as a JSON object, as one keyed by its name does.
-extension Platform: CodingKeyRepresentable {
-    public var codingKey: any CodingKey { PlatformKey(stringValue: rawValue) }
-
-    public init?<T: CodingKey>(codingKey: T) {
-        self.init(validating: codingKey.stringValue)
-    }
-
-    private struct PlatformKey: CodingKey {
-        let stringValue: String
-        init(stringValue: String) { self.stringValue = stringValue }
-        var intValue: Int? { nil }
-        init?(intValue: Int) { nil }
-    }
 }
