@@ -57,7 +57,9 @@ import UpshiftTestSupport
     @Test func aPoolThatShutDownFailsAtOnceAsUnavailable() async throws {
         let database = try await TestDatabases.shared.fresh()
         let pool = DatabasePool(
-            name: "reads", settings: database, connections: 2, bounds: .init(wait: .seconds(2), answer: .seconds(5)),
+            // A wait long enough for a first connection on a loaded machine: once the pool shut down, the
+            // statement must fail at once whatever the bound.
+            name: "reads", settings: database, connections: 2, bounds: .init(wait: .seconds(30), answer: .seconds(30)),
             logger: TestEnvironment.logger)
         let running = Task { await pool.client.run() }
         for try await one in try await pool.query("SELECT 1" as SQL, logger: TestEnvironment.logger).decode(Int.self) {
