@@ -50,8 +50,9 @@ public enum Database {
                 // In a task of its own, which the deadline does not cancel: PostgresNIO's connect, cancelled
                 // while its handshake runs, closes the channel without waiting and lets go of the connection
                 // while the channel is still open, which stops a debug build (`PostgresConnection.deinit`
-                // asserts it was closed; PostgresNIO 1.33.2, ConnectCancelHandler). A connection that opens
-                // after the deadline goes back through the handoff and is closed.
+                // asserts it was closed; PostgresNIO 1.33.2's ConnectCancelHandler, from
+                // https://github.com/vapor/postgres-nio/pull/647). A connection that opens after the deadline
+                // goes back through the handoff and is closed.
                 let connect = Task { try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger) }
                 let connection = try await connect.value
                 guard handoff.offer(connection) else {
