@@ -54,7 +54,7 @@ public struct EventValidator: Sendable {
         }
         let installId = try uuid(event, .installId)
         guard let text = event[.platform] else { throw EventRejection.missing(.platform) }
-        guard let platform = Platform(validating: text) else { throw EventRejection.invalid(.platform, Platform.rule) }
+        guard let platform = Platform(validating: text) else { throw EventRejection.invalid(.platform, Platform.problem(with: text)) }
         let appVersion = try version(event, .appVersion, required: true)!
         if let build = event.build, !(0...Self.maximumBuild).contains(build) {
             throw EventRejection.invalid(.build, "must be an integer from 0 to \(Self.maximumBuild)")

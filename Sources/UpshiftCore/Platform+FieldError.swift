@@ -1,7 +1,7 @@
 extension Platform {
     /// The platform `text` names, or the field error `field` gets for it.
     public init(_ text: String, field: String = "platform") throws(FieldError) {
-        guard let platform = Platform(validating: text) else { throw FieldError(field, Self.rule) }
+        guard let platform = Platform(validating: text) else { throw FieldError(field, Self.problem(with: text)) }
         self = platform
     }
 }

@@ -16,6 +16,13 @@ public struct Platform: CheckedName {
 
     public static let maximumLength = 32
 
+    /// What is wrong with `text` as a platform, as every error for it says: a name that breaks the rule
+    /// only by its capitals (`iOS`) is told its lowercase spelling, any other the rule.
+    public static func problem(with text: String) -> String {
+        let lowercase = text.lowercased()
+        return isValid(lowercase) ? "a platform is lowercase, for example \(lowercase)" : rule
+    }
+
     /// Whether `text` is a platform name.
     public static func isValid(_ text: String) -> Bool {
         var bytes = text.utf8.makeIterator()

@@ -36,7 +36,7 @@ extension AppID {
 extension Platform {
     /// `--platform`, refused before anything is sent, with the rule the server answers a bad platform with.
     static func argument(_ text: String) throws -> Platform {
-        guard let platform = Platform(validating: text) else { throw ValidationError(Platform.rule) }
+        guard let platform = Platform(validating: text) else { throw ValidationError(Platform.problem(with: text)) }
         return platform
     }
 }

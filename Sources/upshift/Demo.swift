@@ -8,34 +8,29 @@ import UpshiftStore
 
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Load the app `demo`: releases, a policy and 60 simulated days ending now (once; later runs do nothing).")
+        abstract: "Load the app `sample`: releases, a policy and 60 simulated days ending now (once; later runs say so and do nothing).")
+
+    /// The app the demo data lives in: one of its own, so that whatever other apps hold (the README's first
+    /// event goes to `demo`) never keeps the curves from loading.
+    static let app: AppID = "sample"
 
     @Option(help: "Installs in the demo fleet.") var installs = 500
 
     func run() async throws {
         try await migrateDatabase(loadMigrations())
+        let app = Self.app
         let (exists, events) = try await withDatabase { pool, logger in
-            let exists = try await CatalogStore(pool: pool, logger: logger).app(id: "demo") != nil
-            return (exists, try await EventLog(pool: pool, logger: logger).installEventCount(app: "demo"))
+            let exists = try await CatalogStore(pool: pool, logger: logger).app(id: app) != nil
+            return (exists, try await EventLog(pool: pool, logger: logger).installEventCount(app: app))
         }
         if events > 0 {
-            print("demo: the app demo already has its data; nothing to do")
+            print("demo: the app \(app) already has its data; nothing to do (its curves: /dashboard/apps/\(app))")
             return
         }
-        var options = FleetSimulation.Options(installs: installs, days: 60, seed: 2026, appId: "demo", end: Date(), progress: true)
+        var options = FleetSimulation.Options(installs: installs, days: 60, seed: 2026, appId: app, end: Date(), progress: true)
         options.createApp = !exists
-        options.appName = "Demo"
+        options.appName = "Sample"
         _ = try await runSimulation(options)
-        // The keys the README's walk-through uses: post events for demo, read and change every app.
-        let keys = try await withDatabase { pool, logger in
-            let store = KeyStore(pool: pool, logger: logger)
-            return [
-                ("ingest (app demo)", try await store.create(name: "demo-ingest", scope: .ingest, appId: "demo", now: Date()).1),
-                ("read   (all apps)", try await store.create(name: "demo-read", scope: .read, appId: nil, now: Date()).1),
-                ("admin  (all apps)", try await store.create(name: "demo-admin", scope: .admin, appId: nil, now: Date()).1),
-            ]
-        }
-        print("demo: loaded 60 days of app demo. API keys, shown once (store them now):")
-        for (label, secret) in keys { print("  \(label): \(secret)") }
+        print("demo: loaded 60 days of the app \(app); its curves: /dashboard/apps/\(app) (sign in with a read or admin token)")
     }
 }

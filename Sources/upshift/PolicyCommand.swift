@@ -38,9 +38,9 @@ struct PolicyCommand: AsyncParsableCommand {
         @Flag(help: "Remove the target version.") var clearTarget = false
         @Option(help: "Block a version (repeatable): its installs are forced off it.") var block: [String] = []
         @Option(help: "Unblock a version (repeatable).") var unblock: [String] = []
-        @Option(help: "Days after release before a soft prompt (X).") var notifyAfterDays: Double?
-        @Option(help: "Days after release before an offered release is forced (Y).") var blockAfterDays: Double?
-        @Option(help: "Versions behind before a soft prompt (Z).") var versionsBehind: Int?
+        @Option(help: "Days after a release comes out before installs are prompted to update to it.") var notifyAfterDays: Double?
+        @Option(help: "Days after a release comes out before installs below it are forced to update.") var blockAfterDays: Double?
+        @Option(help: "How many newer releases an install must lack before it is prompted (default 1).") var versionsBehind: Int?
         @Option(help: "Seconds before a dismissed prompt returns.") var remindInterval: Int?
         @Option(help: "Seconds between checks.") var checkInterval: Int?
         @Option(help: "true or false: whether soft prompts offer \"skip this version\".") var allowSkip: Bool?

@@ -24,7 +24,7 @@ struct Releases: AsyncParsableCommand {
         @Option(help: "Share of installs it is offered to, 0–100 (default 100).") var rolloutPercent: Double?
         @Option(help: "A schedule that advances the rollout: app-store, or PERCENT@HOURS steps (10@0,50@24,100@48).")
         var schedule: String?
-        @Option(help: "Build number (informational).") var build: Int?
+        @Option(help: "Build number (CFBundleVersion). On macOS the appcast sends it as sparkle:version, which Sparkle compares with the installed build; elsewhere informational.") var build: Int?
         @Option(help: "Why (recorded in the app's history).") var reason: String?
 
         func run() async throws {

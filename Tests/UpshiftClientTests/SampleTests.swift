@@ -79,17 +79,28 @@ actor Database {
         try? FileManager.default.removeItem(at: storage)
     }
 
-    /// The dependency line docs/SDK.md shows for a checkout next to the app (`path:`), as the test writes it.
-    static func dependencyLine(path: String) -> String { ".package(path: \"\(path)\")" }
+    /// The `dependencies:` and `targets:` of docs/SDK.md's "Installation", as the guide prints them.
+    static func installationBlock() throws -> String {
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("docs/SDK.md"), encoding: .utf8)
+        let installation = try #require(guide.range(of: "## Installation"))
+        let fence = try #require(guide.range(of: "```swift\n", range: installation.upperBound..<guide.endIndex))
+        let end = try #require(guide.range(of: "```", range: fence.upperBound..<guide.endIndex))
+        return String(guide[fence.upperBound..<end.lowerBound])
+    }
 
     /// What an app that adds this package for `UpshiftClient` resolves: a throwaway app package (tools
-    /// version 6.0) that depends on this checkout, resolved by SwiftPM itself. SwiftPM resolves the package
+    /// version 6.0) with docs/SDK.md's installation lines word for word, beside a checkout named
+    /// `upshift` (a link to this one), resolved by SwiftPM itself. SwiftPM resolves the package
     /// dependencies of every library product of a dependency, so this holds only while `UpshiftClient` is
     /// the package's one library product and reaches no other package.
-    @Test func anAppThatAddsTheSDKResolvesNoOtherPackage() throws {
-        let app = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-app-\(UUID())")
-        defer { try? FileManager.default.removeItem(at: app) }
+    @Test func anAppThatAddsTheSDKAsTheGuideShowsResolvesNoOtherPackage() throws {
+        let block = try Self.installationBlock()
+        #expect(block.contains(".package(path: \"../upshift\")"), "\(block)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upshift-app-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let app = folder.appendingPathComponent("MyApp")
         try FileManager.default.createDirectory(at: app.appendingPathComponent("Sources/MyApp"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent("upshift"), withDestinationURL: Self.root)
         let manifest = """
             // swift-tools-version:6.0
             import PackageDescription
@@ -97,9 +108,7 @@ actor Database {
             let package = Package(
                 name: "MyApp",
                 platforms: [.iOS(.v17), .macOS(.v15)],
-                dependencies: [\(Self.dependencyLine(path: Self.root.path))],
-                targets: [.target(name: "MyApp", dependencies: [.product(name: "UpshiftClient", package: "\(Self.root.lastPathComponent)")])]
-            )
+            \(block))
             """
         try manifest.write(to: app.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
         try "import UpshiftClient\n".write(to: app.appendingPathComponent("Sources/MyApp/App.swift"), atomically: true, encoding: .utf8)

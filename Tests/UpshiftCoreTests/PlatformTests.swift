@@ -10,11 +10,19 @@ import UpshiftCore
         #expect(try Platform(name).rawValue == name)
     }
 
-    @Test(arguments: ["", "IOS", "iOS", "1os", "_ios", "-ios", "i os", "ios!", "íos", "ios\u{0}", String(repeating: "a", count: 33)])
+    @Test(arguments: ["", "1os", "_ios", "-ios", "i os", "ios!", "íos", "ios\u{0}", "IOS!", String(repeating: "a", count: 33)])
     func aNameThatBreaksTheRuleIsTheOneFieldError(_ name: String) {
         #expect(Platform(validating: name) == nil)
         #expect(throws: FieldError("platform", Platform.rule)) { try Platform(name) }
         #expect(throws: FieldError("updateURL.\(name)", Platform.rule)) { try Platform(name, field: "updateURL.\(name)") }
+    }
+
+    /// A name wrong only in its capitals is told how it is spelled.
+    @Test(arguments: [("IOS", "ios"), ("iOS", "ios"), ("macOS", "macos"), ("Android", "android"), ("Web-2", "web-2")])
+    func aNameWrongOnlyInItsCapitalsIsToldItsLowercaseSpelling(_ name: String, _ lowercase: String) {
+        #expect(Platform(validating: name) == nil)
+        #expect(throws: FieldError("platform", "a platform is lowercase, for example \(lowercase)")) { try Platform(name) }
+        #expect(Platform.problem(with: name) == "a platform is lowercase, for example \(lowercase)")
     }
 
     @Test func aMapByPlatformIsAJSONObjectOfNamesAndABadNameFailsToDecode() throws {

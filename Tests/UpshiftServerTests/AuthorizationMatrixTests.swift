@@ -22,7 +22,7 @@ import UpshiftTestSupport
     /// Every route, by its pattern (`{name}` for a path parameter), and what it needs.
     static let needs: [String: Need] = [
         "GET /health/live": .anyone, "GET /health/ready": .anyone, "GET /health/db": .anyone,
-        "GET /metrics": .anyone, "GET /openapi.yaml": .anyone,
+        "GET /metrics": .anyone, "GET /openapi.yaml": .anyone, "GET /": .anyone,
         "GET /v1/apps/{app}/check": .anyone, "POST /v1/apps/{app}/check": .anyone,
         "GET /v1/apps/{app}/appcast.xml": .anyone, "GET /v1/apps/{app}/versions.plist": .anyone,
         "GET /v1/apps/{app}/lookup": .anyone, "GET /v1/apps/{app}/{country}/lookup": .anyone,

@@ -29,6 +29,24 @@ import UpshiftTestSupport
         #expect(await server.terminate() == 0)
     }
 
+    /// `upshift --version` prints the version and nothing else; the help of the options a newcomer reads
+    /// says what they do, in words rather than the letters of the design's formulas.
+    @Test func theVersionAndTheHelpSpeakForThemselves() throws {
+        let version = try Self.command(["--version"], databaseURL: "")
+        #expect(version.status == 0)
+        #expect(version.output == "0.1.0\n")
+        // The help wraps its lines: its words, one space apart.
+        func help(_ arguments: [String]) throws -> String {
+            let printed = try Self.command(arguments + ["--help"], databaseURL: "")
+            #expect(printed.status == 0, "\(arguments)")
+            return printed.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        }
+        let policy = try help(["policy", "set"])
+        for letter in ["(X)", "(Y)", "(Z)"] { #expect(!policy.contains(letter), "\(policy)") }
+        #expect(policy.contains("before installs below it are forced to update"), "\(policy)")
+        #expect(try help(["releases", "add"]).contains("On macOS the appcast sends it as sparkle:version"))
+    }
+
     /// Runs `upshift <arguments>` with `DATABASE_URL` set and returns its exit status, what it printed to
     /// standard output and to standard error, and how long it took.
     static func command(_ arguments: [String], databaseURL: String) throws

@@ -55,8 +55,12 @@ import UpshiftTestSupport
         let harness = try await Harness.make()
         let cookie = try await harness.run { server in
             var browser = Browser(server: server)
+            // The address typed alone leads to the dashboard; its sign-in page says where a first token is.
+            let root = try await browser.get("/")
+            #expect(root.status == 303 && root.headers["Location"].first == "/dashboard")
             let page = try await browser.get("/dashboard")
             #expect(page.status == 200 && page.text.contains("name=\"token\""))
+            #expect(page.text.contains("<code>scripts/run</code> printed one of each in its box of keys"))
 
             for wrong in ["upshift_read_nonsense", harness.ingestKey, ""] {
                 let refused = try await browser.post("/dashboard/sign-in", ["token": wrong])

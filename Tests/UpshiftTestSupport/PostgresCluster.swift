@@ -198,6 +198,18 @@ public struct PostgresCluster: Sendable {
 }
 
 extension Process {
+    /// Runs the process to its end with its standard output and error in one pipe, read while it runs (so
+    /// that it never waits on a full pipe): its exit status and what it printed.
+    public func runPrinting() throws -> (status: Int32, printed: String) {
+        let output = Pipe()
+        standardOutput = output
+        standardError = output
+        try run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        waitUntilExit()
+        return (terminationStatus, printed)
+    }
+
     /// Starts the process and waits, without blocking a thread, until it ends: its exit status.
     public func runToEnd() async throws -> Int32 {
         try await withCheckedThrowingContinuation { continuation in

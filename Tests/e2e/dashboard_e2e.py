@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The dashboard end to end, in headless Chromium (selenium), against a running `upshift serve` that
-holds the demo data. Run by scripts/e2e (and so by scripts/test), which starts the server.
+holds the demo data (the app sample) beside the app demo with the README's first event. Run by scripts/e2e (and so by scripts/test), which starts the server.
 
     dashboard_e2e.py --base URL --read TOKEN --admin TOKEN [--screenshots DIR]
 
@@ -105,7 +105,7 @@ def post_form(base, path, fields, cookie=None, origin=None):
 
 def check(base, version):
     query = urllib.parse.urlencode({"platform": "ios", "version": version, "os": "17.4", "install": str(uuid.uuid4())})
-    request = urllib.request.Request(f"{base}/v1/apps/demo/check?{query}", headers={"Cache-Control": "no-cache"})
+    request = urllib.request.Request(f"{base}/v1/apps/sample/check?{query}", headers={"Cache-Control": "no-cache"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.load(response)
 
@@ -144,7 +144,10 @@ def main():
         expect(cookie is not None and cookie.get("httpOnly") and cookie.get("sameSite") == "Strict",
                "the session cookie is HttpOnly and SameSite=Strict")
         screenshot(driver, "apps")
-        driver.find_element(By.LINK_TEXT, "ios").click()
+        # The app demo (the README's first event) is listed too; the curves are the app sample's.
+        expect(driver.find_elements(By.CSS_SELECTOR, "a[href='/dashboard/apps/demo']"),
+               "the app demo, holding the README's first event, is listed beside sample")
+        driver.find_element(By.CSS_SELECTOR, "a[href='/dashboard/apps/sample?platform=ios']").click()
         chart = driver.find_element(By.CSS_SELECTOR, "figure svg.chart")
         columns = chart.find_elements(By.CSS_SELECTOR, "rect")
         expect(len(columns) > 30, f"the adoption chart draws the demo's days ({len(columns)} segments)")
@@ -168,22 +171,22 @@ def main():
         read_cookie = session_cookie(driver)
         csrf = driver.find_element(By.CSS_SELECTOR, "form.signout input[name='csrf']").get_attribute("value")
         fields = {"csrf": csrf, "platform": "ios", "revision": "0", "minimumVersion": "2.0", "reason": "forged"}
-        expect(post_form(base, "/dashboard/apps/demo/minimum", fields, cookie=read_cookie) == 403,
+        expect(post_form(base, "/dashboard/apps/sample/minimum", fields, cookie=read_cookie) == 403,
                "a read session's POST to raise the minimum is refused (403)")
-        driver.get(base + "/dashboard/apps/demo/rollout?platform=ios")
+        driver.get(base + "/dashboard/apps/sample/rollout?platform=ios")
         expect("admin token" in driver.page_source, "the rollout page tells a read token it needs an admin token")
         driver.find_element(By.LINK_TEXT, "Back to the dashboard").click()
         sign_out(driver)
         expect(driver.find_elements(By.NAME, "token"), "sign-out leads back to the sign-in form")
-        expect(post_form(base, "/dashboard/apps/demo/minimum", fields, cookie=read_cookie) == 401,
+        expect(post_form(base, "/dashboard/apps/sample/minimum", fields, cookie=read_cookie) == 401,
                "the signed-out session no longer works")
 
         # 3. An admin previews a minimum raise, applies it with a reason, and the check forces within seconds.
         sign_in(driver, base, arguments.admin)
         admin_cookie = session_cookie(driver)
-        expect(post_form(base, "/dashboard/apps/demo/minimum", dict(fields, csrf="guessed"), cookie=admin_cookie) == 403,
+        expect(post_form(base, "/dashboard/apps/sample/minimum", dict(fields, csrf="guessed"), cookie=admin_cookie) == 403,
                "an admin POST without the session's CSRF token is refused")
-        driver.get(base + "/dashboard/apps/demo?platform=ios")
+        driver.get(base + "/dashboard/apps/sample?platform=ios")
         driver.find_element(By.LINK_TEXT, "Rollout").click()
         before = check(base, "1.2")
         expect(before["action"] != "force", f"before: version 1.2 is not forced ({before['action']})")
@@ -193,7 +196,7 @@ def main():
         expect(below > 0, f"the preview counts installs below 2.0 ({below})")
         expect(driver.find_elements(By.XPATH, "//th[text()='OS version']"), "the preview breaks the impact down by OS")
         screenshot(driver, "rollout-preview")
-        form = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/demo/minimum']")
+        form = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/sample/minimum']")
         form.find_element(By.NAME, "reason").send_keys("Sync bug in 1.x (e2e)")
         started = time.monotonic()
         submit(driver, form.find_element(By.CSS_SELECTOR, "button"), (By.ID, "adoption"))
@@ -215,10 +218,10 @@ def main():
         screenshot(driver, "history")
 
         # 5. A release not out yet is backtested before it can be added; nothing is written by the preview.
-        driver.get(base + "/dashboard/apps/demo/rollout?platform=ios")
+        driver.get(base + "/dashboard/apps/sample/rollout?platform=ios")
         expect(not driver.find_elements(By.XPATH, "//button[text()='Add the release']"),
                "'Add the release' is offered only once the release was previewed")
-        form = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/demo/new-release']")
+        form = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/sample/new-release']")
         form.find_element(By.NAME, "version").send_keys("9.0.0")
         released = form.find_element(By.NAME, "releasedAt")  # a month ago: past any notifyAfterDays
         released.clear()
@@ -236,12 +239,12 @@ def main():
         ios.find_element(By.CSS_SELECTOR, "input[name^='storeId.']").clear()
         ios.find_element(By.CSS_SELECTOR, "input[name^='storeId.']").send_keys("1234567890")
         ios.find_element(By.CSS_SELECTOR, "input[name^='bundleId.']").clear()
-        ios.find_element(By.CSS_SELECTOR, "input[name^='bundleId.']").send_keys("com.example.demo")
-        settings = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/demo/settings']")
+        ios.find_element(By.CSS_SELECTOR, "input[name^='bundleId.']").send_keys("com.example.sample")
+        settings = driver.find_element(By.CSS_SELECTOR, "form[action='/dashboard/apps/sample/settings']")
         settings.find_element(By.NAME, "reason").send_keys("the lookup for Siren (e2e)")
         submit(driver, settings.find_element(By.XPATH, ".//button[text()='Save the app']"), (By.CSS_SELECTOR, "p.notice.ok"))
         expect("Saved." in driver.page_source, "saving the settings says 'Saved.'")
-        request = urllib.request.Request(f"{base}/v1/apps/demo/lookup?bundleId=com.example.demo")
+        request = urllib.request.Request(f"{base}/v1/apps/sample/lookup?bundleId=com.example.sample")
         with urllib.request.urlopen(request, timeout=10) as response:
             lookup = json.load(response)
         expect(lookup["resultCount"] == 1 and lookup["results"][0]["trackId"] == 1234567890,
@@ -250,11 +253,11 @@ def main():
         # 7. Phone width and dark mode still read (screenshots only).
         if shots:
             driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
-            driver.get(base + "/dashboard/apps/demo?platform=ios")
+            driver.get(base + "/dashboard/apps/sample?platform=ios")
             screenshot(driver, "overview-dark")
             driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
             driver.set_window_size(390, 900)
-            driver.get(base + "/dashboard/apps/demo/releases/2.0?platform=ios")
+            driver.get(base + "/dashboard/apps/sample/releases/2.0?platform=ios")
             screenshot(driver, "release-phone")
     finally:
         driver.quit()

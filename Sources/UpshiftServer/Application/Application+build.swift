@@ -125,6 +125,8 @@ func buildRouter(
                 sessionLimiter: RateLimiter(configuration.dashboard.ratePerClient, name: "dashboard", metrics: parts.metrics),
                 trustedProxies: configuration.trustedProxies
             ) { await reload("dashboard write") }.routes, atPath: "/dashboard")
+        // The address a person types: the dashboard.
+        router.get("/") { _, _ in DashboardPages.redirect("/dashboard") }
     }
     let routes = router.routes.map { ($0.method, $0.path.description) }
     routeTable.load(routes)

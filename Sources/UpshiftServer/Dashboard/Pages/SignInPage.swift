@@ -15,8 +15,9 @@ enum SignInPage {
             \(notice)<form class="stack" method="post" action="/dashboard/sign-in">
             <label>Read or admin token<input type="password" name="token" autocomplete="current-password" required \
             placeholder="upshift_read_…" aria-describedby="token-help"></label>
-            <p id="token-help" class="muted">Create one with <code>upshift keys create --scope read --name NAME</code>. Read tokens see \
-            reports; admin tokens also change rollouts.</p>
+            <p id="token-help" class="muted">On a first run, <code>scripts/run</code> printed one of each in its box of keys \
+            (<code>read</code> and <code>admin</code>). Create more with <code>upshift keys create --scope read --name NAME</code>. \
+            Read tokens see reports; admin tokens also change rollouts.</p>
             <button class="primary" type="submit">Sign in</button></form>
             """
         return Page(title: "Sign in", body: body)
