@@ -102,7 +102,9 @@ import UpshiftTestSupport
                         failure = error
                     }
                     #expect(failure is ConnectionLost, "\(attempt): \(String(describing: failure))")
-                    #expect(ContinuousClock.now - started < .seconds(1), "\(attempt)")
+                    // The fault waited for the 10 s deadline; failing at once takes milliseconds, though up to
+                    // 1.25 s was seen beside the untagged suites on two cores.
+                    #expect(ContinuousClock.now - started < .seconds(5), "\(attempt)")
                 }
             }
             try await Self.goesOn(client)
