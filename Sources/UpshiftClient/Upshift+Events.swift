@@ -121,6 +121,14 @@ extension Upshift {
     /// A `413` for a batch of more than one event: sent again in smaller batches.
     struct TooLarge: Error {}
 
+    /// Says once per name which event members the server ignored: a misspelt field, or one this
+    /// server's version does not know yet (the event is stored without it).
+    private func logIgnored(_ results: [IngestResponse.Result]) {
+        for name in results.flatMap({ $0.ignored ?? [] }) where loggedIgnored.insert(name).inserted {
+            configuration.log("the server ignored the event field \"\(name)\" (an unknown name, or not a field of that event type)")
+        }
+    }
+
     /// Posts one batch and takes its events off the queue when the server answered for them.
     private func send(_ batch: [QueuedEvent]) async throws {
         guard let installId = installIdentifier?.uuidString.lowercased() else { throw RetryLater(reason: "no install id") }
@@ -153,6 +161,7 @@ extension Upshift {
                     configuration.log(
                         "the server rejected event \(result.id ?? "?"), dropped: \(result.error ?? "") \(result.message ?? "")")
                 }
+                if configuration.isDebugBuild { logIgnored(reply.results) }
             }
         case 413 where batch.count > 1:
             throw TooLarge()

@@ -35,6 +35,8 @@ public actor Upshift {
     /// whether a send of it failed.
     var waitingToFlush: [CheckedContinuation<Bool, Never>] = []
     var failures = 0
+    /// Event members the server said it ignored, each logged once (debug builds only).
+    var loggedIgnored: Set<String> = []
     var nextAttempt: Date?
     var current: UpshiftDecision?
     var subscribers: [UUID: AsyncStream<UpshiftDecision>.Continuation] = [:]

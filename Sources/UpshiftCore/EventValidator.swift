@@ -66,6 +66,7 @@ public struct EventValidator: Sendable {
             guard let locale = Self.localeTag(text) else { throw EventRejection.invalid(.locale, "not a locale tag") }
             data.add("locale", locale)
         }
+        // The fields read here are `fields(of: type)`; EventValidatorTests hold the two together.
         switch type {
         case .promptShown, .updateStarted:
             data.add("promptKind", try promptKind(event).rawValue)
@@ -97,6 +98,20 @@ public struct EventValidator: Sendable {
             throw rejection
         }
         return parsed
+    }
+
+    /// The fields that only some event types have.
+    public static let typeFields: [IncomingEvent.Field] = [.promptKind, .targetVersion, .dismissAction, .fromVersion]
+
+    /// The type-specific fields an event of `type` has (the others of ``typeFields`` are ignored).
+    public static func fields(of type: EventType) -> [IncomingEvent.Field] {
+        switch type {
+        case .promptShown, .updateStarted: [.promptKind, .targetVersion]
+        case .promptDismissed: [.promptKind, .targetVersion, .dismissAction]
+        case .updated: [.fromVersion]
+        case .blocked: [.targetVersion]
+        case .launched, .whatsNewShown, .abnormalExit, .checked: []
+        }
     }
 
     private func uuid(_ event: IncomingEvent, _ field: IncomingEvent.Field) throws -> UUID {

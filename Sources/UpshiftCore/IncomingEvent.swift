@@ -60,12 +60,18 @@ public struct IncomingEvent: Sendable {
     }
 
     private static let fieldCount = Field.allCases.count
+    /// At most this many names are listed in a result's `ignored`, each at most this many UTF-8 bytes.
+    public static let maximumIgnored = 16
+    public static let maximumIgnoredNameLength = 64
 
     /// False when the element was not a JSON object.
     public private(set) var isObject = true
     /// The string value of each field, by ``Field/position`` (a dictionary hashed every field of every event).
     private var strings = [String?](repeating: nil, count: Self.fieldCount)
     public private(set) var build: Int?
+    /// The names of members that are no event field and not `null`, in the order posted (the first
+    /// ``maximumIgnored``, clipped to ``maximumIgnoredNameLength`` bytes).
+    private var unknown: [String] = []
     /// The first field present with a value it may not have, and why.
     public private(set) var invalid: (field: Field, message: String)?
 
@@ -84,8 +90,14 @@ public struct IncomingEvent: Sendable {
         var strings = [String?](repeating: nil, count: Self.fieldCount)
         var build: Int?
         var invalid: (field: Field, message: String)?
+        var unknown: [String] = []
         try parser.members(depth: depth) { (parser, key) throws(JSONParseError) in
-            guard let field = Field(rawValue: key) else { return try parser.skip(depth: depth + 1) }
+            guard let field = Field(rawValue: key) else {
+                let isNull = try parser.peek() == UInt8(ascii: "n")
+                try parser.skip(depth: depth + 1)
+                if !isNull, unknown.count < Self.maximumIgnored { unknown.append(Self.clipped(key)) }
+                return
+            }
             let first = try parser.peek()
             guard first != UInt8(ascii: "{"), first != UInt8(ascii: "[") else {
                 // A container where a scalar belongs: checked as JSON, never built.
@@ -109,9 +121,39 @@ public struct IncomingEvent: Sendable {
         self.strings = strings
         self.build = build
         self.invalid = invalid
+        self.unknown = unknown
     }
 
     public subscript(field: Field) -> String? { strings[field.position] }
+
+    /// The members no rule read, for the result's `ignored`: names that are no event field (in the order
+    /// posted), then the fields of other types that this event's type does not have (`dismissAction` on a
+    /// `prompt_shown`), when its type is known. `null` members count as absent. Empty for most events.
+    public var ignored: [String] {
+        let typeFields = EventValidator.typeFields
+        guard isObject, !unknown.isEmpty || typeFields.contains(where: { strings[$0.position] != nil }) else { return [] }
+        var names = unknown
+        if let type = self[.type].flatMap(EventType.init(rawValue:)) {
+            let read = EventValidator.fields(of: type)
+            for field in typeFields where strings[field.position] != nil && !read.contains(field) {
+                names.append(field.rawValue)
+            }
+        }
+        return Array(names.prefix(Self.maximumIgnored))
+    }
+
+    /// `name` cut to at most ``maximumIgnoredNameLength`` UTF-8 bytes, at a character's end.
+    private static func clipped(_ name: String) -> String {
+        guard name.utf8.count > maximumIgnoredNameLength else { return name }
+        var length = 0
+        var end = name.startIndex
+        for character in name {
+            length += character.utf8.count
+            guard length <= maximumIgnoredNameLength else { break }
+            end = name.index(after: end)
+        }
+        return String(name[..<end])
+    }
 }
 
 /// Why one event of a batch was rejected.

@@ -13,14 +13,20 @@ public struct IngestResponse: Codable, Sendable, Equatable {
         public var error: String?
         public var field: String?
         public var message: String?
+        /// The event's members the server did not read (an unknown name, or a field of another event type).
+        public var ignored: [String]?
 
-        public init(index: Int, id: String?, status: Status, error: String? = nil, field: String? = nil, message: String? = nil) {
+        public init(
+            index: Int, id: String?, status: Status, error: String? = nil, field: String? = nil, message: String? = nil,
+            ignored: [String]? = nil
+        ) {
             self.index = index
             self.id = id
             self.status = status
             self.error = error
             self.field = field
             self.message = message
+            self.ignored = ignored
         }
     }
 
@@ -61,6 +67,14 @@ public struct IngestResponse: Codable, Sendable, Equatable {
             if let message = result.message {
                 text += ",\"message\":"
                 JSONText.appendQuoted(message, to: &text)
+            }
+            if let ignored = result.ignored {
+                text += ",\"ignored\":["
+                for (position, name) in ignored.enumerated() {
+                    if position > 0 { text += "," }
+                    JSONText.appendQuoted(name, to: &text)
+                }
+                text += "]"
             }
             text += "}"
         }

@@ -146,6 +146,47 @@ import UpshiftCore
         }
     }
 
+    /// What a sender is told it sent in vain: a misspelt name, a field of another type; `null` is absent.
+    @Test func theMembersNoRuleReadsAreNamedInIgnored() throws {
+        let body = #"""
+            {"events": [
+              {"type": "launched", "osVerison": "17.4", "extra": null, "nested": {"a": [1]}, "appVersion": "1.0"},
+              {"type": "prompt_shown", "dismissAction": "later", "promptKind": "soft", "fromVersion": null},
+              {"type": "launched", "osVersion": "17.4", "build": 3},
+              {"type": "no_such_type", "dismissAction": "later", "x": 1},
+              {"dismissAction": "later"},
+              [1, 2]
+            ]}
+            """#
+        let events = try IncomingBatch.parse(Array(body.utf8), maximumEvents: 500).events
+        #expect(events.map(\.ignored) == [["osVerison", "nested"], ["dismissAction"], [], ["x"], [], []])
+    }
+
+    @Test func ignoredNamesAreBoundedInNumberAndBytes() throws {
+        let long = String(repeating: "\u{E9}", count: 50)  // 100 bytes
+        let emoji = String(repeating: "a", count: 62) + "🙂"  // 66 bytes: the emoji does not fit
+        var members = [#""\#(long)": 1"#, #""\#(emoji)": 1"#]
+        members += (0..<20).map { #""u\#($0)": 1"# }
+        let body = #"{"events": [{\#(members.joined(separator: ","))}]}"#
+        let ignored = try #require(try IncomingBatch.parse(Array(body.utf8), maximumEvents: 500).events.first).ignored
+        #expect(ignored.count == IncomingEvent.maximumIgnored)
+        #expect(ignored[0] == String(repeating: "\u{E9}", count: 32))
+        #expect(ignored[1] == String(repeating: "a", count: 62))
+        #expect(ignored[2...] == ArraySlice((0..<14).map { "u\($0)" }))
+    }
+
+    /// `EventValidator.fields(of:)`, which names what `ignored` leaves out, is what validation stores.
+    @Test(arguments: EventType.allCases.filter { $0 != .checked })
+    func theFieldsOfATypeAreTheOnesItStores(_ type: EventType) throws {
+        let event = try validator.validate(
+            Self.event([.type: type.rawValue, .promptKind: "soft", .targetVersion: "1.9.0", .dismissAction: "later", .fromVersion: "1.7.0"]),
+            appId: "expenses", now: Self.now
+        ).get()
+        let data = try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
+        let stored = EventValidator.typeFields.filter { data[$0.rawValue] != nil }
+        #expect(stored == EventValidator.fields(of: type))
+    }
+
     @Test func wrongJSONTypesAreRejectedPerEvent() throws {
         let body = #"{"events": [42, {"id": 7}, {"build": "12"}]}"#
         let batch = try IncomingBatch.parse(Array(body.utf8), maximumEvents: 500)

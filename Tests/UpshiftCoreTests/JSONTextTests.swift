@@ -32,7 +32,7 @@ import UpshiftCore
         let results: [IngestResponse.Result] = [
             .init(index: 0, id: "2f1c6a52-8a7e-4e4a-9a51-1d2b3c4d5e6f", status: .accepted),
             .init(index: 1, id: nil, status: .rejected, error: "missing_field", field: "id", message: "id is required"),
-            .init(index: 2, id: "a\"b\\c\nd\u{1}", status: .duplicate),
+            .init(index: 2, id: "a\"b\\c\nd\u{1}", status: .duplicate, ignored: ["osVerison", "q\"\\\u{1}", "日本"]),
             .init(
                 index: 3, id: "日本🙂", status: .rejected, error: "id_conflict", field: "osVersion",
                 message: "another event with this id is stored; its osVersion differs (ids are never reused)"),

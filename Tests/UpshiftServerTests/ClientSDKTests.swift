@@ -1,7 +1,7 @@
 import Foundation
 import PostgresNIO
 import Testing
-import UpshiftClient
+@testable import UpshiftClient
 import UpshiftCore
 import UpshiftTestSupport
 
@@ -310,6 +310,30 @@ import UpshiftTestSupport
             #expect(await sdk.pendingEvents == 0)
             #expect(log.lines.contains { $0.contains("rejected") && $0.contains("dropped") }, "\(log.lines)")
             #expect(try await harness.strings("SELECT type FROM event_log WHERE install_id IS NOT NULL AND type <> 'checked'") == ["launched"])
+        }
+    }
+
+    /// A field the server does not read (misspelt, or newer than the server) is named once in a debug
+    /// build's log, and never in a release build's.
+    @Test(arguments: [true, false]) func fieldsTheServerIgnoredAreLoggedOnceInDebugBuilds(debug: Bool) async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { (server: Server) async throws in
+            let log = LogLines()
+            var configuration = Self.configuration(server, harness, version: "1.0")
+            configuration.log = { log.append($0) }
+            configuration.isDebugBuild = debug
+            let sdk = Upshift(configuration: configuration)
+            for _ in 0..<2 {
+                await sdk.record(.launched, fields: ["osVerison": "17.5"], id: UUID())
+                await sdk.record(.launched, fields: ["osVerison": "17.5", "channel": "beta"], id: UUID())
+                await sdk.flush()
+            }
+            #expect(await sdk.pendingEvents == 0)
+            let named = log.lines.filter { $0.contains("ignored") }
+            #expect(named.count == (debug ? 2 : 0), "\(log.lines)")
+            #expect(named.contains { $0.contains(#""osVerison""#) } == debug)
+            #expect(named.contains { $0.contains(#""channel""#) } == debug)
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE type = 'launched'") == 4)
         }
     }
 

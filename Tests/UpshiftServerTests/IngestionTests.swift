@@ -50,6 +50,29 @@ import UpshiftTestSupport
         #expect(type == "prompt_shown/soft")
     }
 
+    /// Unknown members are ignored (forward compatibility), and the answer says which.
+    @Test func membersTheServerDoesNotReadAreNamedAndNotStored() async throws {
+        let harness = try await Harness.make()
+        let now = harness.clock.now()
+        let typo = clientEvent(occurredAt: now, extra: ["osVerison": "17.5"])
+        let otherType = clientEvent(
+            type: "prompt_shown", occurredAt: now,
+            extra: ["promptKind": "soft", "targetVersion": "1.9.0", "dismissAction": "later"])
+        let plain = clientEvent(occurredAt: now)
+        let badAndTypo = clientEvent(occurredAt: now, version: "v2", extra: ["sdkVersion": "9"])
+        try await harness.run { server in
+            for expected in ["accepted", "duplicate"] {
+                let body = try await server.postEvents([typo, otherType, plain, badAndTypo], key: harness.ingestKey).json()
+                let results = try #require(body["results"] as? [[String: Any]])
+                #expect(results.map { $0["status"] as? String } == [expected, expected, expected, "rejected"])
+                #expect(results.map { $0["ignored"] as? [String] } == [["osVerison"], ["dismissAction"], nil, ["sdkVersion"]])
+            }
+        }
+        let data = try await harness.strings("SELECT data::text FROM event_log WHERE install_id IS NOT NULL ORDER BY type")
+        #expect(data.count == 3)
+        #expect(data.allSatisfy { !$0.contains("osVerison") && !$0.contains("dismissAction") }, "\(data)")
+    }
+
     @Test func anotherAppsEventIsRejectedAlone() async throws {
         let harness = try await Harness.make()
         let now = harness.clock.now()

@@ -134,6 +134,10 @@ struct EventsController: Sendable {
                 results[index] = Self.settled(event, stored: original, index: index, id: results[index].id)
             }
         }
+        for (index, incoming) in batch.events.enumerated() {
+            let ignored = incoming.ignored
+            if !ignored.isEmpty { results[index].ignored = ignored }
+        }
         let response = IngestResponse(results: results)
         counters[.accepted]?.increment(by: Int64(response.accepted))
         counters[.duplicate]?.increment(by: Int64(response.duplicates))
