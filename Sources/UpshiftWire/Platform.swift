@@ -18,8 +18,10 @@ public struct Platform: CheckedName {
 
     /// What is wrong with `text` as a platform, as every error for it says: a name that breaks the rule
     /// only by its capitals (`iOS`) is told its lowercase spelling, any other the rule.
+    /// Only ASCII capitals count (the Kelvin sign is no `K`), and a name too long is not lowercased at all.
     public static func problem(with text: String) -> String {
-        let lowercase = text.lowercased()
+        guard text.utf8.count <= maximumLength else { return rule }
+        let lowercase = String(decoding: text.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }, as: UTF8.self)
         return isValid(lowercase) ? "a platform is lowercase, for example \(lowercase)" : rule
     }
 

@@ -10,7 +10,12 @@ import UpshiftCore
         #expect(try Platform(name).rawValue == name)
     }
 
-    @Test(arguments: ["", "1os", "_ios", "-ios", "i os", "ios!", "íos", "ios\u{0}", "IOS!", String(repeating: "a", count: 33)])
+    /// Capitals are ASCII: the Kelvin sign and a dotted capital I lowercase to ASCII in Unicode, yet are
+    /// no spelling of a platform.
+    @Test(arguments: [
+        "", "1os", "_ios", "-ios", "i os", "ios!", "íos", "ios\u{0}", "IOS!", String(repeating: "a", count: 33),
+        "\u{212A}os", "\u{130}os", String(repeating: "A", count: 33),
+    ])
     func aNameThatBreaksTheRuleIsTheOneFieldError(_ name: String) {
         #expect(Platform(validating: name) == nil)
         #expect(throws: FieldError("platform", Platform.rule)) { try Platform(name) }
