@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+import UpshiftCore
+
+/// The guarded health test: each cell an e-value under the whole null, false halts under 1 % per release
+/// when monitored every day, and a release twice as bad on one OS major halted within days.
+@Suite struct GuardedHealthTestTests {
+    /// The exact expectation of one cell's factor, summed over Fisher's noncentral hypergeometric law of the
+    /// candidate's exits at odds ratio `psi` (computed here from binomial coefficients, not by the type).
+    static func expectedFactor(candidate: Int, baseline: Int, total: Int, psi: Double) -> Double {
+        let low = max(0, total - baseline)
+        let high = min(candidate, total)
+        func logChoose(_ n: Int, _ k: Int) -> Double {
+            lgamma(Double(n + 1)) - lgamma(Double(k + 1)) - lgamma(Double(n - k + 1))
+        }
+        let logWeights = (low...high).map { logChoose(candidate, $0) + logChoose(baseline, total - $0) + Double($0) * log(psi) }
+        let top = logWeights.max()!
+        let normalizer = logWeights.reduce(0) { $0 + exp($1 - top) }
+        var expectation = 0.0
+        for (offset, logWeight) in logWeights.enumerated() {
+            var test = GuardedHealthTest()
+            test.observe(
+                stratum: "17", candidate: .init(installs: candidate, exits: low + offset),
+                baseline: .init(installs: baseline, exits: total - low - offset))
+            expectation += exp(logWeight - top) / normalizer * test.eValue
+        }
+        return expectation
+    }
+
+    @Test(arguments: [(40, 900, 25), (300, 300, 12), (1_000, 50, 30), (5, 5, 3), (2_000, 2_000, 90)])
+    func eachCellIsAnEValueForTheWholeNull(_ candidate: Int, _ baseline: Int, _ total: Int) {
+        let atEqualRates = Self.expectedFactor(candidate: candidate, baseline: baseline, total: total, psi: 1)
+        #expect(abs(atEqualRates - 1) < 1e-9, "\(atEqualRates)")
+        for psi in [0.3, 0.6, 0.9, 0.99] {
+            let better = Self.expectedFactor(candidate: candidate, baseline: baseline, total: total, psi: psi)
+            #expect(better <= 1 + 1e-9, "psi \(psi): \(better)")
+        }
+        // And it is no e-value against a worse candidate: the test has power.
+        #expect(Self.expectedFactor(candidate: candidate, baseline: baseline, total: total, psi: 2) > 1.05)
+    }
+
+    @Test func cellsWithoutEvidenceLeaveItAtOne() {
+        var test = GuardedHealthTest(strata: ["17", "18"])
+        test.observe(stratum: "17", candidate: .init(installs: 500, exits: 0), baseline: .init(installs: 800, exits: 0))
+        test.observe(stratum: "18", candidate: .init(installs: 0, exits: 0), baseline: .init(installs: 800, exits: 30))
+        test.observe(stratum: "16", candidate: .init(installs: 200, exits: 9), baseline: .init(installs: 0, exits: 0))
+        // More exits than installs is read as every install exiting: one outcome possible, no evidence.
+        test.observe(stratum: "17", candidate: .init(installs: 10, exits: 50), baseline: .init(installs: 10, exits: 10))
+        #expect(test.eValue == 1)
+        #expect(!test.rejects)
+        #expect(test.cells == 4)
+    }
+
+    @Test func overwhelmingEvidenceStaysFinite() {
+        var test = GuardedHealthTest(strata: ["17"])
+        for _ in 0..<2_000 {
+            test.observe(stratum: "17", candidate: .init(installs: 1_000, exits: 400), baseline: .init(installs: 1_000, exits: 10))
+        }
+        #expect(test.rejects)
+        #expect(test.logEValue.isFinite && test.logEValue > 10_000)
+    }
+
+    /// A fleet of one release beside its baseline: 4 OS majors with their own exit rates, the candidate
+    /// rolled out over its first week, one cell per OS major and day, looked at after every day.
+    struct Release {
+        var rates: [Double] = [0.01, 0.02, 0.03, 0.05]
+        var candidateFactor: [Double] = [1, 1, 1, 1]
+
+        /// The day (0-based) the test first rejects, or nil over `days`.
+        func haltDay(days: Int = 30, random: inout SplitMix64) -> Int? {
+            var test = GuardedHealthTest(strata: rates.indices.map(String.init))
+            for day in 0..<days {
+                for (major, rate) in rates.enumerated() {
+                    let candidateInstalls = 60 + 540 * min(day, 7) / 7
+                    let baselineInstalls = 800
+                    let candidate = Self.binomial(candidateInstalls, rate * candidateFactor[major], &random)
+                    let baseline = Self.binomial(baselineInstalls, rate, &random)
+                    test.observe(
+                        stratum: String(major), candidate: .init(installs: candidateInstalls, exits: candidate),
+                        baseline: .init(installs: baselineInstalls, exits: baseline))
+                }
+                if test.rejects { return day }
+            }
+            return nil
+        }
+
+        /// Binomial(n, p) by inversion.
+        static func binomial(_ n: Int, _ p: Double, _ random: inout SplitMix64) -> Int {
+            let u = random.unit()
+            var probability = pow(1 - p, Double(n))
+            var cumulative = probability
+            var k = 0
+            while cumulative < u && k < n {
+                probability *= Double(n - k) / Double(k + 1) * p / (1 - p)
+                k += 1
+                cumulative += probability
+            }
+            return k
+        }
+    }
+
+    @Test(arguments: [("equal rates", 1.0), ("a better candidate", 0.6)])
+    func aHealthyReleaseIsAlmostNeverHalted(_ name: String, _ factor: Double) {
+        var random = SplitMix64(seed: 42)
+        let release = Release(candidateFactor: [factor, factor, factor, factor])
+        let releases = 1_000
+        let halted = (0..<releases).count { _ in release.haltDay(random: &random) != nil }
+        print("guarded health test, \(name): \(halted) of \(releases) releases halted within 30 days")
+        // The guarantee is at most 1 % in expectation; 19 of 1,000 is the 99.5 % quantile of Binomial(1,000, 1 %).
+        #expect(halted <= 19, "\(halted) false halts")
+    }
+
+    @Test func aReleaseTwiceAsBadOnOneOSMajorIsHaltedWithinDays() throws {
+        var random = SplitMix64(seed: 7)
+        let release = Release(candidateFactor: [1, 2, 1, 1])
+        let releases = 200
+        let days = (0..<releases).compactMap { _ in release.haltDay(random: &random) }
+        let median = try #require(days.sorted().dropFirst(days.count / 2).first)
+        print("guarded health test, twice as bad on one OS major: \(days.count) of \(releases) halted within 30 days, median day \(median)")
+        #expect(days.count >= releases * 95 / 100)
+        #expect(median <= 7)
+    }
+}
