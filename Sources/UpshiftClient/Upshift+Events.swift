@@ -121,10 +121,10 @@ extension Upshift {
     /// A `413` for a batch of more than one event: sent again in smaller batches.
     struct TooLarge: Error {}
 
-    /// Says once per name which event members the server ignored: a misspelt field, or one this
-    /// server's version does not know yet (the event is stored without it).
+    /// Says once per name (for the first 100 names) which event members the server ignored: a misspelt
+    /// field, a field of another event type, or one this server's version does not know yet.
     private func logIgnored(_ results: [IngestResponse.Result]) {
-        for name in results.flatMap({ $0.ignored ?? [] }) where loggedIgnored.insert(name).inserted {
+        for name in results.flatMap({ $0.ignored ?? [] }) where loggedIgnored.count < 100 && loggedIgnored.insert(name).inserted {
             configuration.log("the server ignored the event field \"\(name)\" (an unknown name, or not a field of that event type)")
         }
     }

@@ -19,17 +19,22 @@ import Foundation
 /// all OS majors), half, shared equally, to products over the cells of one OS major each, so that a release
 /// bad on one OS major only is not diluted by the healthy ones. Ville's inequality bounds the chance that the mixture ever reaches 1/α under the null by
 /// α, however long it is monitored and across all strata together (Ville, "Étude critique de la notion de
-/// collectif", 1939): rejecting at 1/α = 100 gives false halts at most 1 % per release over its whole life,
-/// not only its first 30 days. It is the mixture sequential probability ratio test (Robbins, "Statistical
+/// collectif", 1939): under the model below, rejecting at 1/α = 100 gives false halts at most 1 % per
+/// release over its whole life, not only its first 30 days. It is the mixture sequential probability ratio test (Robbins, "Statistical
 /// methods related to the law of the iterated logarithm", Ann. Math. Statist., 1970), in the e-value form of
 /// Grünwald, de Heide and Koolen, "Safe testing" (JRSS B, 2024). Conditioning each cell on its total of
 /// events, to compare with matched controls whatever the background rate, is what the binomial MaxSPRT of
 /// vaccine-safety surveillance does (Kulldorff et al., "A maximized sequential probability ratio test for
 /// drug and vaccine safety surveillance", Sequential Analysis, 2011); a mixture instead of its maximum keeps
-/// Ville's bound without simulated critical values.
+/// Ville's bound without critical values computed for a planned length of surveillance.
 ///
-/// The guarantee assumes that, given the cells' sizes, installs exit independently of one another; the same
-/// install on several days is counted in several cells.
+/// **The model, and what breaks it.** The bound holds when, given the cells' sizes, each install of a cell
+/// exits independently, with its release's rate in that cell. The same install is counted in a cell each
+/// day, so installs more crash-prone than others (one device, one user's habits) make a cell's exits
+/// dependent on earlier cells' and can make the false-halt rate exceed α; how far must be measured on a
+/// fleet with such installs (issue 42's simulator) before the bound is promised for real fleets. Each cell
+/// must be observed once, with counts that no longer change (a late event of an observed cell is not taken
+/// back in: observing it again would count its installs twice).
 public struct GuardedHealthTest: Sendable, Equatable {
     /// The odds ratios the mixture bets on, with equal weights: from a 25 % worse release to five times.
     public static let alternatives: [Double] = [1.25, 1.5, 2, 3, 5]
@@ -56,8 +61,8 @@ public struct GuardedHealthTest: Sendable, Equatable {
 
     /// Installs active in a cell, and how many of them reported an abnormal exit (at most `installs`).
     public struct Counts: Sendable, Equatable {
-        public var installs: Int
-        public var exits: Int
+        public private(set) var installs: Int
+        public private(set) var exits: Int
 
         public init(installs: Int, exits: Int) {
             self.installs = max(0, installs)

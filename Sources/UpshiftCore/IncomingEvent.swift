@@ -70,7 +70,7 @@ public struct IncomingEvent: Sendable {
     private var strings = [String?](repeating: nil, count: Self.fieldCount)
     public private(set) var build: Int?
     /// The names of members that are no event field and not `null`, in the order posted (the first
-    /// ``maximumIgnored``, clipped to ``maximumIgnoredNameLength`` bytes).
+    /// ``maximumIgnored``, clipped to ``maximumIgnoredNameLength`` bytes at a Unicode scalar's end).
     private var unknown: [String] = []
     /// The first field present with a value it may not have, and why.
     public private(set) var invalid: (field: Field, message: String)?
@@ -128,7 +128,8 @@ public struct IncomingEvent: Sendable {
 
     /// The members no rule read, for the result's `ignored`: names that are no event field (in the order
     /// posted), then the fields of other types that this event's type does not have (`dismissAction` on a
-    /// `prompt_shown`), when its type is known. `null` members count as absent. Empty for most events.
+    /// `prompt_shown`), when its type is known and they hold a string (a known field of the wrong JSON type
+    /// is `invalid_field`, whatever the type). `null` members count as absent. Empty for most events.
     public var ignored: [String] {
         let typeFields = EventValidator.typeFields
         guard isObject, !unknown.isEmpty || typeFields.contains(where: { strings[$0.position] != nil }) else { return [] }
@@ -142,17 +143,18 @@ public struct IncomingEvent: Sendable {
         return Array(names.prefix(Self.maximumIgnored))
     }
 
-    /// `name` cut to at most ``maximumIgnoredNameLength`` UTF-8 bytes, at a character's end.
+    /// `name` cut to at most ``maximumIgnoredNameLength`` UTF-8 bytes at a Unicode scalar's end: never
+    /// empty, and never the name of a field (those are far shorter than what a cut leaves, 61 bytes or more).
     private static func clipped(_ name: String) -> String {
         guard name.utf8.count > maximumIgnoredNameLength else { return name }
+        var scalars = String.UnicodeScalarView()
         var length = 0
-        var end = name.startIndex
-        for character in name {
-            length += character.utf8.count
+        for scalar in name.unicodeScalars {
+            length += UTF8.width(scalar)
             guard length <= maximumIgnoredNameLength else { break }
-            end = name.index(after: end)
+            scalars.append(scalar)
         }
-        return String(name[..<end])
+        return String(scalars)
     }
 }
 

@@ -162,17 +162,33 @@ import UpshiftCore
         #expect(events.map(\.ignored) == [["osVerison", "nested"], ["dismissAction"], [], ["x"], [], []])
     }
 
+    /// Naming what was ignored changed no rule of acceptance: a known field of the wrong JSON type is
+    /// `invalid_field` even where the event's type does not have it, and is not listed.
+    @Test func aKnownFieldOfTheWrongTypeIsStillRejected() throws {
+        let body = #"{"events": [{"type": "launched", "dismissAction": 5}]}"#
+        let event = try #require(try IncomingBatch.parse(Array(body.utf8), maximumEvents: 500).events.first)
+        #expect(rejection(event)?.code == "invalid_field")
+        #expect(rejection(event)?.field == "dismissAction")
+        #expect(event.ignored == [])
+    }
+
     @Test func ignoredNamesAreBoundedInNumberAndBytes() throws {
         let long = String(repeating: "\u{E9}", count: 50)  // 100 bytes
         let emoji = String(repeating: "a", count: 62) + "🙂"  // 66 bytes: the emoji does not fit
-        var members = [#""\#(long)": 1"#, #""\#(emoji)": 1"#]
+        // One character of 201 bytes (a letter and 100 combining accents): cut between its scalars, never
+        // to nothing, and never to a field's name.
+        let accents = String(repeating: "\u{301}", count: 100)
+        var members = [#""\#(long)": 1"#, #""\#(emoji)": 1"#, #""a\#(accents)": 1"#, #""typex\#(accents)": 1"#]
         members += (0..<20).map { #""u\#($0)": 1"# }
         let body = #"{"events": [{\#(members.joined(separator: ","))}]}"#
         let ignored = try #require(try IncomingBatch.parse(Array(body.utf8), maximumEvents: 500).events.first).ignored
         #expect(ignored.count == IncomingEvent.maximumIgnored)
         #expect(ignored[0] == String(repeating: "\u{E9}", count: 32))
         #expect(ignored[1] == String(repeating: "a", count: 62))
-        #expect(ignored[2...] == ArraySlice((0..<14).map { "u\($0)" }))
+        #expect(ignored[2] == "a" + String(repeating: "\u{301}", count: 31))  // 1 + 62 bytes
+        #expect(ignored[3] == "typex" + String(repeating: "\u{301}", count: 29))  // 5 + 58 bytes
+        #expect(ignored[4...] == ArraySlice((0..<12).map { "u\($0)" }))
+        #expect(ignored.allSatisfy { !$0.isEmpty && $0.utf8.count <= IncomingEvent.maximumIgnoredNameLength })
     }
 
     /// `EventValidator.fields(of:)`, which names what `ignored` leaves out, is what validation stores.

@@ -7,7 +7,8 @@ import UpshiftCore
 @Suite struct GuardedHealthTestTests {
     /// The exact expectation of one cell's factor, summed over Fisher's noncentral hypergeometric law of the
     /// candidate's exits at odds ratio `psi` (computed here from binomial coefficients, not by the type).
-    static func expectedFactor(candidate: Int, baseline: Int, total: Int, psi: Double) -> Double {
+    /// With `strata`, the cell is one of the first stratum's: what one cell adds to the whole mixture.
+    static func expectedFactor(candidate: Int, baseline: Int, total: Int, psi: Double, strata: [String] = []) -> Double {
         let low = max(0, total - baseline)
         let high = min(candidate, total)
         func logChoose(_ n: Int, _ k: Int) -> Double {
@@ -18,9 +19,9 @@ import UpshiftCore
         let normalizer = logWeights.reduce(0) { $0 + exp($1 - top) }
         var expectation = 0.0
         for (offset, logWeight) in logWeights.enumerated() {
-            var test = GuardedHealthTest()
+            var test = GuardedHealthTest(strata: strata)
             test.observe(
-                stratum: "17", candidate: .init(installs: candidate, exits: low + offset),
+                stratum: strata.first ?? "17", candidate: .init(installs: candidate, exits: low + offset),
                 baseline: .init(installs: baseline, exits: total - low - offset))
             expectation += exp(logWeight - top) / normalizer * test.eValue
         }
@@ -31,6 +32,10 @@ import UpshiftCore
     func eachCellIsAnEValueForTheWholeNull(_ candidate: Int, _ baseline: Int, _ total: Int) {
         let atEqualRates = Self.expectedFactor(candidate: candidate, baseline: baseline, total: total, psi: 1)
         #expect(abs(atEqualRates - 1) < 1e-9, "\(atEqualRates)")
+        // The weights of the pooled and the per-stratum products add up to 1.
+        let stratified = Self.expectedFactor(
+            candidate: candidate, baseline: baseline, total: total, psi: 1, strata: ["16", "17", "18"])
+        #expect(abs(stratified - 1) < 1e-9, "\(stratified)")
         for psi in [0.3, 0.6, 0.9, 0.99] {
             let better = Self.expectedFactor(candidate: candidate, baseline: baseline, total: total, psi: psi)
             #expect(better <= 1 + 1e-9, "psi \(psi): \(better)")
@@ -66,9 +71,12 @@ import UpshiftCore
         var rates: [Double] = [0.01, 0.02, 0.03, 0.05]
         var candidateFactor: [Double] = [1, 1, 1, 1]
 
+        /// Whether the test has a product per OS major besides the pooled one.
+        var stratified = true
+
         /// The day (0-based) the test first rejects, or nil over `days`.
         func haltDay(days: Int = 30, random: inout SplitMix64) -> Int? {
-            var test = GuardedHealthTest(strata: rates.indices.map(String.init))
+            var test = GuardedHealthTest(strata: stratified ? rates.indices.map(String.init) : [])
             for day in 0..<days {
                 for (major, rate) in rates.enumerated() {
                     let candidateInstalls = 60 + 540 * min(day, 7) / 7
@@ -119,5 +127,13 @@ import UpshiftCore
         print("guarded health test, twice as bad on one OS major: \(days.count) of \(releases) halted within 30 days, median day \(median)")
         #expect(days.count >= releases * 95 / 100)
         #expect(median <= 7)
+
+        // The per-OS-major half is what finds it early: pooled alone, the healthy majors dilute it.
+        var again = SplitMix64(seed: 7)
+        let pooled = Release(candidateFactor: [1, 2, 1, 1], stratified: false)
+        let pooledDays = (0..<releases).compactMap { _ in pooled.haltDay(random: &again) }
+        let pooledMedian = pooledDays.sorted().dropFirst(pooledDays.count / 2).first ?? 30
+        print("pooled only: \(pooledDays.count) of \(releases) halted within 30 days, median day \(pooledMedian)")
+        #expect(pooledMedian > median)
     }
 }

@@ -10,8 +10,8 @@ import UpshiftCore
         #expect(try Platform(name).rawValue == name)
     }
 
-    /// Capitals are ASCII: the Kelvin sign and a dotted capital I lowercase to ASCII in Unicode, yet are
-    /// no spelling of a platform.
+    /// Capitals are ASCII: the Kelvin sign lowercases to an ASCII `k` in Unicode, yet `\u{212A}os` is no
+    /// spelling of a platform (a dotted capital I and 33 capitals are refused as well).
     @Test(arguments: [
         "", "1os", "_ios", "-ios", "i os", "ios!", "íos", "ios\u{0}", "IOS!", String(repeating: "a", count: 33),
         "\u{212A}os", "\u{130}os", String(repeating: "A", count: 33),
