@@ -28,13 +28,14 @@ import Foundation
 /// drug and vaccine safety surveillance", Sequential Analysis, 2011); a mixture instead of its maximum keeps
 /// Ville's bound without critical values computed for a planned length of surveillance.
 ///
-/// **The model, and what breaks it.** The bound holds when, given the cells' sizes, each install of a cell
-/// exits independently, with its release's rate in that cell. The same install is counted in a cell each
-/// day, so installs more crash-prone than others (one device, one user's habits) make a cell's exits
-/// dependent on earlier cells' and can make the false-halt rate exceed α; how far must be measured on a
-/// fleet with such installs (issue 42's simulator) before the bound is promised for real fleets. Each cell
-/// must be observed once, with counts that no longer change (a late event of an observed cell is not taken
-/// back in: observing it again would count its installs twice).
+/// **The cells it needs.** The bound holds when, given the cells' sizes, each install of a cell has the same
+/// chance of an exit as any other install of the cell, independently of the other installs and of earlier
+/// cells. Installs differ (some devices crash far more often than others), so a cell must count each install
+/// once: its cohort of installs (those whose first day on the release was that day of its age, on that OS
+/// major), each counted as exiting when it reported an abnormal exit within a fixed number of days of that
+/// first day. Daily counts of active installs violate this: the same crash-prone installs come back every
+/// day on one side. `GuardedHealthTestTests` measures cohorts of installs with persistent rates of their own.
+/// Each cell must be observed once, when its window has closed, with counts that no longer change.
 public struct GuardedHealthTest: Sendable, Equatable {
     /// The odds ratios the mixture bets on, with equal weights: from a 25 % worse release to five times.
     public static let alternatives: [Double] = [1.25, 1.5, 2, 3, 5]

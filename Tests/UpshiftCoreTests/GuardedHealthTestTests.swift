@@ -136,4 +136,73 @@ import UpshiftCore
         print("pooled only: \(pooledDays.count) of \(releases) halted within 30 days, median day \(pooledMedian)")
         #expect(pooledMedian > median)
     }
+
+    /// Installs with rates of their own (a Beta law around their OS major's rate, its standard deviation
+    /// `spread` times the mean), each counted once: in the cohort of its first day on the release, as
+    /// exiting when it reports an abnormal exit within its first `window` days. Both releases ramp alike.
+    struct Cohorts {
+        var spread: Double
+        var candidateFactor = 1.0
+        let window = 3
+        let rates = [0.01, 0.02, 0.03, 0.05]
+
+        func halted(days: Int = 30, random: inout SplitMix64) -> Bool {
+            var test = GuardedHealthTest(strata: rates.indices.map(String.init))
+            for day in 0..<days {
+                let adopters = { (fleet: Int) in day < 7 ? fleet / 10 : (day < 14 ? fleet / 40 : 5) }
+                for (major, rate) in rates.enumerated() {
+                    let (candidate, baseline) = (adopters(1_500), adopters(2_000))
+                    let factor = major == 1 ? candidateFactor : 1
+                    test.observe(
+                        stratum: String(major),
+                        candidate: .init(installs: candidate, exits: exits(candidate, rate * factor, &random)),
+                        baseline: .init(installs: baseline, exits: exits(baseline, rate, &random)))
+                }
+                if test.rejects { return true }
+            }
+            return false
+        }
+
+        /// How many of `installs` new installs report an exit within `window` days.
+        func exits(_ installs: Int, _ mean: Double, _ random: inout SplitMix64) -> Int {
+            (0..<installs).count { _ in
+                let rate = Self.beta(mean: mean, deviation: min(spread * mean, (mean * (1 - mean)).squareRoot() * 0.99), &random)
+                return (0..<window).contains { _ in random.chance(rate) }
+            }
+        }
+
+        static func beta(mean: Double, deviation: Double, _ random: inout SplitMix64) -> Double {
+            let size = mean * (1 - mean) / (deviation * deviation) - 1
+            let x = gamma(mean * size, &random)
+            return x / (x + gamma((1 - mean) * size, &random))
+        }
+
+        /// Marsaglia and Tsang's method (shape below 1 boosted by a uniform's power).
+        static func gamma(_ shape: Double, _ random: inout SplitMix64) -> Double {
+            if shape < 1 { return gamma(shape + 1, &random) * pow(random.unit(), 1 / shape) }
+            let d = shape - 1.0 / 3
+            let c = 1 / (9 * d).squareRoot()
+            while true {
+                var x = 0.0
+                var v = 0.0
+                repeat {
+                    x = (-2 * log(max(random.unit(), .leastNormalMagnitude))).squareRoot() * cos(2 * .pi * random.unit())
+                    v = 1 + c * x
+                } while v <= 0
+                v = v * v * v
+                if log(max(random.unit(), .leastNormalMagnitude)) < 0.5 * x * x + d - d * v + d * log(v) { return d * v }
+            }
+        }
+    }
+
+    /// Crash-prone installs break no bound when each is counted once: the cells the projection must give.
+    @Test func cohortsOfInstallsWithRatesOfTheirOwnKeepFalseHaltsUnderOnePercent() {
+        var random = SplitMix64(seed: 5)
+        let releases = 300
+        let healthy = (0..<releases).count { _ in Cohorts(spread: 2).halted(random: &random) }
+        let bad = (0..<100).count { _ in Cohorts(spread: 2, candidateFactor: 2).halted(random: &random) }
+        print("guarded health test, cohorts of installs with rates of their own: \(healthy) of \(releases) healthy halted, \(bad) of 100 twice as bad")
+        #expect(healthy <= 8)  // the 99.5 % quantile of Binomial(300, 1 %)
+        #expect(bad >= 70)
+    }
 }
