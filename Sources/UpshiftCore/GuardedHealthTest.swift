@@ -1,12 +1,13 @@
 import Foundation
 
 /// Whether a release's abnormal exits are worse than its previous release's, tested as the data arrive so
-/// that it may be looked at after every day without inflating false alarms (issue 42's "guarded" halt).
+/// that it may be looked at after every day without inflating false alarms (the guarded halt on health).
 ///
 /// The data are matched cells: for one OS major and one day since each release's own release, the
-/// installs active on the candidate release R and how many of them reported an abnormal exit, and the same
-/// for the baseline release P at the same age. The null hypothesis is that in every cell an install of R
-/// exits abnormally with at most the probability of an install of P.
+/// installs of the candidate release R in the cell and how many of them reported an abnormal exit, and the
+/// same for the baseline release P at the same age (which installs a cell holds: below). The null
+/// hypothesis is that in every cell an install of R exits abnormally with at most the probability of an
+/// install of P.
 ///
 /// **The test.** Given a cell's total of exits X, the exits of R follow Fisher's noncentral hypergeometric
 /// distribution with odds ratio ψ (ψ = 1 when the rates are equal, ψ ≤ 1 under the null), whatever the
@@ -17,16 +18,17 @@ import Foundation
 /// test supermartingales, and so is any fixed mixture of such products: over a grid of alternatives, and
 /// over which cells a product takes. Half the weight goes to products over every cell (one odds ratio for
 /// all OS majors), half, shared equally, to products over the cells of one OS major each, so that a release
-/// bad on one OS major only is not diluted by the healthy ones. Ville's inequality bounds the chance that the mixture ever reaches 1/α under the null by
-/// α, however long it is monitored and across all strata together (Ville, "Étude critique de la notion de
-/// collectif", 1939): under the model below, rejecting at 1/α = 100 gives false halts at most 1 % per
-/// release over its whole life, not only its first 30 days. It is the mixture sequential probability ratio test (Robbins, "Statistical
-/// methods related to the law of the iterated logarithm", Ann. Math. Statist., 1970), in the e-value form of
-/// Grünwald, de Heide and Koolen, "Safe testing" (JRSS B, 2024). Conditioning each cell on its total of
-/// events, to compare with matched controls whatever the background rate, is what the binomial MaxSPRT of
-/// vaccine-safety surveillance does (Kulldorff et al., "A maximized sequential probability ratio test for
-/// drug and vaccine safety surveillance", Sequential Analysis, 2011); a mixture instead of its maximum keeps
-/// Ville's bound without critical values computed for a planned length of surveillance.
+/// bad on one OS major only is not diluted by the healthy ones. Ville's inequality bounds the chance that
+/// the mixture ever reaches 1/α under the null by α, however long it is monitored and across all strata
+/// together (Ville, "Étude critique de la notion de collectif", 1939): with the cells below, rejecting at
+/// 1/α = 100 gives false halts at most 1 % per release over its whole life, not only its first 30 days.
+/// It is the mixture sequential probability ratio test (Robbins, "Statistical methods related to the law
+/// of the iterated logarithm", Ann. Math. Statist., 1970), in the e-value form of Grünwald, de Heide and
+/// Koolen, "Safe testing" (JRSS B, 2024). Conditioning each cell on its total of events, to compare with
+/// matched controls whatever the background rate, is what the binomial MaxSPRT of vaccine-safety
+/// surveillance does (Kulldorff et al., "A maximized sequential probability ratio test for drug and vaccine
+/// safety surveillance", Sequential Analysis, 2011); a mixture instead of its maximum keeps Ville's bound
+/// without critical values computed for a planned length of surveillance.
 ///
 /// **The cells it needs.** The bound holds when, given the cells' sizes, each install of a cell has the same
 /// chance of an exit as any other install of the cell, independently of the other installs and of earlier
@@ -60,7 +62,7 @@ public struct GuardedHealthTest: Sendable, Equatable {
         byStratum = Dictionary(uniqueKeysWithValues: self.strata.map { ($0, ones) })
     }
 
-    /// Installs active in a cell, and how many of them reported an abnormal exit (at most `installs`).
+    /// The installs of a cell, and how many of them reported an abnormal exit (at most `installs`).
     public struct Counts: Sendable, Equatable {
         public private(set) var installs: Int
         public private(set) var exits: Int
