@@ -11,7 +11,8 @@ import UpshiftTestSupport
 /// for table and dead letter by dead letter, for every projection, on random logs: late events (days
 /// already counted, and days already closed), same-instant ties, repeats under new ids, events out of
 /// time order, transactions that commit out of position order, both sides of midnight, releases added
-/// and moved while installs report, and events no projection can read. The seed is printed; set
+/// and moved while installs report, abnormal exits (of the version an install runs, and of the one before),
+/// and events no projection can read. The seed is printed; set
 /// `UPSHIFT_TEST_SEED` to replay one.
 @Suite(.tags(.timed), .serverTimeLimit) struct RebuildEquivalenceTests {
     static let seeds: [UInt64] = {
@@ -48,6 +49,8 @@ import UpshiftTestSupport
         }
         let log = state.withLock { $0 }
         print("RebuildEquivalenceTests: seed \(seed): \(log.written) events in \(log.waves) waves, batches of \(log.batchSize)")
+        let health = try await harness.projectionTables()["health_daily"] ?? []
+        #expect(health.contains { !$0.contains("\"exited\":0") }, "no health cell counts an abnormal exit")
         try await harness.expectRebuildEqualsActiveTables(backfill: true)
         try await harness.expectRebuildEqualsActiveTables(backfill: false)
     }
@@ -158,7 +161,7 @@ struct RandomLog: Sendable {
                 appVersion: version ?? Self.versions[install.version], data: json)
         }
         var events: [EventRow]
-        switch random.next() % 12 {
+        switch random.next() % 13 {
         case 0, 1, 2: events = [row("launched", ["osVersion": pick(["16.4", "17.1", "14"]), "locale": pick(["en", "de-AT"])])]
         case 3, 4:
             // The channel asked for (install_state keeps the latest check's); checks recorded before the
@@ -187,6 +190,12 @@ struct RandomLog: Sendable {
             }
         case 10:  // a tie: two versions at the same instant, the later in the feed wins
             events = [row("launched"), row("launched", version: Self.versions[(install.version + 1) % Self.versions.count])]
+        case 11:  // an abnormal exit of this version or the one before, then a launch of this one
+            let exited = chance(70) ? version : Self.versions[max(install.version - 1, 0)]
+            events = [
+                row("abnormal_exit", ["osVersion": pick(["16.4", "17.1", "17.2", ""])], version: exited),
+                row("launched", ["osVersion": pick(["17.1", "18"])]),
+            ]
         default:  // events no projection can read, or can read only in part
             events = [
                 pick([

@@ -295,6 +295,33 @@ struct ReleaseJSON: ReportJSON {
     static func missingNulls(_ json: JSONValue) -> [String] {
         ["medianSeconds", "p90Seconds"].filter { json[$0] == nil }
             + ["day1", "day7", "day30"].filter { json["updatedShare"]?[$0] == nil }.map { "updatedShare." + $0 }
+            + ["exitFreeShare", "previousVersion"].filter { json["health"]?[$0] == nil }.map { "health." + $0 }
+    }
+
+    struct Health: Codable, Equatable {
+        struct Day: Codable, Equatable {
+            var day: Int
+            var date: String
+            var installs: Int
+            var exited: Int
+            var exitFreeShare: Double?
+            var previousExitFreeShare: Double?
+        }
+
+        struct Age: Codable, Equatable {
+            var day: Int
+            var exitFreeShare: Double?
+            var previousExitFreeShare: Double?
+        }
+
+        var note: String
+        var installDays: Int
+        var exitedInstallDays: Int
+        var exitFreeShare: Double?
+        var days: [Day]
+        var previousVersion: String?
+        var baseline: String
+        var atAge: [Age]
     }
 
     struct Shares: Codable, Equatable {
@@ -319,6 +346,7 @@ struct ReleaseJSON: ReportJSON {
     var medianSeconds: Double?
     var p90Seconds: Double?
     var curve: [Point]
+    var health: Health
 }
 
 struct PromptsJSON: ReportJSON {
@@ -445,7 +473,62 @@ struct GroundTruth {
             app: Fleet.appId, platform: release.platform, version: release.version.normalized,
             releasedAt: FleetTime.rfc3339(r), cohort: cohort, updated: times.count,
             updatedShare: .init(day1: share(within(days: 1)), day7: share(within(days: 7)), day30: share(within(days: 30))),
-            medianSeconds: quantile(50), p90Seconds: quantile(90), curve: curve)
+            medianSeconds: quantile(50), p90Seconds: quantile(90), curve: curve, health: health(release))
+    }
+
+    /// For day d: the installs whose last event on d carried the release's version, and those of them with
+    /// an `abnormal_exit` of it on d; beside the newest live release of its channel below it, at the same
+    /// number of days after its own release day, when that release has an abnormal exit on record.
+    func health(_ release: FleetRelease) -> ReleaseJSON.Health {
+        func days(of version: FleetVersion) -> [Int64: (installs: Int, exited: Int)] {
+            var cells: [Int64: (installs: Int, exited: Int)] = [:]
+            for events in installs(on: release.platform) {
+                var last: [Int64: FleetVersion] = [:]
+                var exits: [Int64: Set<FleetVersion>] = [:]
+                for event in events {
+                    let day = FleetTime.dayNumber(event.occurredAt)
+                    last[day] = event.version
+                    if event.type == "abnormal_exit" { exits[day, default: []].insert(event.version) }
+                }
+                for (day, last) in last where last == version {
+                    cells[day, default: (0, 0)].installs += 1
+                    if exits[day]?.contains(version) == true { cells[day, default: (0, 0)].exited += 1 }
+                }
+            }
+            return cells
+        }
+        func share(_ cell: (installs: Int, exited: Int)?) -> Double? {
+            guard let cell, cell.installs > 0 else { return nil }
+            return Double(cell.installs - cell.exited) / Double(cell.installs)
+        }
+        let own = days(of: release.version)
+        let previous = catalog.filter {
+            $0.platform == release.platform && $0.channel == release.channel && !$0.isWithdrawn(at: now)
+                && $0.version < release.version
+        }.max { $0.version < $1.version }
+        let baseline = previous.flatMap { previous in
+            let cells = days(of: previous.version)
+            return cells.values.contains { $0.exited > 0 } ? (previous, cells) : nil
+        }
+        func previousShare(_ age: Int64) -> Double? {
+            baseline.flatMap { share($0.1[FleetTime.dayNumber($0.0.releasedAt) + age]) }
+        }
+        let first = FleetTime.dayNumber(release.releasedAt)
+        var list: [ReleaseJSON.Health.Day] = []
+        if now >= release.releasedAt {
+            for age in 0...min(FleetTime.dayNumber(now) - first, 365) {
+                let cell = own[first + age] ?? (0, 0)
+                list.append(.init(
+                    day: Int(age), date: FleetTime.dayText(first + age), installs: cell.installs, exited: cell.exited,
+                    exitFreeShare: share(cell), previousExitFreeShare: previousShare(age)))
+            }
+        }
+        let installDays = own.values.reduce(0) { $0 + $1.installs }, exited = own.values.reduce(0) { $0 + $1.exited }
+        return ReleaseJSON.Health(
+            note: "counts only installs whose SDK reports abnormal exits", installDays: installDays, exitedInstallDays: exited,
+            exitFreeShare: share((installDays, exited)), days: list, previousVersion: previous?.version.normalized,
+            baseline: baseline == nil ? "no baseline" : "compared",
+            atAge: [1, 3, 7].map { .init(day: $0, exitFreeShare: share(own[first + Int64($0)]), previousExitFreeShare: previousShare(Int64($0))) })
     }
 
     /// Distinct installs per step, per target and kind; converted = seen on a version ≥ target within

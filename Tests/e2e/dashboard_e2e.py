@@ -258,6 +258,10 @@ def main():
             driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
             driver.set_window_size(390, 900)
             driver.get(base + "/dashboard/apps/sample/releases/2.0?platform=ios")
+            expect(driver.find_element(By.ID, "health").text == "Health"
+                   and "counts only installs whose SDK reports abnormal exits" in driver.page_source
+                   and len(driver.find_elements(By.CSS_SELECTOR, "#health ~ details tbody tr")) > 0,
+                   "the release page shows the release's health by day, noting whose installs it counts")
             screenshot(driver, "release-phone")
     finally:
         driver.quit()

@@ -15,17 +15,78 @@ public struct InstallDayKey: Sendable, Hashable {
     }
 }
 
-/// The install's last event of the day so far: its version and time.
+/// The install's last event of the day so far: its version, OS major and time; and the versions it
+/// reported an abnormal exit of that day (sorted, each once).
 public struct InstallDay: Sendable, Equatable {
     public var version: String
     public var versionSortKey: String
+    public var osMajor: String
     public var lastAt: Date
+    public var exited: [String]
 
-    public init(version: String, versionSortKey: String, lastAt: Date) {
+    public init(version: String, versionSortKey: String, osMajor: String, lastAt: Date, exited: [String] = []) {
         self.version = version
         self.versionSortKey = versionSortKey
+        self.osMajor = osMajor
         self.lastAt = lastAt
+        self.exited = exited
     }
+
+    /// `exited` as `install_days.exited` stores it: the versions separated by spaces (no version has one).
+    public var exitedText: String { exited.joined(separator: " ") }
+
+    public static func exited(fromText text: String) -> [String] {
+        text.split(separator: " ").map(String.init)
+    }
+
+    /// The health cell this install-day counts in, and whether it counts as exited there.
+    func healthCell(_ key: InstallDayKey) -> (HealthCell, HealthCounts) {
+        (HealthCell(appId: key.appId, platform: key.platform, day: key.day, version: version, osMajor: osMajor),
+         HealthCounts(installs: 1, exited: exited.contains(version) ? 1 : 0))
+    }
+}
+
+/// The major of an OS version as release health groups installs: its leading ASCII digits (`17` of
+/// `17.4.1`), `''` when it has none or the install reported no OS version. The backfill's SQL is
+/// `coalesce(substring(os_version FROM '^[0-9]+'), '')`.
+public enum OSMajor {
+    public static func of(_ osVersion: String?) -> String {
+        guard let osVersion else { return "" }
+        return String(decoding: osVersion.utf8.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }, as: UTF8.self)
+    }
+}
+
+/// A cell of `health_daily`: installs of `version` on `day` with an OS of major `osMajor`.
+public struct HealthCell: Sendable, Hashable {
+    public var appId: AppID
+    public var platform: Platform
+    public var day: UTCDay
+    public var version: String
+    public var osMajor: String
+}
+
+/// The figures of a health cell (or changes to them): installs active on the version that day, as
+/// adoption counts them, and how many of those reported an abnormal exit of the version that day.
+public struct HealthCounts: Sendable, Equatable {
+    public var installs: Int
+    public var exited: Int
+
+    public init(installs: Int, exited: Int) {
+        self.installs = installs
+        self.exited = exited
+    }
+
+    static func += (lhs: inout HealthCounts, rhs: HealthCounts) {
+        lhs.installs += rhs.installs
+        lhs.exited += rhs.exited
+    }
+
+    static func -= (lhs: inout HealthCounts, rhs: HealthCounts) {
+        lhs.installs -= rhs.installs
+        lhs.exited -= rhs.exited
+    }
+
+    var isZero: Bool { installs == 0 && exited == 0 }
 }
 
 /// A cell of `adoption_daily`: installs of `version` on `day`.
@@ -36,9 +97,10 @@ public struct AdoptionCell: Sendable, Hashable {
     public var version: String
 }
 
-/// Daily adoption (docs/PROJECTIONS.md, "What the reports count"): for each day, the number of installs
-/// whose last event of that day carried each version. A late event moves its install from one version to
-/// another on its own day (−1/+1). The per-install-per-day state is kept for the open window only: days
+/// Daily adoption and release health (docs/PROJECTIONS.md, "What the reports count"): for each day, the
+/// number of installs whose last event of that day carried each version, and per version and OS major of
+/// that last event, how many of those installs reported an abnormal exit of the version that day. A late
+/// event moves its install from one cell to another on its own day (−1/+1). The per-install-per-day state is kept for the open window only: days
 /// before `horizon(maxRecordedAt)` are closed and their state pruned. Each app has its own horizon, which
 /// follows the largest `recorded_at` of the app's events read so far, so it is the same at every event
 /// however the feed is batched, and one busy app closes no day of another.
@@ -57,6 +119,8 @@ public enum AdoptionFold {
         public var days: [InstallDayKey: InstallDay] = [:]
         /// Non-zero changes to `adoption_daily`.
         public var cells: [AdoptionCell: Int] = [:]
+        /// Non-zero changes to `health_daily`.
+        public var health: [HealthCell: HealthCounts] = [:]
         /// Sort keys of the versions in `cells`.
         public var versionSortKeys: [String: String] = [:]
         /// The largest `recorded_at` read of each app whose events the batch held.
@@ -104,24 +168,41 @@ public enum AdoptionFold {
             }
             let key = InstallDayKey(appId: event.appId, platform: facts.platform, installId: facts.install, day: day)
             let version = facts.version.normalized
-            let new = InstallDay(version: version, versionSortKey: facts.version.sortKey, lastAt: event.occurredAt)
-            let cell = AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: version)
-            if let current = output.days[key] ?? stored[key] {
-                // Ties in occurredAt go to the later event in the feed: this one.
-                guard event.occurredAt >= current.lastAt else { continue }
-                if current.version != version {
-                    let old = AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: current.version)
-                    output.cells[old, default: 0] -= 1
-                    output.cells[cell, default: 0] += 1
-                    output.versionSortKeys[current.version] = current.versionSortKey
-                }
-            } else {
-                output.cells[cell, default: 0] += 1
+            let exit = event.type == EventType.abnormalExit.rawValue
+            output.versionSortKeys[version] = facts.version.sortKey
+            guard let before = output.days[key] ?? stored[key] else {
+                let new = InstallDay(
+                    version: version, versionSortKey: facts.version.sortKey, osMajor: OSMajor.of(event.osVersion),
+                    lastAt: event.occurredAt, exited: exit ? [version] : [])
+                output.cells[AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: version), default: 0] += 1
+                let (cell, counts) = new.healthCell(key)
+                output.health[cell, default: HealthCounts(installs: 0, exited: 0)] += counts
+                output.days[key] = new
+                continue
             }
-            output.versionSortKeys[version] = new.versionSortKey
-            output.days[key] = new
+            var after = before
+            if exit, !after.exited.contains(version) { after.exited = (after.exited + [version]).sorted() }
+            // Ties in occurredAt go to the later event in the feed: this one.
+            if event.occurredAt >= before.lastAt {
+                after.version = version
+                after.versionSortKey = facts.version.sortKey
+                after.osMajor = OSMajor.of(event.osVersion)
+                after.lastAt = event.occurredAt
+            }
+            guard after != before else { continue }
+            if before.version != after.version {
+                output.cells[AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: before.version), default: 0] -= 1
+                output.cells[AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: after.version), default: 0] += 1
+            }
+            output.versionSortKeys[before.version] = before.versionSortKey
+            let (old, removed) = before.healthCell(key)
+            let (cell, added) = after.healthCell(key)
+            output.health[old, default: HealthCounts(installs: 0, exited: 0)] -= removed
+            output.health[cell, default: HealthCounts(installs: 0, exited: 0)] += added
+            output.days[key] = after
         }
         output.cells = output.cells.filter { $0.value != 0 }
+        output.health = output.health.filter { !$0.value.isZero }
         return output
     }
 }

@@ -131,6 +131,7 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     public var medianSeconds: Double?
     public var p90Seconds: Double?
     public var curve: [CurvePoint]
+    public var health: ReleaseHealth
     @ReportTimestamp public var dataAsOf: Date?
 
     /// The rank k = ⌈q · cohort⌉ whose T is the q-quantile by nearest rank; nil for an empty cohort.
@@ -146,8 +147,10 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     ///   - medianMilliseconds, p90Milliseconds: T at the nearest ranks, nil while fewer have updated.
     public init(
         app: AppID, platform: Platform, version: String, releasedAt: Date, now: Date, cohort: Int,
-        updatedByDay: [Int: Int], medianMilliseconds: Int64?, p90Milliseconds: Int64?, dataAsOf: Date?
+        updatedByDay: [Int: Int], medianMilliseconds: Int64?, p90Milliseconds: Int64?, health: ReleaseHealth,
+        dataAsOf: Date?
     ) {
+        self.health = health
         self.app = app
         self.platform = platform
         self.version = version
@@ -184,16 +187,31 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
         try container.encode(medianSeconds, forKey: .medianSeconds)
         try container.encode(p90Seconds, forKey: .p90Seconds)
         try container.encode(curve, forKey: .curve)
+        try container.encode(health, forKey: .health)
         try container.encode(_dataAsOf, forKey: .dataAsOf)
     }
 
     enum CodingKeys: String, CodingKey {
-        case app, platform, version, releasedAt, cohort, updated, updatedShare, medianSeconds, p90Seconds, curve, dataAsOf
+        case app, platform, version, releasedAt, cohort, updated, updatedShare, medianSeconds, p90Seconds, curve, health
+        case dataAsOf
     }
 
+    /// A row per day since the release: the curve's point (empty for an empty cohort), then the day's health.
     public var csv: String {
-        var table = CSVTable(header: ["day", "cohort", "updated", "share"])
-        for point in curve { table.add([String(point.day), String(cohort), String(point.updated), String(point.share)]) }
+        var table = CSVTable(header: [
+            "day", "cohort", "updated", "share", "date", "active_installs", "exited", "exit_free_share",
+            "previous_exit_free_share",
+        ])
+        func text(_ share: Double?) -> String { share.map { String($0) } ?? "" }
+        for index in 0..<max(curve.count, health.days.count) {
+            let point = index < curve.count ? curve[index] : nil
+            let day = index < health.days.count ? health.days[index] : nil
+            table.add([
+                String(point?.day ?? day?.day ?? index), point == nil ? "" : String(cohort), point.map { String($0.updated) } ?? "",
+                text(point?.share), day?.date ?? "", day.map { String($0.installs) } ?? "", day.map { String($0.exited) } ?? "",
+                text(day?.exitFreeShare), text(day?.previousExitFreeShare),
+            ])
+        }
         return table.text
     }
 }

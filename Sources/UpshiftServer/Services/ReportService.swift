@@ -20,12 +20,21 @@ struct ReportService: Sendable {
 
     /// Nil when the app has no such release (yet).
     func release(app: AppID, platform: Platform, version: Version) async throws -> ReleaseReport? {
-        guard let read = try await store.release(app: app, platform: platform, version: version) else { return nil }
+        let releases = snapshot.app(app)?.catalog.releases[platform] ?? []
+        let previous = releases.first { $0.version == version }.flatMap { ReleaseHealth.previous(of: $0, among: releases) }
+        guard let read = try await store.release(app: app, platform: platform, version: version, previous: previous?.version)
+        else { return nil }
         let figures = read.value
+        let now = clock.now()
+        let health = ReleaseHealth(
+            release: ReleaseHealth.Input(version: version.normalized, releasedAt: figures.releasedAt, days: figures.health),
+            previous: previous.map {
+                ReleaseHealth.Input(version: $0.version.normalized, releasedAt: $0.releasedAt, days: figures.previousHealth)
+            }, now: now)
         return ReleaseReport(
-            app: app, platform: platform, version: version.normalized, releasedAt: figures.releasedAt, now: clock.now(),
+            app: app, platform: platform, version: version.normalized, releasedAt: figures.releasedAt, now: now,
             cohort: figures.cohort, updatedByDay: figures.updatedByDay, medianMilliseconds: figures.medianMilliseconds,
-            p90Milliseconds: figures.p90Milliseconds, dataAsOf: read.dataAsOf)
+            p90Milliseconds: figures.p90Milliseconds, health: health, dataAsOf: read.dataAsOf)
     }
 
     func funnels(app: AppID, platform: Platform, target: Version?) async throws -> PromptFunnelReport {

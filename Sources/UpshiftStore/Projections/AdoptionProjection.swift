@@ -2,15 +2,16 @@ import Foundation
 import PostgresNIO
 import UpshiftCore
 
-/// Daily adoption (docs/PROJECTIONS.md, "What the reports count"): `adoption_daily` counts, and
-/// `install_days`, the working state of the open window (each install's last event per day), pruned as days
-/// close; `adoption_horizons` holds each app's largest `recorded_at` read, which sets where its open window
+/// Daily adoption and release health (docs/PROJECTIONS.md, "What the reports count"): `adoption_daily`
+/// and `health_daily` counts, and `install_days`, the working state of the open window (each install's
+/// last event per day, and the versions it reported an abnormal exit of that day), pruned as days close;
+/// `adoption_horizons` holds each app's largest `recorded_at` read, which sets where its open window
 /// starts.
 public struct AdoptionProjection: ProjectionDefinition {
     public let name = "adoption"
-    /// 2: a horizon per app (it was the whole log's).
-    public let version = 2
-    public let tables = ["install_days", "adoption_daily", "adoption_horizons"]
+    /// 3: release health (`health_daily`; `install_days` keeps the OS major and the exits).
+    public let version = 3
+    public let tables = ["install_days", "adoption_daily", "health_daily", "adoption_horizons"]
 
     public init() {}
 
@@ -24,7 +25,9 @@ public struct AdoptionProjection: ProjectionDefinition {
                 day         date        NOT NULL,
                 version     text        NOT NULL,
                 version_key text COLLATE "C" NOT NULL,
+                os_major    text        NOT NULL,  -- of the last event ('' when it had none)
                 last_at     timestamptz NOT NULL,
+                exited      text        NOT NULL,  -- versions with an abnormal_exit that day, sorted, ' ' between
                 PRIMARY KEY (app_id, platform, install_id, day)
             )
             """,
@@ -38,6 +41,19 @@ public struct AdoptionProjection: ProjectionDefinition {
                 version_key text COLLATE "C" NOT NULL,
                 installs    integer NOT NULL,  -- no CHECK: it would test the -1 delta row before ON CONFLICT
                 PRIMARY KEY (app_id, platform, day, version)
+            )
+            """,
+            """
+            CREATE TABLE \(t("health_daily")) (
+                app_id      text    NOT NULL,
+                platform    text    NOT NULL,
+                version     text    NOT NULL,
+                day         date    NOT NULL,
+                os_major    text    NOT NULL,
+                version_key text COLLATE "C" NOT NULL,
+                installs    integer NOT NULL,  -- as adoption_daily counts them, by the OS major of the last event
+                exited      integer NOT NULL,  -- of those, the installs that reported an abnormal exit of version
+                PRIMARY KEY (app_id, platform, version, day, os_major)
             )
             """,
             """
@@ -57,16 +73,18 @@ public struct AdoptionProjection: ProjectionDefinition {
         if !keys.isEmpty {
             let rows = try await connection.query(
                 """
-                SELECT d.app_id, d.platform, d.install_id, d.day::text, d.version, d.version_key, d.last_at
+                SELECT d.app_id, d.platform, d.install_id, d.day::text, d.version, d.version_key, d.os_major, d.last_at,
+                       d.exited
                 FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
                             \(keys.map(\.installId))::uuid[], \(keys.map(\.day.description))::text[]::date[])
                      AS k(app_id, platform, install_id, day)
                 JOIN \(batch.table("install_days")) d USING (app_id, platform, install_id, day)
                 """, logger: batch.logger)
-            for try await row in rows.decode((AppID, Platform, UUID, String, String, String, Date).self) {
+            for try await row in rows.decode((AppID, Platform, UUID, String, String, String, String, Date, String).self) {
                 guard let day = UTCDay(row.3) else { continue }
                 stored[InstallDayKey(appId: row.0, platform: row.1, installId: row.2, day: day)] =
-                    InstallDay(version: row.4, versionSortKey: row.5, lastAt: row.6)
+                    InstallDay(version: row.4, versionSortKey: row.5, osMajor: row.6, lastAt: row.7,
+                               exited: InstallDay.exited(fromText: row.8))
             }
         }
         let apps = Array(Set(events.map(\.appId)))
@@ -88,15 +106,17 @@ public struct AdoptionProjection: ProjectionDefinition {
             try await connection.query(
                 """
                 INSERT INTO \(batch.table("install_days")) AS d
-                    (app_id, platform, install_id, day, version, version_key, last_at)
-                SELECT app_id, platform, install_id, day::date, version, version_key, last_at
+                    (app_id, platform, install_id, day, version, version_key, os_major, last_at, exited)
+                SELECT app_id, platform, install_id, day::date, version, version_key, os_major, last_at, exited
                 FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
                             \(keys.map(\.installId))::uuid[], \(keys.map(\.day.description))::text[],
                             \(values.map(\.version))::text[], \(values.map(\.versionSortKey))::text[],
-                            \(values.map(\.lastAt.forPostgres))::timestamptz[])
-                     AS u(app_id, platform, install_id, day, version, version_key, last_at)
+                            \(values.map(\.osMajor))::text[], \(values.map(\.lastAt.forPostgres))::timestamptz[],
+                            \(values.map(\.exitedText))::text[])
+                     AS u(app_id, platform, install_id, day, version, version_key, os_major, last_at, exited)
                 ON CONFLICT (app_id, platform, install_id, day) DO UPDATE SET
-                    version = excluded.version, version_key = excluded.version_key, last_at = excluded.last_at
+                    version = excluded.version, version_key = excluded.version_key, os_major = excluded.os_major,
+                    last_at = excluded.last_at, exited = excluded.exited
                 """, logger: batch.logger)
         }
         if !output.cells.isEmpty {
@@ -123,6 +143,34 @@ public struct AdoptionProjection: ProjectionDefinition {
                       AS u(app_id, platform, day, version)
                 WHERE a.installs = 0 AND a.app_id = u.app_id AND a.platform = u.platform AND a.day = u.day::date
                   AND a.version = u.version
+                """, logger: batch.logger)
+        }
+        if !output.health.isEmpty {
+            let cells = Array(output.health.keys)
+            let counts = cells.map { output.health[$0]! }
+            let table = batch.table("health_daily")
+            try await connection.query(
+                """
+                INSERT INTO \(table) AS h (app_id, platform, version, day, os_major, version_key, installs, exited)
+                SELECT app_id, platform, version, day::date, os_major, version_key, installs, exited
+                FROM unnest(\(cells.map(\.appId))::text[], \(cells.map(\.platform))::text[],
+                            \(cells.map(\.version))::text[], \(cells.map(\.day.description))::text[],
+                            \(cells.map(\.osMajor))::text[], \(cells.map { output.versionSortKeys[$0.version] ?? "" })::text[],
+                            \(counts.map(\.installs))::int8[], \(counts.map(\.exited))::int8[])
+                     AS u(app_id, platform, version, day, os_major, version_key, installs, exited)
+                ON CONFLICT (app_id, platform, version, day, os_major) DO UPDATE SET
+                    installs = h.installs + excluded.installs, exited = h.exited + excluded.exited
+                """, logger: batch.logger)
+            // As in adoption_daily: a cell back at zero leaves no row (exited never exceeds installs).
+            try await connection.query(
+                """
+                DELETE FROM \(table) h
+                USING unnest(\(cells.map(\.appId))::text[], \(cells.map(\.platform))::text[],
+                             \(cells.map(\.version))::text[], \(cells.map(\.day.description))::text[],
+                             \(cells.map(\.osMajor))::text[])
+                      AS u(app_id, platform, version, day, os_major)
+                WHERE h.installs = 0 AND h.app_id = u.app_id AND h.platform = u.platform AND h.version = u.version
+                  AND h.day = u.day::date AND h.os_major = u.os_major
                 """, logger: batch.logger)
         }
         // Each app whose horizon moved: its new largest recorded_at, and its closed days' state pruned.
@@ -203,13 +251,19 @@ public struct AdoptionProjection: ProjectionDefinition {
                 day = day.adding(days: -1)
             }
         }
-        // Each install's last counted event of each day; the days of each app's open window stay as
-        // working state. An install range per step: the day counts of the ranges add up. The read gives
-        // both: the open window's rows (`installs` NULL), then each day's counts (`install_id` NULL),
-        // which are added in the step's last transaction, so that a range counts once.
-        let (days, daily) = (backfill.table("install_days"), backfill.table("adoption_daily"))
+        // Each install's last counted event of each day, with the versions it reported an abnormal exit of
+        // that day; the days of each app's open window stay as working state. An install range per step:
+        // the day counts of the ranges add up. The read gives both: the open window's rows (`installs`
+        // NULL), then each day's counts per version and OS major (`install_id` NULL), which are added in the
+        // step's last transaction, so that a range counts once.
+        let (days, daily, health) = (backfill.table("install_days"), backfill.table("adoption_daily"), backfill.table("health_daily"))
         for chunk in 0..<backfill.chunks {
             var counts = RowBatch(columns: [], count: 0)
+            let counted: SQL = """
+                \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
+                AND \(backfill.installs("e.install_id", in: chunk))
+                AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
+                """
             try await backfill.streamed(
                 "install_days \(chunk + 1)/\(backfill.chunks)", on: connection,
                 select: """
@@ -223,45 +277,68 @@ public struct AdoptionProjection: ProjectionDefinition {
                     last AS MATERIALIZED (
                         SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
                                e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
-                               v.normalized, v.sort_key, e.occurred_at
+                               v.normalized, v.sort_key, coalesce(substring(e.data->>'osVersion' FROM '^[0-9]+'), '') AS os_major,
+                               e.occurred_at
                         FROM event_log e JOIN versions v ON v.raw = e.app_version
                         LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
-                        WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
-                          AND \(backfill.installs("e.install_id", in: chunk))
-                          AND (c.day IS NULL OR (e.tx_id, e.position) < (c.tx, c.pos))
+                        WHERE \(counted)
                         ORDER BY e.install_id, day, e.app_id, e.platform, e.occurred_at DESC, e.tx_id DESC, e.position DESC
+                    ),
+                    exits AS (
+                        SELECT e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day, e.app_id, e.platform,
+                               string_agg(DISTINCT v.normalized COLLATE "C", ' ' ORDER BY v.normalized COLLATE "C") AS exited
+                        FROM event_log e JOIN versions v ON v.raw = e.app_version
+                        LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
+                        WHERE e.type = \(EventType.abnormalExit.rawValue) AND \(counted)
+                        GROUP BY 1, 2, 3, 4
+                    ),
+                    days AS MATERIALIZED (
+                        SELECT l.*, coalesce(x.exited, '') AS exited,
+                               l.normalized = ANY(string_to_array(x.exited, ' ')) AS is_exit
+                        FROM last l LEFT JOIN exits x USING (install_id, day, app_id, platform)
                     )
-                    SELECT l.app_id, l.platform, l.install_id, l.day, l.normalized, l.sort_key, l.occurred_at, NULL::int8
-                    FROM last l JOIN horizons h USING (app_id)
-                    WHERE l.day >= h.day
+                    SELECT d.app_id, d.platform, d.install_id, d.day, d.normalized, d.sort_key, d.os_major, d.occurred_at,
+                           d.exited, NULL::int8, NULL::int8
+                    FROM days d JOIN horizons h USING (app_id)
+                    WHERE d.day >= h.day
                     UNION ALL
-                    SELECT app_id, platform, NULL::uuid, day, normalized, min(sort_key), NULL::timestamptz, count(*)
-                    FROM last GROUP BY day, normalized, app_id, platform
+                    SELECT app_id, platform, NULL::uuid, day, normalized, min(sort_key), os_major, NULL::timestamptz, NULL::text,
+                           count(*), count(*) FILTER (WHERE is_exit)
+                    FROM days GROUP BY day, normalized, os_major, app_id, platform
                     ORDER BY 1, 2, 3, 4
                     """,
                 clear: "DELETE FROM \(days) WHERE \(backfill.installs("install_id", in: chunk))",
                 write: { batch in
                     counts.append(batch.rows(whereNull: 2, true))
-                    let open = batch.rows(whereNull: 7, true)
+                    let open = batch.rows(whereNull: 9, true)
                     guard open.count > 0 else { return [] }
-                    let columns = RowBatch(columns: Array(open.columns.prefix(7)), count: open.count)
+                    let columns = RowBatch(columns: Array(open.columns.prefix(9)), count: open.count)
                     return [
                         """
-                        INSERT INTO \(days) (app_id, platform, install_id, day, version, version_key, last_at)
+                        INSERT INTO \(days) (app_id, platform, install_id, day, version, version_key, os_major, last_at, exited)
                         SELECT * FROM unnest(\(columns.arrays))
                         """
                     ]
                 },
                 finish: {
                     guard counts.count > 0 else { return [] }
+                    let cells: SQL = """
+                        unnest(\(counts.arrays)) AS c(app_id, platform, install_id, day, version, version_key, os_major,
+                                                      last_at, exited_versions, installs, exited)
+                        """
                     return [
                         """
                         INSERT INTO \(daily) AS a (app_id, platform, day, version, version_key, installs)
-                        SELECT app_id, platform, day, version, version_key, installs
-                        FROM unnest(\(counts.arrays))
-                            AS c(app_id, platform, install_id, day, version, version_key, last_at, installs)
+                        SELECT app_id, platform, day, version, min(version_key), sum(installs)::int8
+                        FROM \(cells) GROUP BY app_id, platform, day, version
                         ON CONFLICT (app_id, platform, day, version) DO UPDATE SET installs = a.installs + excluded.installs
+                        """,
                         """
+                        INSERT INTO \(health) AS h (app_id, platform, version, day, os_major, version_key, installs, exited)
+                        SELECT app_id, platform, version, day, os_major, version_key, installs, exited FROM \(cells)
+                        ON CONFLICT (app_id, platform, version, day, os_major) DO UPDATE SET
+                            installs = h.installs + excluded.installs, exited = h.exited + excluded.exited
+                        """,
                     ]
                 })
         }

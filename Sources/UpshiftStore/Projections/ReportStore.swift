@@ -105,12 +105,33 @@ public struct ReportStore: Sendable {
         public var updatedByDay: [Int: Int]
         public var medianMilliseconds: Int64?
         public var p90Milliseconds: Int64?
+        /// `health_daily` of the release, and of `previous`, summed over the OS majors, by day.
+        public var health: [UTCDay: HealthCounts] = [:]
+        public var previousHealth: [UTCDay: HealthCounts] = [:]
     }
 
-    public func release(app: AppID, platform: Platform, version: Version) async throws -> ReportRead<ReleaseFigures>? {
-        let found = try await read(["release_cohorts"]) { [logger] connection, tables in
-            try await Self.releaseFigures(
+    /// `previous`: the release whose health the report compares with (``ReleaseHealth/previous(of:among:)``).
+    public func release(app: AppID, platform: Platform, version: Version, previous: Version?) async throws
+        -> ReportRead<ReleaseFigures>?
+    {
+        let found = try await read(["release_cohorts", "adoption"]) { [logger] connection, tables in
+            guard var figures = try await Self.releaseFigures(
                 app: app, platform: platform, version: version, tables: tables, on: connection, logger: logger)
+            else { return nil as ReleaseFigures? }
+            let versions = [version.normalized] + (previous.map { [$0.normalized] } ?? [])
+            for try await (name, day, installs, exited) in try await connection.query(
+                """
+                SELECT version, day::text, sum(installs)::int8, sum(exited)::int8
+                FROM \(tables.name("health_daily", of: "adoption"))
+                WHERE app_id = \(app) AND platform = \(platform) AND version = ANY(\(versions)::text[])
+                GROUP BY 1, 2
+                """, logger: logger
+            ).decode((String, String, Int, Int).self) {
+                guard let day = UTCDay(day) else { continue }
+                let counts = HealthCounts(installs: installs, exited: exited)
+                if name == version.normalized { figures.health[day] = counts } else { figures.previousHealth[day] = counts }
+            }
+            return figures
         }
         return found.value.map { ReportRead(value: $0, dataAsOf: found.dataAsOf) }
     }

@@ -606,10 +606,22 @@ private struct InstallSimulation {
         if rng.chance(whatsNew) { emit("whats_new_shown", after: 800...4_000, os: os, into: &batch, rng: &rng) }
     }
 
-    private mutating func session(at start: Int64, rng: inout SplitMix64) {
-        let os = os(at: start)
-        let isOffline = offline.map { start >= $0.from && start < $0.to } ?? false
+    /// The chance that a session of `version` ends abnormally: iOS 1.4.0 on iOS 17 is a bad release.
+    func abnormalExitChance(_ version: FleetVersion, os: FleetVersion?) -> Double {
+        platform == "ios" && version == FleetVersion("1.4.0") && os.map { $0.parts.first == 17 } == true ? 0.12 : 0.03
+    }
+
+    private mutating func session(at sessionStart: Int64, rng: inout SplitMix64) {
+        let os = os(at: sessionStart)
+        let isOffline = offline.map { sessionStart >= $0.from && sessionStart < $0.to } ?? false
         var batch: [FleetEvent] = []
+
+        // 0. The SDK reports at launch that the previous session (of the version it ran) ended abnormally.
+        var start = sessionStart
+        if lastAt > 0, rng.chance(abnormalExitChance(current, os: os)) {
+            emit("abnormal_exit", at: start, os: os, into: &batch, rng: &rng)
+            start += 1 + rng.ms(0...999)
+        }
 
         // 1. The store may have installed a newer version since the last launch.
         var storeUpdate: FleetVersion?

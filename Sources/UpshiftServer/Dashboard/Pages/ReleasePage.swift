@@ -2,8 +2,8 @@ import Hummingbird
 import UpshiftCore
 import UpshiftStore
 
-/// `GET /dashboard/apps/{app}/releases/{version}?platform=`: the release's time to update and its
-/// prompt funnel.
+/// `GET /dashboard/apps/{app}/releases/{version}?platform=`: the release's time to update, its health
+/// beside the previous release's, and its prompt funnel.
 enum ReleasePage {
     struct Model {
         var report: ReleaseReport
@@ -29,6 +29,23 @@ enum ReleasePage {
         let curveRows = report.curve.map { point -> HTML in
             "<tr><th scope=\"row\">\(point.day)</th><td class=\"n\">\(Figures.count(point.updated))</td><td class=\"n\">\(Figures.percent(point.share))</td></tr>"
         }
+        let health = report.health
+        let healthBoxes: [(String, String)] =
+            [("Exit-free install-days", Figures.percent(health.exitFreeShare))]
+            + health.atAge.map { ("Exit-free on day \($0.day)", Figures.percent($0.exitFreeShare)) }
+        let healthRows = health.days.map { day -> HTML in
+            """
+            <tr><th scope="row">\(day.day)</th><td>\(day.date)</td><td class="n">\(Figures.count(day.installs))</td>\
+            <td class="n">\(Figures.count(day.exited))</td><td class="n">\(Figures.percent(day.exitFreeShare))</td>\
+            <td class="n">\(Figures.percent(day.previousExitFreeShare))</td></tr>
+            """
+        }
+        let previous: HTML =
+            switch (health.previousVersion, health.baseline) {
+            case (nil, _): "No baseline: no live release of this channel below \(report.version)."
+            case (let version?, "compared"): "Compared with \(version), the previous release, at the same age."
+            case (let version?, _): "No baseline: the previous release, \(version), has no abnormal exit on record."
+            }
         let funnelRows = model.funnels.funnels.map { funnel -> HTML in
             """
             <tr><th scope="row">\(funnel.promptKind)</th><td class="n">\(Figures.count(funnel.shown))</td><td class="n">\(Figures.count(funnel.dismissedLater))</td>\
@@ -54,6 +71,14 @@ enum ReleasePage {
             <figure aria-labelledby="curve">\(CurveChart(points: report.curve).svg)</figure>
             <details><summary>The curve as a table</summary><div class="scroll"><table><thead><tr><th scope="col">Day</th>\
             <th class="n" scope="col">Updated</th><th class="n" scope="col">Share</th></tr></thead><tbody>\(curveRows)</tbody></table></div></details>
+            <h2 id="health">Health</h2>
+            <p class="muted">Installs active on \(report.version) each UTC day (as adoption counts them) that reported no \
+            abnormal exit of it that day; \(ReleaseHealth.note). \(previous)</p>
+            <div class="figures">\(healthBoxes.map { item -> HTML in "<div class=\"figure\"><b>\(item.1)</b><span>\(item.0)</span></div>" })</div>
+            <details><summary>Health by day</summary><div class="scroll"><table><thead><tr><th scope="col">Day</th>\
+            <th scope="col">Date</th><th class="n" scope="col">Active</th><th class="n" scope="col">Exited</th>\
+            <th class="n" scope="col">Exit-free</th><th class="n" scope="col">Previous release, same age</th></tr></thead>\
+            <tbody>\(healthRows)</tbody></table></div></details>
             <h2>Prompt funnel for \(report.version)</h2>\(funnelTable)
             """
     }
