@@ -49,8 +49,10 @@ import UpshiftTestSupport
         }
         let log = state.withLock { $0 }
         print("RebuildEquivalenceTests: seed \(seed): \(log.written) events in \(log.waves) waves, batches of \(log.batchSize)")
-        let health = try await harness.projectionTables()["health_daily"] ?? []
-        #expect(health.contains { !$0.contains("\"exited\":0") }, "no health cell counts an abnormal exit")
+        let tables = try await harness.projectionTables()
+        for table in ["health_daily", "health_cohorts"] {
+            #expect(tables[table]?.contains { !$0.contains("\"exited\":0") } == true, "no \(table) cell counts an abnormal exit")
+        }
         try await harness.expectRebuildEqualsActiveTables(backfill: true)
         try await harness.expectRebuildEqualsActiveTables(backfill: false)
     }

@@ -2,6 +2,7 @@ import Foundation
 import NIOHTTP1
 import Testing
 import UpshiftCore
+import UpshiftStore
 import UpshiftTestSupport
 
 /// Posts a simulated fleet (two months, ~850 installs, ~50,000 events; late, shuffled and duplicated
@@ -75,6 +76,7 @@ import UpshiftTestSupport
             }
             #expect(postProblems == 0, "\(postProblems) posts were not answered as expected")
             try await compareCSV(fleet: fleet, server: server, readKey: harness.readKey)
+            try await compareHealthCohorts(fleet: fleet, harness: harness)
             // A set-based rebuild of every projection gives the same tables, so the same reports.
             Self.progress("rebuilding set-based")
             try await harness.expectRebuildEqualsActiveTables()
@@ -187,6 +189,46 @@ import UpshiftTestSupport
                 "\(app)/minimum-impact?platform=android&version=1.2.0&window=\(window)",
                 truth.minimumImpact(platform: "android", candidate: "1.2.0", window: window))
         }
+    }
+
+    /// The cells the guarded health rule reads (`health_cohorts`): per platform, version, OS major and day,
+    /// the installs whose first event on the version fell on that day (with that OS major), and how many of
+    /// them reported an abnormal exit of it within 72 hours of that first event.
+    func compareHealthCohorts(fleet: Fleet, harness: Harness) async throws {
+        let truth = GroundTruth(fleet: fleet, at: Fleet.end)
+        var expected: [String: (installs: Int, exited: Int)] = [:]
+        for events in truth.byInstall.values {
+            for (key, events) in Dictionary(grouping: events, by: { "\($0.platform) \($0.version.normalized)" }) {
+                let first = events[0]  // in occurredAt order
+                let exit = events.first { $0.type == "abnormal_exit" }
+                let os = first.os.map { String($0.parts[0]) } ?? ""
+                let cell = "\(key) \(os) \(FleetTime.dayText(ofTime: first.occurredAt))"
+                expected[cell, default: (0, 0)].installs += 1
+                if let exit, exit.occurredAt < first.occurredAt + 72 * FleetTime.hour { expected[cell, default: (0, 0)].exited += 1 }
+            }
+        }
+        let actual = try await harness.sql { client in
+            var generation = 0
+            for try await value in try await client.query(
+                "SELECT generation FROM projections WHERE name = 'adoption' AND state = 'active'"
+            ).decode(Int.self) { generation = value }
+            var cells: [String: (installs: Int, exited: Int)] = [:]
+            for try await (platform, version, os, day, installs, exited) in try await client.query(
+                """
+                SELECT platform, version, os_major, day::text, installs, exited
+                FROM \(ProjectionTables.name("health_cohorts", generation: generation)) WHERE app_id = 'fleet'
+                """
+            ).decode((String, String, String, String, Int, Int).self) {
+                cells["\(platform) \(version) \(os) \(day)"] = (installs, exited)
+            }
+            return cells
+        }
+        func lines(_ cells: [String: (installs: Int, exited: Int)]) -> [String] {
+            cells.map { "\($0.key): \($0.value.installs) \($0.value.exited)" }.sorted()
+        }
+        #expect(expected.values.contains { $0.exited > 0 } && expected.count > 100, "the fleet has too few cohort cells with exits")
+        let (want, got) = (lines(expected), lines(actual))
+        #expect(want == got, "health_cohorts: missing \(Array(Set(want).subtracting(got).sorted().prefix(5))), unexpected \(Array(Set(got).subtracting(want).sorted().prefix(5)))")
     }
 
     /// Adoption as CSV: `day,active_installs,version,installs`, one line per (day, version), `day,0,,0` for

@@ -45,6 +45,13 @@ public struct InstallVersionKey: Sendable, Hashable {
     public var installId: UUID
     public var version: String
 
+    public init(appId: AppID, platform: Platform, installId: UUID, version: String) {
+        self.appId = appId
+        self.platform = platform
+        self.installId = installId
+        self.version = version
+    }
+
     public var install: PlatformInstall { PlatformInstall(appId: appId, platform: platform, installId: installId) }
 }
 
