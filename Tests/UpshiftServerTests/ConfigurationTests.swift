@@ -82,9 +82,9 @@ import UpshiftTestSupport
         #expect(configuration.ingestion.ratePerClient.rate == 0)
         #expect(configuration.trustedProxies == ["10.0.0.1", "::1"])
         #expect(configuration.connections.maximumConnections == 10)
-        #expect(configuration.pools.projectionConnections == 10)
-        environment["UPSHIFT_PROJECTION_POOL_CONNECTIONS"] = "12"
-        #expect(try AppConfiguration.fromEnvironment(environment).pools.projectionConnections == 12)
+        #expect(configuration.pools.projectionConnections == 12)
+        environment["UPSHIFT_PROJECTION_POOL_CONNECTIONS"] = "14"
+        #expect(try AppConfiguration.fromEnvironment(environment).pools.projectionConnections == 14)
         #expect(configuration.projections.backfillChunkEvents == 16_000_000)
         environment["UPSHIFT_BACKFILL_CHUNK_EVENTS"] = "2000000"
         #expect(try AppConfiguration.fromEnvironment(environment).projections.backfillChunkEvents == 2_000_000)

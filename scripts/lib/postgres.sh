@@ -190,7 +190,7 @@ _upshift_pg_write_conf() {
     # durability is a requirement and benchmarks must run with them on.
     # listen_addresses: loopback only; 127.0.0.2 too, the address through which scripts/chaos's server
     # reaches PostgreSQL, so that its partition (an nftables black hole) leaves the run's own sessions alone.
-    # max_connections: scripts/test runs about fifty suites at once, each server opening up to 25
+    # max_connections: scripts/test runs about fifty suites at once, each server opening up to 28
     # connections (docs/OPERATIONS.md, "Database connections"); 400 was refused ("too many clients").
     upshift_run_as_cluster_user tee -a "$conf" >/dev/null <<EOF
 # BEGIN upshift

@@ -7,6 +7,7 @@ enum ProjectionName: String, CaseIterable {
     case adoption
     case releaseCohorts = "release_cohorts"
     case promptFunnel = "prompt_funnel"
+    case releaseHealth = "release_health"
 }
 
 /// A synthetic history of one app on ios: its catalog (releases, policy) and how its events are

@@ -51,6 +51,7 @@ public enum ProjectionTables {
 public enum Projections {
     public static let all: [any ProjectionDefinition] = [
         InstallStateProjection(), AdoptionProjection(), ReleaseCohortsProjection(), PromptFunnelProjection(),
+        ReleaseHealthProjection(),
     ]
 
     public static func named(_ name: String) -> (any ProjectionDefinition)? {

@@ -92,9 +92,10 @@ public struct ProjectionStatus: Sendable, Equatable {
 public enum ProjectionTables {
     public static let byProjection: [(name: String, tables: [String])] = [
         ("install_state", ["install_state", "install_activity", "install_activity_daily"]),
-        ("adoption", ["install_days", "adoption_daily", "adoption_horizons"]),
+        ("adoption", ["install_days", "adoption_daily", "health_daily", "adoption_horizons"]),
         ("release_cohorts", ["release_cohorts", "release_installs", "release_updates", "cohort_versions"]),
         ("prompt_funnel", ["prompt_installs", "prompt_summary", "prompt_versions"]),
+        ("release_health", ["health_versions", "health_cohorts"]),
     ]
 
     public static var names: [String] { byProjection.map(\.name) }
