@@ -198,6 +198,9 @@ public struct AdoptionProjection: ProjectionDefinition {
         }
     }
 
+    /// `OSMajor.of` in SQL, of the text expression `osVersion`.
+    static func osMajor(_ osVersion: SQL) -> SQL { "coalesce(substring(\(osVersion) FROM '^[0-9]+'), '')" }
+
     public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
@@ -277,8 +280,7 @@ public struct AdoptionProjection: ProjectionDefinition {
                     last AS MATERIALIZED (
                         SELECT DISTINCT ON (e.install_id, day, e.app_id, e.platform)
                                e.app_id, e.platform, e.install_id, (e.occurred_at AT TIME ZONE 'UTC')::date AS day,
-                               v.normalized, v.sort_key, coalesce(substring(e.data->>'osVersion' FROM '^[0-9]+'), '') AS os_major,
-                               e.occurred_at
+                               v.normalized, v.sort_key, e.data->>'osVersion' AS os_version, e.occurred_at
                         FROM event_log e JOIN versions v ON v.raw = e.app_version
                         LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
                         WHERE \(counted)
@@ -291,20 +293,28 @@ public struct AdoptionProjection: ProjectionDefinition {
                         LEFT JOIN closing c ON c.app_id = e.app_id AND c.day = (e.occurred_at AT TIME ZONE 'UTC')::date
                         WHERE e.type = \(EventType.abnormalExit.rawValue) AND \(counted)
                         GROUP BY 1, 2, 3, 4
-                    ),
-                    days AS MATERIALIZED (
-                        SELECT l.*, coalesce(x.exited, '') AS exited,
-                               l.normalized = ANY(string_to_array(x.exited, ' ')) AS is_exit
-                        FROM last l LEFT JOIN exits x USING (install_id, day, app_id, platform)
                     )
-                    SELECT d.app_id, d.platform, d.install_id, d.day, d.normalized, d.sort_key, d.os_major, d.occurred_at,
-                           d.exited, NULL::int8, NULL::int8
-                    FROM days d JOIN horizons h USING (app_id)
-                    WHERE d.day >= h.day
+                    SELECT l.app_id, l.platform, l.install_id, l.day, l.normalized, l.sort_key, \(Self.osMajor("l.os_version")),
+                           l.occurred_at, coalesce(x.exited, ''), NULL::int8, NULL::int8
+                    FROM last l JOIN horizons h ON h.app_id = l.app_id
+                    LEFT JOIN exits x ON x.install_id = l.install_id AND x.day = l.day AND x.app_id = l.app_id
+                                     AND x.platform = l.platform
+                    WHERE l.day >= h.day
                     UNION ALL
-                    SELECT app_id, platform, NULL::uuid, day, normalized, min(sort_key), os_major, NULL::timestamptz, NULL::text,
-                           count(*), count(*) FILTER (WHERE is_exit)
-                    FROM days GROUP BY day, normalized, os_major, app_id, platform
+                    -- Grouped by the OS version first, and by its major only then: a few rows instead of one
+                    -- per install and day go through the regular expression.
+                    SELECT app_id, platform, NULL::uuid, day, normalized, min(sort_key), \(Self.osMajor("os_version")),
+                           NULL::timestamptz, NULL::text, sum(installs)::int8, sum(exited)::int8
+                    FROM (
+                        SELECT l.app_id, l.platform, l.day, l.normalized, min(l.sort_key) AS sort_key, l.os_version,
+                               count(*) AS installs,
+                               count(*) FILTER (WHERE l.normalized = ANY(string_to_array(x.exited, ' '))) AS exited
+                        FROM last l
+                        LEFT JOIN exits x ON x.install_id = l.install_id AND x.day = l.day AND x.app_id = l.app_id
+                                         AND x.platform = l.platform
+                        GROUP BY l.day, l.normalized, l.os_version, l.app_id, l.platform
+                    ) g
+                    GROUP BY day, normalized, 7, app_id, platform
                     ORDER BY 1, 2, 3, 4
                     """,
                 clear: "DELETE FROM \(days) WHERE \(backfill.installs("install_id", in: chunk))",

@@ -127,8 +127,7 @@ public struct ReleaseHealthProjection: ProjectionDefinition {
             """
             WITH \(versions.cte)
             SELECT e.app_id, e.platform, e.install_id, v.normalized, min(v.sort_key), min(e.occurred_at),
-                   (array_agg(coalesce(substring(e.data->>'osVersion' FROM '^[0-9]+'), '')
-                              ORDER BY e.occurred_at, e.tx_id, e.position))[1],
+                   \(AdoptionProjection.osMajor("(array_agg(e.data->>'osVersion' ORDER BY e.occurred_at, e.tx_id, e.position))[1]")),
                    min(e.occurred_at) FILTER (WHERE e.type = \(EventType.abnormalExit.rawValue))
             FROM event_log e JOIN versions v ON v.raw = e.app_version
             WHERE \(backfill.included) AND e.install_id IS NOT NULL AND e.platform <> ''
