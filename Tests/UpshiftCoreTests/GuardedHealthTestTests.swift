@@ -3,8 +3,10 @@ import Testing
 import UpshiftCore
 
 /// The guarded health test: each cell an e-value under the whole null, false halts under 1 % per release
-/// when monitored every day, and a release twice as bad on one OS major halted within days.
-@Suite struct GuardedHealthTestTests {
+/// when monitored every day, and a release twice as bad on one OS major halted within days. Serialized:
+/// its simulations are seconds of arithmetic each, and two at once would hold both threads of the
+/// cooperative pool, which every other suite of the process shares.
+@Suite(.serialized) struct GuardedHealthTestTests {
     /// The exact expectation of one cell's factor, summed over Fisher's noncentral hypergeometric law of the
     /// candidate's exits at odds ratio `psi` (computed here from binomial coefficients, not by the type).
     /// With `strata`, the cell is one of the first stratum's: what one cell adds to the whole mixture.

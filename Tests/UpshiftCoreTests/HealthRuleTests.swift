@@ -4,7 +4,7 @@ import UpshiftCore
 
 /// The halt-on-health rule's decision over matched cohorts: no baseline, which cohorts it reads and when,
 /// the threshold mode, and the guarded mode's false halts and detections over whole 30-day releases.
-@Suite struct HealthRuleTests {
+@Suite(.serialized) struct HealthRuleTests {
     static let day: TimeInterval = 86_400
     /// 2026-03-01T10:00:00Z: the previous release; the candidate goes out 40 days later.
     static let previousAt = Date(timeIntervalSince1970: 1_772_359_200)
@@ -80,7 +80,9 @@ import UpshiftCore
     /// as the worker would: at most 6 halted (the 99.5 % bound of 200 draws at a 1 % rate). And releases
     /// twice as bad on one OS major of three (150 new installs a day on each) are halted, nearly all within
     /// the 35 days their first 30 days of cohorts take to settle (48 of 50 at this seed, median day 19).
-    @Test func theGuardedModeRarelyHaltsAHealthyReleaseAndHaltsABadOne() {
+    /// (It yields between releases: seconds of arithmetic on the cooperative pool's two threads would
+    /// hold back every other suite of the process, whose deadlines are real time.)
+    @Test func theGuardedModeRarelyHaltsAHealthyReleaseAndHaltsABadOne() async {
         var random = SplitMix64(seed: 20_261_202)
         func firstHalt(_ release: ReleaseCohorts, _ previous: ReleaseCohorts) -> Int? {
             for day in 0..<(30 + HealthRule.settledDays) {
@@ -94,12 +96,14 @@ import UpshiftCore
             let previous = Self.simulated("1.\(index).0", at: Self.previousAt, rate: 0.02, installs: 150, random: &random)
             let release = Self.simulated("2.\(index).0", at: Self.releaseAt, rate: 0.02, installs: 150, random: &random)
             if firstHalt(release, previous) != nil { falseHalts += 1 }
+            await Task.yield()
         }
         var halts: [Int] = []
         for index in 0..<50 {
             let previous = Self.simulated("1.\(index).0", at: Self.previousAt, rate: 0.02, installs: 150, random: &random)
             let release = Self.simulated("2.\(index).0", at: Self.releaseAt, rate: 0.02, badFactor: 2, installs: 150, random: &random)
             if let day = firstHalt(release, previous) { halts.append(day) }
+            await Task.yield()
         }
         halts.sort()
         print("HealthRuleTests: \(falseHalts) of 200 healthy releases halted; \(halts.count) of 50 bad ones, median day \(halts.isEmpty ? -1 : halts[halts.count / 2])")
