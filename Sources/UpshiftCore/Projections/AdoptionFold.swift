@@ -100,10 +100,11 @@ public struct AdoptionCell: Sendable, Hashable {
 /// Daily adoption and release health (docs/PROJECTIONS.md, "What the reports count"): for each day, the
 /// number of installs whose last event of that day carried each version, and per version and OS major of
 /// that last event, how many of those installs reported an abnormal exit of the version that day. A late
-/// event moves its install from one cell to another on its own day (−1/+1). The per-install-per-day state is kept for the open window only: days
-/// before `horizon(maxRecordedAt)` are closed and their state pruned. Each app has its own horizon, which
-/// follows the largest `recorded_at` of the app's events read so far, so it is the same at every event
-/// however the feed is batched, and one busy app closes no day of another.
+/// event moves its install from one cell to another on its own day (−1/+1). The per-install-per-day state
+/// is kept for the open window only: days before `horizon(maxRecordedAt)` are closed and their state
+/// pruned. Each app has its own horizon, which follows the largest `recorded_at` of the app's events read
+/// so far, so it is the same at every event however the feed is batched, and one busy app closes no day
+/// of another.
 public enum AdoptionFold {
     /// Events are accepted up to 30 days late (by the server's clock, `recorded_at`); one more day
     /// covers transactions that commit out of `recorded_at` order.
