@@ -220,12 +220,33 @@ public struct AppCatalog: Sendable, Equatable {
     /// Releases per platform, newest first.
     public private(set) var releases: [Platform: [Release]]
     public var policies: [Platform: Policy]
+    /// Rules per platform, by id.
+    public private(set) var rules: [Platform: [Rule]]
 
-    public init(app: AppInfo, releases: [Release] = [], policies: [Platform: Policy] = [:]) {
+    public init(app: AppInfo, releases: [Release] = [], policies: [Platform: Policy] = [:], rules: [Rule] = []) {
         self.app = app
         self.releases = [:]
         self.policies = policies
+        self.rules = [:]
         for release in releases { upsert(release) }
+        for rule in rules { upsert(rule) }
+    }
+
+    public func rules(for platform: Platform) -> [Rule] {
+        rules[platform] ?? []
+    }
+
+    /// Adds or replaces (by id) a rule, keeping them sorted by id.
+    public mutating func upsert(_ rule: Rule) {
+        var list = rules[rule.platform] ?? []
+        list.removeAll { $0.id == rule.id }
+        list.insert(rule, at: list.firstIndex { $0.id > rule.id } ?? list.endIndex)
+        rules[rule.platform] = list
+    }
+
+    public mutating func removeRule(platform: Platform, id: String) {
+        rules[platform]?.removeAll { $0.id == id }
+        if rules[platform]?.isEmpty == true { rules[platform] = nil }
     }
 
     public func policy(for platform: Platform) -> Policy {

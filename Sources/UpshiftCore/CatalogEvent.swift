@@ -10,6 +10,10 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
         case releaseAdded = "release_added"
         case releaseUpdated = "release_updated"
         case policyReplaced = "policy_replaced"
+        /// A rule written (created or changed); the event carries it whole.
+        case ruleReplaced = "rule_replaced"
+        /// A rule removed; the event carries it as it was.
+        case ruleRemoved = "rule_removed"
     }
 
     /// A field's value before and after (absent when unset).
@@ -26,16 +30,17 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
     public var release: Release?
     public var platform: Platform?
     public var policy: Policy?
+    public var rule: Rule?
     public var changes: [String: FieldChange]
     /// The rollout worker's step, on its writes.
     public var schedule: ScheduleNote?
 
     enum CodingKeys: String, CodingKey {
-        case actor, reason, app, release, platform, policy, changes, schedule
+        case actor, reason, app, release, platform, policy, rule, changes, schedule
     }
 
     public init(kind: Kind, actor: String, reason: String?, app: AppInfo? = nil, release: Release? = nil,
-                platform: Platform? = nil, policy: Policy? = nil, changes: [String: FieldChange] = [:],
+                platform: Platform? = nil, policy: Policy? = nil, rule: Rule? = nil, changes: [String: FieldChange] = [:],
                 schedule: ScheduleNote? = nil) {
         self.kind = kind
         self.actor = actor
@@ -44,6 +49,7 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
         self.release = release
         self.platform = platform
         self.policy = policy
+        self.rule = rule
         self.changes = changes
         self.schedule = schedule
     }
@@ -64,6 +70,7 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
         release = try container.decodeIfPresent(Release.self, forKey: .release)
         platform = try container.decodeIfPresent(Platform.self, forKey: .platform)
         policy = try container.decodeIfPresent(Policy.self, forKey: .policy)
+        rule = try container.decodeIfPresent(Rule.self, forKey: .rule)
         changes = try container.decodeIfPresent([String: FieldChange].self, forKey: .changes) ?? [:]
         schedule = try container.decodeIfPresent(ScheduleNote.self, forKey: .schedule)
     }
@@ -91,6 +98,10 @@ public struct CatalogEvent: Sendable, Equatable, Codable {
             if let release { catalog?.upsert(release) }
         case .policyReplaced:
             if let platform, let policy { catalog?.policies[platform] = policy }
+        case .ruleReplaced:
+            if let rule { catalog?.upsert(rule) }
+        case .ruleRemoved:
+            if let rule { catalog?.removeRule(platform: rule.platform, id: rule.id) }
         }
     }
 }

@@ -43,10 +43,10 @@ public enum HealthHaltMode: Sendable, Equatable {
     case guarded
 }
 
-/// What a halt-on-health rule sees (docs/PROJECTIONS.md, "Release health: the decisions the rules will
-/// take"): R's cohorts matched with P's of the same OS major and the same age (days since each one's own
-/// release day), over R's first 30 days, each cohort once it can no longer change much
-/// (``HealthRule/settledDays`` after its day).
+/// What a halt-on-health rule sees (docs/PROJECTIONS.md, "Release health: the decisions the rules take"):
+/// R's cohorts matched with P's of the same OS major and the same age (days since each one's own release
+/// day), over R's first 30 days, each cohort once it can no longer change much (``HealthRule/settledDays``
+/// after its day).
 public struct HealthEvaluation: Sendable, Equatable {
     public enum Outcome: String, Sendable {
         /// No previous release, or it has no abnormal exit on record: never halted on health.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The raise-minimum rule (docs/PROJECTIONS.md, "Release health: the decisions the rules will take"):
+/// The raise-minimum rule (docs/PROJECTIONS.md, "Release health: the decisions the rules take"):
 /// raise the minimum to `version` once at least `share` of the installs active in the last `windowDays`
 /// days run it or later, fewer than
 /// `maximumForced` installs would be forced to update, and the release has been out to everyone (live, at

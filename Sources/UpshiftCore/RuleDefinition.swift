@@ -1,6 +1,6 @@
 import Foundation
 
-/// A rule as a team writes it (docs/PROJECTIONS.md, "Release health: the decisions the rules will take"):
+/// A rule as a team writes it (docs/PROJECTIONS.md, "Release health: the decisions the rules take"):
 /// per app and platform, one of four kinds, each `off`, `dry-run` (the default) or `live`.
 public struct RuleDefinition: Sendable, Equatable {
     public enum State: String, Sendable, CaseIterable {
@@ -13,8 +13,9 @@ public struct RuleDefinition: Sendable, Equatable {
         /// Halt the rollout of a release whose abnormal exits are worse than its previous release's.
         case haltOnHealth(HealthHaltMode)
         /// Halt a release when, among the installs prompted for it (at least `minimumInstalls`), the share
-        /// that skipped it, that were blocked, or that started the update and had not updated 24 hours later
-        /// exceeds its threshold (each optional, at least one).
+        /// that skipped it or that were blocked exceeds its threshold (each optional, at least one).
+        /// `unfinished` (started the update and had not updated 24 hours later) is refused while the
+        /// projections do not keep it.
         case haltOnPrompts(skip: Double?, blocked: Double?, unfinished: Double?, minimumInstalls: Int)
         /// A running schedule advances only while its release's health and prompt signals hold.
         case advance
@@ -79,7 +80,7 @@ public struct RuleDefinition: Sendable, Equatable {
             let mode = try fields.string("mode", required: true, maximumLength: 20)
             switch mode {
             case "guarded":
-                for key in ["excess", "minimumInstalls"] where fields.has(key) {
+                for key in ["excess", "minimumInstalls"] where fields.has(key) && body[key]?.isNull == false {
                     throw FieldError(key, "only for mode threshold", kind: .inconsistent)
                 }
                 kind = .haltOnHealth(.guarded)
@@ -92,8 +93,13 @@ public struct RuleDefinition: Sendable, Equatable {
         case "halt_on_prompts":
             let skip = try rate("skipRate", required: false), blocked = try rate("blockedRate", required: false)
             let unfinished = try rate("unfinishedRate", required: false)
-            guard skip != nil || blocked != nil || unfinished != nil else {
-                throw FieldError("skipRate", "one of skipRate, blockedRate and unfinishedRate is required")
+            if unfinished != nil {
+                throw FieldError(
+                    "unfinishedRate", "is not measured yet (the 24-hour share of update_started followed by updated is not kept)",
+                    kind: .inconsistent)
+            }
+            guard skip != nil || blocked != nil else {
+                throw FieldError("skipRate", "one of skipRate and blockedRate is required")
             }
             kind = .haltOnPrompts(
                 skip: skip, blocked: blocked, unfinished: unfinished, minimumInstalls: try count("minimumInstalls", in: 1...100_000_000))

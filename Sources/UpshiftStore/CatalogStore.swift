@@ -7,6 +7,7 @@ import UpshiftCore
 public enum CatalogError: Error, Equatable, CustomStringConvertible {
     case appNotFound(String)
     case releaseNotFound(String)
+    case ruleNotFound(String)
     case appExists(String)
     case releaseExists(String)
     /// The `If-Match` revision is not the current one.
@@ -17,6 +18,7 @@ public enum CatalogError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .appNotFound(let id): "no app \(id)"
         case .releaseNotFound(let what): "no release \(what)"
+        case .ruleNotFound(let what): "no rule \(what)"
         case .appExists(let id): "app \(id) already exists"
         case .releaseExists(let what): "release \(what) already exists"
         case .stale(let current): "the revision is stale: the current one is \(current)"
@@ -47,6 +49,8 @@ public struct CatalogHistoryEntry: Sendable, Codable, Equatable {
     public var reason: String?
     public var platform: Platform?
     public var releaseVersion: String?
+    /// The rule a `rule_replaced` or `rule_removed` event wrote.
+    public var rule: String?
     public var changes: [String: CatalogEvent.FieldChange]
     /// On the rollout worker's writes: the step applied, the steps skipped, a pause ended.
     public var schedule: CatalogEvent.ScheduleNote?
@@ -134,6 +138,18 @@ public struct CatalogStore: Sendable {
                 undecodable[appId] = undecodable[appId] ?? "policy \(platform): \(error)"
             }
         }
+        let rules = try await pool.query(
+            "SELECT app_id, platform, rule_id, rule::text, revision FROM rules WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
+            logger: logger)
+        for try await (appId, platform, id, json, revision) in rules.decode((AppID, String, String, String, Int).self) {
+            do {
+                var rule = try decoder.decode(Rule.self, from: Data(json.utf8))
+                rule.revision = revision
+                catalogs[appId]?.upsert(rule)
+            } catch {
+                undecodable[appId] = undecodable[appId] ?? "rule \(platform) \(id): \(error)"
+            }
+        }
         // Half an app is worse than none: without its policy or a blocked release it would answer wrongly.
         for appId in undecodable.keys { catalogs[appId] = nil }
         return Load(apps: catalogs, undecodable: undecodable)
@@ -213,14 +229,14 @@ public struct CatalogStore: Sendable {
                 entries.append(
                     CatalogHistoryEntry(
                         version: version, type: type, at: at, actor: "unknown", reason: nil, platform: nil, releaseVersion: nil,
-                        changes: [:], schedule: nil, undecodable: reason))
+                        rule: nil, changes: [:], schedule: nil, undecodable: reason))
                 continue
             }
             entries.append(
                 CatalogHistoryEntry(
                     version: version, type: type, at: at, actor: event.actor, reason: event.reason,
-                    platform: event.platform ?? event.release?.platform, releaseVersion: event.release?.version.text,
-                    changes: event.changes, schedule: event.schedule, undecodable: nil))
+                    platform: event.platform ?? event.release?.platform ?? event.rule?.platform,
+                    releaseVersion: event.release?.version.text, rule: event.rule?.id, changes: event.changes, schedule: event.schedule, undecodable: nil))
         }
         return entries
     }
@@ -234,6 +250,22 @@ public struct CatalogStore: Sendable {
         for try await (type, data) in rows.decode((String, String).self) {
             guard let kind = CatalogEvent.Kind(rawValue: type) else { continue }
             events.append(try CatalogEvent.decode(kind: kind, data: Data(data.utf8)))
+        }
+        return events
+    }
+
+    /// Every catalog event of an app with the time it was written, oldest first (what the rules read to
+    /// know a release's states and who last wrote a field). Events this version cannot read are left out.
+    public func timeline(appId: AppID) async throws -> [(at: Date, event: CatalogEvent)] {
+        let rows = try await pool.query(
+            "SELECT type, occurred_at, data::text FROM event_log WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
+            logger: logger)
+        var events: [(at: Date, event: CatalogEvent)] = []
+        for try await (type, at, data) in rows.decode((String, Date, String).self) {
+            guard let kind = CatalogEvent.Kind(rawValue: type),
+                let event = try? CatalogEvent.decode(kind: kind, data: Data(data.utf8))
+            else { continue }
+            events.append((at, event))
         }
         return events
     }
@@ -462,6 +494,70 @@ public struct CatalogStore: Sendable {
                 value: updated, revision: revision + 1,
                 warnings: try await policyWarnings(updated, appId: appId, platform: platform, on: connection))
         }
+    }
+
+    /// Writes a rule with optimistic concurrency (revision 0: a new rule), at most
+    /// ``RuleDefinition/maximumPerPlatform`` per app and platform.
+    public func replaceRule(
+        appId: AppID, platform: Platform, id: String, _ definition: RuleDefinition, expectedRevision: Int, actor: String,
+        reason: String?, now: Date
+    ) async throws -> CatalogWrite<Rule> {
+        try await write(appId: appId, now: now) { connection, streamVersion in
+            let old = try await rule(appId: appId, platform: platform, id: id, on: connection)
+            let revision = old?.revision ?? 0
+            guard revision == expectedRevision else { throw CatalogError.stale(current: revision) }
+            if old == nil {
+                let counted = try await connection.query(
+                    "SELECT count(*)::int FROM rules WHERE app_id = \(appId) AND platform = \(platform)", logger: logger)
+                for try await count in counted.decode(Int.self) where count >= RuleDefinition.maximumPerPlatform {
+                    throw CatalogError.invalid(
+                        FieldError("rule", "at most \(RuleDefinition.maximumPerPlatform) rules per app and platform", kind: .inconsistent))
+                }
+            }
+            // A write that changes nothing leaves everything as it was, as for policies; one that changes
+            // anything is a new writing of the rule, from which it acts again on a release a person overrode.
+            if let old, old.definition == definition { return CatalogWrite(value: old, revision: revision, warnings: []) }
+            let updated = Rule(id: id, platform: platform, definition: definition, revision: revision + 1, writtenAt: now)
+            try await connection.query(
+                """
+                INSERT INTO rules (app_id, platform, rule_id, rule, revision)
+                VALUES (\(appId), \(platform), \(id), \(try CatalogCoding.json(updated))::jsonb, \(updated.revision))
+                ON CONFLICT (app_id, platform, rule_id) DO UPDATE SET rule = excluded.rule, revision = excluded.revision
+                """, logger: logger)
+            let event = CatalogEvent(
+                kind: .ruleReplaced, actor: actor, reason: reason, platform: platform, rule: updated,
+                changes: try CatalogEvent.changes(from: old, to: updated).filter { $0.key != "writtenAt" })
+            try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+            return CatalogWrite(value: updated, revision: updated.revision, warnings: [])
+        }
+    }
+
+    /// Removes a rule with optimistic concurrency: `rule_removed`, carrying the rule as it was.
+    public func removeRule(
+        appId: AppID, platform: Platform, id: String, expectedRevision: Int, actor: String, reason: String?, now: Date
+    ) async throws {
+        try await write(appId: appId, now: now) { connection, streamVersion in
+            guard let old = try await rule(appId: appId, platform: platform, id: id, on: connection) else {
+                throw CatalogError.ruleNotFound("\(platform) \(id)")
+            }
+            guard old.revision == expectedRevision else { throw CatalogError.stale(current: old.revision) }
+            try await connection.query(
+                "DELETE FROM rules WHERE app_id = \(appId) AND platform = \(platform) AND rule_id = \(id)", logger: logger)
+            let event = CatalogEvent(kind: .ruleRemoved, actor: actor, reason: reason, platform: platform, rule: old)
+            try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+        }
+    }
+
+    private func rule(appId: AppID, platform: Platform, id: String, on connection: StoreConnection) async throws -> Rule? {
+        let rows = try await connection.query(
+            "SELECT rule::text, revision FROM rules WHERE app_id = \(appId) AND platform = \(platform) AND rule_id = \(id)",
+            logger: logger)
+        for try await (json, revision) in rows.decode((String, Int).self) {
+            var rule = try CatalogCoding.decoder().decode(Rule.self, from: Data(json.utf8))
+            rule.revision = revision
+            return rule
+        }
+        return nil
     }
 
     /// A minimum above every live release blocks everyone below it with nothing to update to.

@@ -8,7 +8,7 @@ struct UpshiftCommand: AsyncParsableCommand {
         abstract: "Upshift: update checks, upgrade events and adoption reports for apps.",
         version: UpshiftCommand.version,
         subcommands: [
-            Serve.self, Migrate.self, Apps.self, Keys.self, Releases.self, PolicyCommand.self, ProjectionsCommand.self,
+            Serve.self, Migrate.self, Apps.self, Keys.self, Releases.self, PolicyCommand.self, RulesCommand.self, ProjectionsCommand.self,
             Simulate.self, Demo.self, BenchStatic.self,
         ]
     )

@@ -33,6 +33,9 @@ import UpshiftTestSupport
         "GET /v1/apps/{app}/history": .read,
         "POST /v1/apps/{app}/releases": .write, "PATCH /v1/apps/{app}/releases/{platform}/{version}": .write,
         "PUT /v1/apps/{app}/policies/{platform}": .write, "PATCH /v1/apps/{app}": .write,
+        "GET /v1/apps/{app}/rules": .read, "GET /v1/apps/{app}/rules/{platform}/{rule}": .read,
+        "GET /v1/apps/{app}/rules/{platform}/{rule}/records": .read,
+        "PUT /v1/apps/{app}/rules/{platform}/{rule}": .write, "DELETE /v1/apps/{app}/rules/{platform}/{rule}": .write,
         "GET /v1/apps/{app}/reports/adoption": .read, "GET /v1/apps/{app}/reports/releases/{version}": .read,
         "GET /v1/apps/{app}/reports/prompts": .read, "GET /v1/apps/{app}/reports/minimum-impact": .read,
         "POST /v1/apps/{app}/preview": .read,
@@ -43,6 +46,8 @@ import UpshiftTestSupport
         "POST /dashboard/apps/{app}/releases/{version}": .write,
         "GET /dashboard/apps/{app}/settings": .write, "POST /dashboard/apps/{app}/settings": .write,
         "POST /dashboard/apps/{app}/new-release/preview": .write, "POST /dashboard/apps/{app}/new-release": .write,
+        "GET /dashboard/apps/{app}/rules": .read, "POST /dashboard/apps/{app}/rules/preview": .write,
+        "POST /dashboard/apps/{app}/rules": .write,
     ]
 
     /// A caller: its secret, and what the rule grants it on app `expenses` (nil: the key is not valid).

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import UpshiftStore
 import UpshiftTestSupport
+import UpshiftWire
 
 /// `upshift` put on PATH works from any folder: it carries its migrations and its API description.
 @Suite(.serverTimeLimit) struct BinaryTests {
@@ -163,6 +164,39 @@ import UpshiftTestSupport
         let shown = try Self.command(["apps", "show", "expenses"], databaseURL: url)
         #expect(shown.output.contains("revision 3") && shown.output.contains("store id 123"), "\(shown.output)")
         #expect(!shown.output.contains("android"), "\(shown.output)")
+    }
+
+    /// `upshift rules`: a rule written from JSON as a dry run, listed, made live with `--state` alone, its
+    /// (empty) records printed, removed; a bad definition is refused naming its field.
+    @Test func rulesAreWrittenListedAndRemovedFromTheCommandLine() async throws {
+        let harness = try await Harness.make()
+        let database = harness.database
+        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let target = ["--app", "expenses", "--platform", "ios", "--id", "crash-guard"]
+        let written = try Self.command(
+            ["rules", "set"] + target + ["--definition", #"{"kind":"halt_on_health","mode":"guarded"}"#, "--reason", "guard"],
+            databaseURL: url)
+        #expect(written.status == 0, "\(written.error)")
+        #expect(written.output.contains("rule crash-guard of expenses on ios is now at revision 1"), "\(written.output)")
+        let live = try Self.command(["rules", "set"] + target + ["--state", "live", "--reason", "trusted"], databaseURL: url)
+        #expect(live.status == 0 && live.output.contains("revision 2"), "\(live.error)")
+        let listed = try Self.command(["rules", "list", "--app", "expenses"], databaseURL: url)
+        let rules = try JSONValue.parse(Data(listed.output.utf8)).arrayValue ?? []
+        #expect(rules.count == 1)
+        #expect(rules.first?["state"] == .string("live") && rules.first?["mode"] == .string("guarded"), "\(listed.output)")
+        let bad = try Self.command(
+            ["rules", "set", "--app", "expenses", "--platform", "ios", "--id", "raise",
+             "--definition", #"{"kind":"raise_minimum","version":"2.0","share":0.9,"windowDays":7}"#, "--reason", "x"],
+            databaseURL: url)
+        #expect(bad.status != 0 && bad.error.contains("maximumForced"), "\(bad.error)")
+        let badId = try Self.command(["rules", "records", "--app", "expenses", "--platform", "ios", "--id", "No"], databaseURL: url)
+        #expect(badId.status != 0 && badId.error.contains("not a rule id"), "\(badId.error)")
+        let records = try Self.command(["rules", "records"] + target, databaseURL: url)
+        #expect(records.status == 0 && records.output.isEmpty, "\(records.output)\(records.error)")
+        let removed = try Self.command(["rules", "remove"] + target + ["--reason", "done"], databaseURL: url)
+        #expect(removed.status == 0 && removed.output.contains("removed"), "\(removed.error)")
+        let empty = try Self.command(["rules", "list", "--app", "expenses"], databaseURL: url)
+        #expect(try JSONValue.parse(Data(empty.output.utf8)) == .array([]), "\(empty.output)")
     }
 
     /// A database that cannot be reached is named, with why, within seconds (not after a minute of

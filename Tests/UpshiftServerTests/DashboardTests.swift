@@ -216,6 +216,51 @@ import UpshiftTestSupport
         }
     }
 
+    /// The rules page: an admin previews a rule (what it would do now, recording nothing), saves it as a dry
+    /// run, and a stale or bad form says so; a read token sees the rule and no form.
+    @Test func theRulesPagePreviewsSavesAndListsRules() async throws {
+        let harness = try await Harness.make(now: Timestamp.parse("2026-01-10T00:00:00Z")!)
+        try await harness.run { server in
+            #expect(try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: Self.release("1.0")).status == 201)
+            try await harness.waitForProjections()
+            var admin = Browser(server: server)
+            _ = try await admin.signIn(harness.adminKey)
+            let empty = try await admin.get("/dashboard/apps/expenses/rules")
+            #expect(empty.status == 200 && empty.text.contains("No rules yet."), "\(empty.text)")
+            let csrf = try await admin.csrf("/dashboard/apps/expenses/rules")
+            let form = [
+                "csrf": csrf, "platform": "ios", "id": "crash-guard", "revision": "0", "state": "live",
+                "definition": #"{"kind": "halt_on_health", "mode": "guarded"}"#, "reason": "guard 1.x",
+            ]
+            let preview = try await admin.post("/dashboard/apps/expenses/rules/preview", form)
+            #expect(preview.status == 200)
+            #expect(preview.text.contains("What crash-guard would do now"), "\(preview.text)")
+            // 1.0 has no release before it: no baseline, never halted.
+            #expect(preview.text.contains("crash-guard: no baseline"), "\(preview.text)")
+            #expect(try await server.send(.GET, "/v1/apps/expenses/rules", key: harness.readKey).value()["rules"] == .array([]))
+
+            let saved = try await admin.post("/dashboard/apps/expenses/rules", form)
+            #expect(saved.status == 303)
+            let shown = try await admin.get(saved.headers["Location"].first ?? "")
+            #expect(shown.text.contains("<p class=\"notice ok\" role=\"status\">Saved.</p>"), "\(shown.text)")
+            let rule = try await server.send(.GET, "/v1/apps/expenses/rules/ios/crash-guard", key: harness.readKey)
+            #expect(rule.etag == "\"1\"")
+            #expect(try rule.value()["state"] == .string("live"))
+            #expect(try await admin.post("/dashboard/apps/expenses/rules", form).status == 412, "the form of revision 0 is stale now")
+            let bad = try await admin.post(
+                "/dashboard/apps/expenses/rules", form.merging(["revision": "1", "definition": #"{"kind": "raise_minimum"}"#]) { $1 })
+            #expect(bad.status == 400 && bad.text.contains("version"), "\(bad.text)")
+
+            var reader = Browser(server: server)
+            _ = try await reader.signIn(harness.readKey)
+            let listed = try await reader.get("/dashboard/apps/expenses/rules")
+            #expect(listed.status == 200 && listed.text.contains("crash-guard") && listed.text.contains("revision 1"))
+            #expect(!listed.text.contains("<form method=\"post\" action=\"/dashboard/apps/expenses/rules\""), "no form for a read token")
+            let readerCSRF = try await reader.csrf("/dashboard/apps/expenses/rules")
+            #expect(try await reader.post("/dashboard/apps/expenses/rules", form.merging(["csrf": readerCSRF]) { $1 }).status == 403)
+        }
+    }
+
     /// "Add a release" shows the backtest of the release before its "Add" button, then adds it.
     @Test func aNewReleaseIsBacktestedBeforeItIsAdded() async throws {
         let harness = try await Harness.make()

@@ -110,6 +110,12 @@ def check(base, version):
         return json.load(response)
 
 
+def requests_json(base, path, token):
+    request = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
 def session_cookie(driver):
     cookie = driver.get_cookie("upshift_session")
     return f"upshift_session={cookie['value']}" if cookie else None
@@ -250,7 +256,24 @@ def main():
         expect(lookup["resultCount"] == 1 and lookup["results"][0]["trackId"] == 1234567890,
                f"the lookup answers with the store id just saved ({lookup['resultCount']} results)")
 
-        # 7. Phone width and dark mode still read (screenshots only).
+        # 7. A rule: previewed (what it would do now, nothing recorded), then saved as a dry run.
+        driver.find_element(By.LINK_TEXT, "Rules").click()
+        form = driver.find_element(By.XPATH, "//form[fieldset/legend='A new rule']")
+        form.find_element(By.NAME, "id").send_keys("raise-to-2")
+        definition = form.find_element(By.NAME, "definition")
+        definition.clear()
+        definition.send_keys('{"kind": "raise_minimum", "version": "2.0", "share": 0.9, "windowDays": 7, "maximumForced": 100}')
+        form.find_element(By.NAME, "reason").send_keys("raise once 2.0 is everywhere (e2e)")
+        submit(driver, form.find_element(By.XPATH, ".//button[text()='Preview what it would do now']"), (By.ID, "preview"))
+        preview = driver.find_element(By.ID, "preview").text
+        expect("raise-to-2: the minimum is already at or above 2.0.0" in preview, f"the rule's preview says the minimum raised above is already there ({preview!r})")
+        expect(requests_json(base, "/v1/apps/sample/rules", arguments.read)["rules"] == [], "the preview wrote nothing")
+        form = driver.find_element(By.XPATH, "//form[fieldset/legend='A new rule']")
+        submit(driver, form.find_element(By.XPATH, ".//button[text()='Save the rule']"), (By.CSS_SELECTOR, "p.notice.ok"))
+        expect(driver.find_elements(By.XPATH, "//section[@class='rule']/h2[contains(., 'raise-to-2')]"),
+               "the saved rule is listed, a dry run")
+
+        # 8. Phone width and dark mode still read (screenshots only).
         if shots:
             driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
             driver.get(base + "/dashboard/apps/sample?platform=ios")

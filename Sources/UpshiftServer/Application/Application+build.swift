@@ -96,8 +96,9 @@ func buildRouter(
         ).routes)
     if let writer = parts.writer {
         let authentication = BearerAuthentication(keys: parts.keys)
-        let readers = ReaderShares(configuration.readers, metrics: parts.metrics)
+        let readers = parts.readers
         let reload = parts.snapshotLoader.reload(reason:)
+        let ruleRecords = RuleRecordStore(pool: parts.reads, logger: parts.logger)
         router.addRoutes(
             EventsController(
                 writer: writer, clock: configuration.clock, settings: configuration.ingestion,
@@ -109,11 +110,13 @@ func buildRouter(
                 trustedProxies: configuration.trustedProxies, metrics: parts.metrics, logger: parts.logger
             ).routes, atPath: "/v1/apps/:app")
         router.addRoutes(
-            CatalogController(store: parts.catalogStore, clock: configuration.clock) { await reload("write") }
+            CatalogController(
+                store: parts.catalogStore, records: ruleRecords,
+                clock: configuration.clock
+            ) { await reload("write") }
                 .routes(authentication: authentication, readers: readers), atPath: "/v1/apps")
-        let reports = ReportService(
-            store: ReportStore(pool: parts.replica ?? parts.reads, logger: parts.logger), snapshot: parts.snapshot,
-            clock: configuration.clock, readers: readers)
+        let reportStore = ReportStore(pool: parts.replica ?? parts.reads, logger: parts.logger)
+        let reports = ReportService(store: reportStore, snapshot: parts.snapshot, clock: configuration.clock, readers: readers)
         let reportsController = ReportsController(reports: reports, snapshot: parts.snapshot, clock: configuration.clock)
         router.addRoutes(reportsController.routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
         router.addRoutes(reportsController.backtestRoutes(authentication: authentication), atPath: "/v1/apps/:app")
@@ -123,7 +126,9 @@ func buildRouter(
                 reports: reports, snapshot: parts.snapshot, clock: configuration.clock,
                 signInLimiter: RateLimiter(configuration.check.ratePerClient, name: "sign_in", metrics: parts.metrics),
                 sessionLimiter: RateLimiter(configuration.dashboard.ratePerClient, name: "dashboard", metrics: parts.metrics),
-                trustedProxies: configuration.trustedProxies
+                trustedProxies: configuration.trustedProxies, ruleRecords: ruleRecords,
+                ruleEvaluator: RuleEvaluator(
+                    parts, reports: reportStore, records: ruleRecords, projections: parts.reads, backtests: reports)
             ) { await reload("dashboard write") }.routes, atPath: "/dashboard")
         // The address a person types: the dashboard.
         router.get("/") { _, _ in DashboardPages.redirect("/dashboard") }
@@ -168,13 +173,21 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
                 store: ProjectionStore(pool: projections, logger: parts.logger), settings: configuration.projections,
                 signal: parts.feedSignal, readiness: parts.readiness, metrics: parts.metrics, logger: parts.logger))
         // Rollout schedules advance where the projections run, one instance at a time (an advisory lock).
-        services.append(
-            RolloutScheduler(
-                catalog: CatalogStore(pool: projections, logger: parts.logger), database: configuration.database,
-                clock: configuration.clock, readiness: parts.readiness, metrics: parts.metrics, logger: parts.logger
-            ) {
-                if serveHTTP { await snapshotLoader.reload(reason: "rollout schedule") }
-            })
+        // The rules read the primary (their lag is measured there) and backtest under the instance's limit.
+        let catalog = CatalogStore(pool: projections, logger: parts.logger)
+        let reportStore = ReportStore(pool: projections, logger: parts.logger)
+        let backtests = ReportService(store: reportStore, snapshot: snapshot, clock: configuration.clock, readers: parts.readers)
+        var scheduler = RolloutScheduler(
+            catalog: catalog, database: configuration.database,
+            clock: configuration.clock, readiness: parts.readiness, metrics: parts.metrics, logger: parts.logger
+        ) {
+            if serveHTTP { await snapshotLoader.reload(reason: "rollout schedule") }
+        }
+        scheduler.rules = RuleEvaluator(
+            parts, reports: reportStore, records: RuleRecordStore(pool: projections, logger: parts.logger),
+            projections: projections, backtests: backtests, catalog: catalog)
+        scheduler.rulesInterval = configuration.projections.rulesInterval
+        services.append(scheduler)
     }
     return services
 }
@@ -240,5 +253,24 @@ private func retryingWhileUnreachable(logger: Logger, _ work: @Sendable () async
             logger.warning("database unreachable at start; retrying", metadata: ["error": "\(error)"])
             try await Task.sleep(for: .seconds(1))
         }
+    }
+}
+
+extension RuleEvaluator {
+    /// The evaluator of the application's parts: the read models through `reports`, lag and rebuilds through
+    /// `projections`' registry, backtests through `backtests` (under the instance's limit, counted against
+    /// no token).
+    init(
+        _ parts: ApplicationComponents, reports: ReportStore, records: RuleRecordStore, projections: DatabasePool,
+        backtests: ReportService, catalog: CatalogStore? = nil
+    ) {
+        self.init(
+            catalog: catalog ?? parts.catalogStore, reports: reports,
+            projections: ProjectionStore(pool: projections, logger: parts.logger), records: records,
+            backtest: { app, platform, current, proposed, now in
+                try await backtests.backtest(
+                    app: app, platform: platform, windowDays: BacktestReport.defaultWindowDays, now: now, current: current,
+                    proposed: proposed)
+            }, clock: parts.configuration.clock, metrics: parts.metrics, logger: parts.logger)
     }
 }

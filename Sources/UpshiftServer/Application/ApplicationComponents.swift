@@ -33,6 +33,8 @@ struct ApplicationComponents {
     let partitions: PartitionMaintainer
     let keys: KeyDirectory
     let feedSignal: FeedSignal
+    /// The instance's limits on report reads and backtests, shared by the API, the dashboard and the rules.
+    let readers: ReaderShares
     /// With the `http` role only: the group-commit writer of events and check observations.
     let writer: IngestionWriter?
 
@@ -89,6 +91,7 @@ struct ApplicationComponents {
             readiness: readiness, logger: logger)
         let feedSignal = FeedSignal()
         self.feedSignal = feedSignal
+        readers = ReaderShares(configuration.readers, metrics: metrics)
         writer =
             serveHTTP
             ? IngestionWriter(

@@ -153,6 +153,9 @@ public struct AppConfiguration: Sendable {
         if let events = try read.integer("UPSHIFT_BACKFILL_CHUNK_EVENTS", in: 1_000...1_000_000_000) {
             configuration.projections.backfillChunkEvents = events
         }
+        if let seconds = try read.decimal("UPSHIFT_RULES_INTERVAL", in: 1...86_400) {
+            configuration.projections.rulesInterval = seconds
+        }
         if let seconds = try read.decimal("UPSHIFT_PROJECTION_MAX_XID_SECONDS", in: 0.5...300) {
             configuration.projections.maximumXidHold = .milliseconds(Int64(seconds * 1_000))
         }

@@ -1,3 +1,4 @@
+import Foundation
 import UpshiftStore
 
 /// How the projection runner batches, polls and stands by.
@@ -43,6 +44,9 @@ public struct ProjectionSettings: Sendable {
     /// about this long: a transaction that writes holds back every feed, so the projections that serve
     /// meanwhile wait about that long for their events; nil: always those maxima.
     public var rebuildWriteTarget: Duration? = .milliseconds(250)
+    /// How often the rollout worker evaluates the rules (`UPSHIFT_RULES_INTERVAL`, seconds), by the
+    /// application's clock.
+    public var rulesInterval: TimeInterval = 300
     /// What each writing transaction is sized to take: a fifth of ``maximumXidHold``, and no more than
     /// ``rebuildWriteTarget`` for a rebuild beside projections that serve.
     func xidTarget(rebuilding: Bool) -> Duration {

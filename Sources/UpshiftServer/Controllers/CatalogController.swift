@@ -6,9 +6,11 @@ import UpshiftStore
 
 /// The admin API (docs/ARCHITECTURE.md, "The catalog write path"): apps, releases, policies and history,
 /// under `/v1/apps`. Writes go through `CatalogStore`, the same code the CLI uses. One feature per file:
-/// `+Apps`, `+Releases`, `+Policies`, `+History`.
+/// `+Apps`, `+Releases`, `+Policies`, `+Rules`, `+History`.
 struct CatalogController: Sendable {
     let store: CatalogStore
+    /// What the rules' evaluation recorded.
+    let records: RuleRecordStore
     let clock: any WallClock
     /// Reloads this instance's check snapshot, so that a write is visible here as soon as it is
     /// answered (other instances follow on NOTIFY).
@@ -28,11 +30,16 @@ struct CatalogController: Sendable {
             .get("releases/:platform/:version", use: release)
             .get("policies/:platform", use: policy)
             .get("history", use: history)
+            .get("rules", use: rules)
+            .get("rules/:platform/:rule", use: rule)
+            .get("rules/:platform/:rule/records", use: ruleRecords)
         routes.group(":app").add(middleware: RequireAccess(.write))
             .patch(use: patchApp)
             .post("releases", use: addRelease)
             .patch("releases/:platform/:version", use: patchRelease)
             .put("policies/:platform", use: putPolicy)
+            .put("rules/:platform/:rule", use: putRule)
+            .delete("rules/:platform/:rule", use: deleteRule)
         return routes
     }
 

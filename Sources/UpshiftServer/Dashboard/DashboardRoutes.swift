@@ -23,6 +23,9 @@ struct DashboardPages: Sendable {
     /// Session look-ups per client address (a cookie costs a database query).
     let sessionLimiter: RateLimiter
     let trustedProxies: Set<String>
+    /// What the rules recorded, and their evaluation for the rules page's preview.
+    let ruleRecords: RuleRecordStore
+    let ruleEvaluator: RuleEvaluator
     let afterWrite: @Sendable () async -> Void
 
     /// The routes, relative to `/dashboard`.
@@ -44,17 +47,20 @@ struct DashboardPages: Sendable {
             .get(use: overview)
             .get("releases/:version", use: release)
             .get("history", use: history)
+            .get("rules", use: rules)
         signedIn.group("apps/:app").add(middleware: RequireAccess(.write)).add(middleware: reader)
             .get("rollout", use: rollout)
             .get("settings", use: settings)
             .post("policy/preview", use: backtestPolicy)
             .post("new-release/preview", use: backtestNewRelease)
+            .post("rules/preview", use: previewRule)
         signedIn.group("apps/:app").add(middleware: RequireAccess(.write))
             .post("settings", use: saveSettings)
             .post("policy", use: savePolicy)
             .post("minimum", use: raiseMinimum)
             .post("new-release", use: addNewRelease)
             .post("releases/:version", use: changeRelease)
+            .post("rules", use: saveRule)
         return routes
     }
 

@@ -96,6 +96,7 @@ extension Page {
             let query = platform.map { "?platform=\(DashboardForm.escape($0))" } ?? ""
             navigation.append(("Overview", "/dashboard/apps/\(app)\(query)"))
             if identity.mayWrite { navigation.append(("Rollout", "/dashboard/apps/\(app)/rollout\(query)")) }
+            navigation.append(("Rules", "/dashboard/apps/\(app)/rules"))
             navigation.append(("History", "/dashboard/apps/\(app)/history"))
             if identity.mayWrite { navigation.append(("Settings", "/dashboard/apps/\(app)/settings")) }
         }

@@ -22,6 +22,9 @@ struct RolloutScheduler: Service {
     var interval: Duration = .milliseconds(500)
     /// How long an instance that does not hold the lock waits before it tries again.
     var retry: Duration = .seconds(2)
+    /// The rules, evaluated every ``rulesInterval`` seconds of the application's clock (nil: none).
+    var rules: RuleEvaluator?
+    var rulesInterval: TimeInterval = 300
     /// Called after a write, to refresh this instance's snapshot at once (others reload on `NOTIFY`).
     let written: @Sendable () async -> Void
 
@@ -38,10 +41,18 @@ struct RolloutScheduler: Service {
                     ) { lease in
                         logger.info("rollout worker active")
                         var view = CatalogView()
+                        var rulesDue = clock.now()
                         // The lock lives as long as its connection: a closed one means another instance may lead.
                         while !lease.isLost, !Task.isCancelled {
                             try await view.refresh(from: catalog)
                             for app in try await tick(view.apps) { view.invalidate(app) }
+                            if let rules, clock.now() >= rulesDue {
+                                rulesDue = clock.now().addingTimeInterval(rulesInterval)
+                                try await view.refresh(from: catalog)
+                                let wrote = try await rules.evaluate(view.apps)
+                                for app in wrote { view.invalidate(app) }
+                                if !wrote.isEmpty { await written() }
+                            }
                             try await Task.sleep(for: interval)
                         }
                     }

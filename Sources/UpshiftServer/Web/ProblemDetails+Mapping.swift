@@ -64,7 +64,7 @@ extension ProblemDetails {
 
     private static func catalog(_ error: CatalogError) -> ProblemDetails {
         switch error {
-        case .appNotFound, .releaseNotFound: .notFound(error.description)
+        case .appNotFound, .releaseNotFound, .ruleNotFound: .notFound(error.description)
         case .appExists, .releaseExists: ProblemDetails(.exists, detail: error.description)
         case .stale: ProblemDetails(.stale, detail: error.description + "; read it again and retry")
         case .invalid(let field): .invalidField(field)

@@ -148,6 +148,23 @@ public struct ProjectionStore: Sendable {
         return (0, 0)
     }
 
+    /// Per projection: whether a generation is being built beside the active one, and how old the oldest
+    /// event the active one has not applied is (0 when none), as `upshift_projection_lag_seconds` has it.
+    public func freshness(now: Date) async throws -> [String: (rebuilding: Bool, lagSeconds: Double)] {
+        let rows = try await pool.query(
+            """
+            SELECT p.name, bool_or(p.state = 'building') OVER (PARTITION BY p.name), p.state,
+                   (SELECT e.recorded_at FROM event_log e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos)
+                    ORDER BY e.tx_id, e.position LIMIT 1)
+            FROM projections p WHERE p.state IN ('active', 'building')
+            """, logger: logger)
+        var result: [String: (rebuilding: Bool, lagSeconds: Double)] = [:]
+        for try await (name, rebuilding, state, oldest) in rows.decode((String, Bool, String, Date?).self) where state == "active" {
+            result[name] = (rebuilding, oldest.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+        }
+        return result
+    }
+
     /// The highest position handed out so far (an estimate of the feed's length, for progress).
     public func feedLength() async throws -> Int64 {
         let rows = try await pool.query(

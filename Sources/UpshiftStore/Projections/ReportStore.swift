@@ -136,6 +136,35 @@ public struct ReportStore: Sendable {
         return found.value.map { ReportRead(value: $0, dataAsOf: found.dataAsOf) }
     }
 
+    /// The health cohorts of `versions` (``HealthCohortCell``, from `release_health`), and whether each has
+    /// an abnormal exit on record (`health_daily`, as the release report's baseline has it), in one snapshot.
+    public func healthCohorts(app: AppID, platform: Platform, versions: [String]) async throws
+        -> ReportRead<[String: (cells: [HealthCohortCell], exits: Bool)]>
+    {
+        try await read(["release_health", "adoption"]) { [logger] connection, tables in
+            var result: [String: (cells: [HealthCohortCell], exits: Bool)] = [:]
+            for version in versions { result[version] = ([], false) }
+            for try await (version, os, day, installs, exited) in try await connection.query(
+                """
+                SELECT version, os_major, day::text, installs, exited FROM \(tables.name("health_cohorts", of: "release_health"))
+                WHERE app_id = \(app) AND platform = \(platform) AND version = ANY(\(versions)::text[])
+                """, logger: logger
+            ).decode((String, String, String, Int, Int).self) {
+                guard let day = UTCDay(day) else { continue }
+                result[version]?.cells.append(HealthCohortCell(osMajor: os, day: day, installs: installs, exited: exited))
+            }
+            for try await version in try await connection.query(
+                """
+                SELECT DISTINCT version FROM \(tables.name("health_daily", of: "adoption"))
+                WHERE app_id = \(app) AND platform = \(platform) AND version = ANY(\(versions)::text[]) AND exited > 0
+                """, logger: logger
+            ).decode(String.self) {
+                result[version]?.exits = true
+            }
+            return result
+        }
+    }
+
     /// Read from the figures the projection keeps per release: the cohort, the updated installs per hour
     /// of T, and the median and p90 found inside their hour (a few rows of an index), whatever the fleet's size.
     private static func releaseFigures(

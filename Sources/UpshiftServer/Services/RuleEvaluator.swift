@@ -1,0 +1,330 @@
+import Foundation
+import Logging
+import Metrics
+import UpshiftCore
+import UpshiftStore
+
+/// The rules' evaluation (docs/OPERATIONS.md, "Rules"), run by the rollout worker every
+/// `UPSHIFT_RULES_INTERVAL`: each rule that is not `off` reads the read models (never the log), decides
+/// with the Core functions (``HealthRule``, ``RaiseMinimumRule``), and, when `live`, acts as a catalog write
+/// with actor `rule:<id>`, after a backtest of the change; a dry run records what it would do. Each outcome
+/// is recorded once per change (``RuleRecord/repeats(_:)``).
+struct RuleEvaluator: Sendable {
+    let catalog: CatalogStore
+    let reports: ReportStore
+    let projections: ProjectionStore
+    let records: RuleRecordStore
+    /// The backtest of `proposed` against `current` for the app and platform, under the server's
+    /// backtest limit and counted against no token.
+    let backtest: @Sendable (AppID, Platform, AppCatalog, AppCatalog, Date) async throws -> BacktestReport
+    let clock: any WallClock
+    let metrics: any MetricsFactory
+    let logger: Logger
+
+    /// A projection whose oldest unapplied event is older than this, or that is being rebuilt, is not read.
+    static let maximumLagSeconds = 300.0
+
+    /// The projections each kind reads.
+    static func projections(of kind: RuleDefinition.Kind) -> [String] {
+        switch kind {
+        case .haltOnHealth: ["release_health", "adoption"]
+        case .raiseMinimum: ["install_state"]
+        case .haltOnPrompts, .advance: ["prompt_funnel"]
+        }
+    }
+
+    /// Evaluates every rule of `apps` that is not off; returns the apps it wrote.
+    func evaluate(_ apps: [AppID: AppCatalog]) async throws -> Set<AppID> {
+        defer { Counter(label: "upshift_rule_evaluations_total", factory: metrics).increment() }
+        let ruled = apps.filter { $0.value.rules.values.contains { $0.contains { $0.definition.state != .off } } }
+        guard !ruled.isEmpty else { return [] }
+        let now = clock.now()
+        let freshness = try await projections.freshness(now: now)
+        var written: Set<AppID> = []
+        for (appId, app) in ruled.sorted(by: { $0.key < $1.key }) {
+            var context = AppContext(appId: appId, app: app, now: now)
+            // Halts first: a release a halt stops is not raised to on the same evaluation.
+            let rules = app.rules.keys.sorted().flatMap(app.rules(for:)).filter { $0.definition.state != .off }
+                .sorted { Self.order($0.definition.kind) < Self.order($1.definition.kind) }
+            for rule in rules where try await evaluate(rule, in: &context, freshness: freshness) {
+                written.insert(appId)
+            }
+        }
+        return written
+    }
+
+    /// What `rule` would record now for each release it watches, every figure included, acting on nothing and
+    /// recording nothing: the dashboard's preview.
+    func preview(_ rule: Rule, app: AppCatalog) async throws -> [RuleRecord] {
+        let now = clock.now()
+        var context = AppContext(appId: app.app.id, app: app, now: now, preview: [])
+        _ = try await evaluate(rule, in: &context, freshness: try await projections.freshness(now: now))
+        return context.preview ?? []
+    }
+
+    /// Why a rule reading `names` is skipped now, or nil.
+    static func stale(_ names: [String], freshness: [String: (rebuilding: Bool, lagSeconds: Double)]) -> String? {
+        for name in names {
+            guard let state = freshness[name] else { return "projection \(name) has no active generation yet" }
+            if state.rebuilding { return "projection \(name) is being rebuilt" }
+            if state.lagSeconds > maximumLagSeconds {
+                return "projection \(name) lags by more than \(Int(maximumLagSeconds)) s"
+            }
+        }
+        return nil
+    }
+
+    private static func order(_ kind: RuleDefinition.Kind) -> Int {
+        switch kind {
+        case .haltOnHealth, .haltOnPrompts: 0
+        case .advance: 1
+        case .raiseMinimum: 2
+        }
+    }
+
+    /// What one evaluation knows of an app: its catalog as the worker read it (updated by the writes made
+    /// meanwhile), and its catalog events, read once when a rule first needs them.
+    struct AppContext {
+        let appId: AppID
+        var app: AppCatalog
+        let now: Date
+        var timeline: [(at: Date, event: CatalogEvent)]?
+        /// A preview's records, instead of records written and actions taken (nil: for real).
+        var preview: [RuleRecord]?
+    }
+
+    /// One rule, skipped while a projection it reads is stale: true when it wrote the catalog.
+    private func evaluate(
+        _ rule: Rule, in context: inout AppContext, freshness: [String: (rebuilding: Bool, lagSeconds: Double)]
+    ) async throws -> Bool {
+        if let stale = Self.stale(Self.projections(of: rule.definition.kind), freshness: freshness) {
+            try await record(
+                RuleRecord(
+                    ruleId: rule.id, platform: rule.platform, at: context.now, outcome: .skipped, version: nil, action: nil,
+                    summary: stale), in: &context, skip: true)
+            return false
+        }
+        switch rule.definition.kind {
+        case .haltOnHealth(let mode):
+            return try await haltOnHealth(rule, mode: mode, in: &context)
+        case .raiseMinimum(let raise):
+            return try await raiseMinimum(rule, raise, in: &context)
+        case .haltOnPrompts(let skip, let blocked, _, let minimumInstalls):
+            let appId = context.appId
+            return try await halt(rule, in: &context) { release in
+                let read = try await reports.funnels(app: appId, platform: rule.platform, target: release.version)
+                let evaluation = PromptRule.evaluate(read.value, skip: skip, blocked: blocked, minimumInstalls: minimumInstalls)
+                return (evaluation.regressed, evaluation.summary, false)
+            }
+        case .advance:
+            try await record(
+                RuleRecord(
+                    ruleId: rule.id, platform: rule.platform, at: context.now, outcome: .skipped, version: nil, action: nil,
+                    summary: "advance rules are stored but not evaluated by this version"),
+                in: &context, skip: true)
+            return false
+        }
+    }
+
+    // MARK: Halt on health
+
+    /// The releases a health rule watches: live, out, not halted, within their first 30 days of cohorts
+    /// (and the days those take to settle).
+    static func watched(_ releases: [Release], now: Date) -> [Release] {
+        let days = Double(HealthRule.monitoredDays + HealthRule.settledDays)
+        return releases.filter { release in
+            release.status == .live && !release.rolloutPaused && release.rolloutPercent > 0 && release.releasedAt <= now
+                && now.timeIntervalSince(release.releasedAt) < days * 86_400
+        }
+    }
+
+    private func haltOnHealth(_ rule: Rule, mode: HealthHaltMode, in context: inout AppContext) async throws -> Bool {
+        let releases = context.app.releases(for: rule.platform)
+        let (appId, now) = (context.appId, context.now)
+        return try await halt(rule, in: &context) { release in
+            let previous = ReleaseHealth.previous(of: release, among: releases)
+            let versions = [release.version.normalized] + (previous.map { [$0.version.normalized] } ?? [])
+            let read = try await reports.healthCohorts(app: appId, platform: rule.platform, versions: versions)
+            func cohorts(_ release: Release) -> ReleaseCohorts {
+                let found = read.value[release.version.normalized]
+                return ReleaseCohorts(
+                    version: release.version.normalized, releasedAt: release.releasedAt, cells: found?.cells ?? [],
+                    exitsOnRecord: found?.exits ?? false)
+            }
+            let evaluation = HealthRule.evaluate(mode, release: cohorts(release), previous: previous.map(cohorts), now: now)
+            return (evaluation.outcome == .regressed, evaluation.summary, evaluation.outcome == .noBaseline)
+        }
+    }
+
+    /// A halting rule over the watched releases of its platform: `decide` tells, for one, whether it
+    /// should be halted, the figures, and whether the rule can never act on it (recorded once).
+    private func halt(
+        _ rule: Rule, in context: inout AppContext,
+        decide: (Release) async throws -> (halt: Bool, summary: String, never: Bool)
+    ) async throws -> Bool {
+        let appId = context.appId
+        var wrote = false
+        for release in Self.watched(context.app.releases(for: rule.platform), now: context.now) {
+            let decision = try await decide(release)
+            if try await act(
+                rule, version: release.version, field: "rolloutPaused", wanted: decision.halt, action: "halt",
+                summary: "\(rule.id): \(decision.summary)", announced: decision.never, in: &context,
+                proposed: { app in
+                    var halted = release
+                    halted.rolloutPaused = true
+                    app.upsert(halted)
+                },
+                backtestRequired: false,
+                write: { reason, now in
+                    try await catalog.updateRelease(
+                        appId: appId, platform: rule.platform, version: release.version,
+                        expectedRevision: release.revision, actor: rule.actor, reason: reason, now: now
+                    ) { current in
+                        var halted = current
+                        halted.rolloutPaused = true
+                        return halted
+                    }.revision
+                })
+            {
+                wrote = true
+            }
+        }
+        return wrote
+    }
+
+    // MARK: Raise the minimum
+
+    private func raiseMinimum(_ rule: Rule, _ raise: RaiseMinimumRule, in context: inout AppContext) async throws -> Bool {
+        let platform = rule.platform, appId = context.appId
+        let policy = context.app.policy(for: platform)
+        let releases = context.app.releases(for: platform)
+        let since = context.now.addingTimeInterval(-Double(raise.windowDays) * 86_400)
+        let active = try await reports.activeInstalls(app: appId, platform: platform, since: since)
+        let impact = MinimumImpactReport(
+            app: appId, platform: platform, minimum: raise.version, windowDays: raise.windowDays, releases: releases,
+            now: context.now, groups: active.value, dataAsOf: active.dataAsOf)
+        let timeline = try await timeline(&context)
+        let states = timeline.compactMap { entry -> (at: Date, release: Release)? in
+            guard let release = entry.event.release, release.platform == platform, release.version == raise.version else { return nil }
+            return (entry.at, release)
+        }
+        let evaluation = raise.evaluate(currentMinimum: policy.minimumVersion, impact: impact, history: states, now: context.now)
+        let summary = "\(rule.id): " + (evaluation.outcome == .done ? "the minimum is already at or above \(raise.version.normalized)" : evaluation.summary)
+        return try await act(
+            rule, version: raise.version, field: "minimumVersion", wanted: evaluation.outcome == .raise, action: "raise_minimum",
+            summary: summary, in: &context,
+            proposed: { app in app.policies[platform] = Self.raised(policy, to: raise.version) },
+            backtestRequired: true,
+            write: { reason, now in
+                try await catalog.replacePolicy(
+                    appId: appId, platform: platform, Self.raised(policy, to: raise.version),
+                    expectedRevision: policy.revision, actor: rule.actor, reason: reason, now: now
+                ).revision
+            })
+    }
+
+    static func raised(_ policy: Policy, to version: Version) -> Policy {
+        var raised = policy
+        raised.minimumVersion = version
+        if let target = raised.targetVersion, target < version { raised.targetVersion = version }
+        return raised
+    }
+
+    // MARK: Acting and recording
+
+    /// Records what `rule` does about `version` now, and acts when it is live: `wanted` says whether its
+    /// condition holds. A rule a person overrode on `field` stands aside. The action is backtested first
+    /// (`proposed` edits a copy of the catalog); when the backtest fails, the action proceeds only unless
+    /// `backtestRequired`. `write` makes the catalog write with the reason given and returns its revision.
+    private func act(
+        _ rule: Rule, version: Version, field: String, wanted: Bool, action: String, summary: String,
+        announced: Bool = false, in context: inout AppContext, proposed: (inout AppCatalog) -> Void, backtestRequired: Bool,
+        write: @Sendable (String, Date) async throws -> Int
+    ) async throws -> Bool {
+        let appId = context.appId, now = context.now, name = version.normalized
+        func entry(_ outcome: RuleRecord.Outcome, _ action: String?, _ text: String) -> RuleRecord {
+            RuleRecord(ruleId: rule.id, platform: rule.platform, at: now, outcome: outcome, version: name, action: action, summary: text)
+        }
+        guard wanted else {
+            try await record(entry(.idle, nil, summary), in: &context, announced: announced)
+            return false
+        }
+        let writes = try await timeline(&context).compactMap { item -> RuleOverride.Write? in
+            let event = item.event
+            let target =
+                field == "minimumVersion"
+                ? (event.kind == .policyReplaced && event.platform == rule.platform)
+                : (event.release.map { $0.platform == rule.platform && $0.version == version } ?? false)
+            return target ? RuleOverride.Write(at: item.at, actor: event.actor, fields: Set(event.changes.keys)) : nil
+        }
+        if let person = RuleOverride.overriding(rule, field: field, writes: writes) {
+            let text = "\(summary); \(person.actor) changed \(field) at \(Timestamp.format(person.at)) after this rule did"
+            try await record(entry(.standsAside, action, text), in: &context)
+            return false
+        }
+        guard rule.definition.state == .live, context.preview == nil else {
+            try await record(entry(.wouldAct, action, summary), in: &context)
+            return false
+        }
+        var changed = context.app
+        proposed(&changed)
+        var reason = summary
+        do {
+            let report = try await backtest(appId, rule.platform, context.app, changed, now)
+            reason += "; backtest over \(report.windowDays) days: \(report.changed) of \(report.installs) installs answered differently, "
+                + "\(report.today.force) → \(report.proposed.force) forced"
+        } catch {
+            guard !backtestRequired else {
+                try await record(entry(.failed, action, "\(summary); not done: the backtest failed (\(error))"), in: &context)
+                return false
+            }
+            reason += "; the backtest failed (\(error)), the halt proceeds"
+        }
+        do {
+            let revision = try await write(String(reason.prefix(CatalogInput.maximumReasonLength)), now)
+            Counter(label: "upshift_rule_actions_total", dimensions: [("action", action)], factory: metrics).increment()
+            logger.notice(
+                "rule acted",
+                metadata: ["app": "\(appId)", "rule": "\(rule.id)", "action": "\(action)", "version": "\(name)", "revision": "\(revision)"])
+            try await record(entry(.acted, action, reason), in: &context)
+            context.app = try await catalog.app(id: appId) ?? context.app
+            context.timeline = nil
+            return true
+        } catch CatalogError.stale {
+            // Written meanwhile: the next evaluation decides on the catalog as it is then.
+            return false
+        }
+    }
+
+    private func timeline(_ context: inout AppContext) async throws -> [(at: Date, event: CatalogEvent)] {
+        if let timeline = context.timeline { return timeline }
+        let timeline = try await catalog.timeline(appId: context.appId)
+        context.timeline = timeline
+        return timeline
+    }
+
+    /// Appends `record` unless it says what the rule's last record for its release says (a skip: what its
+    /// last record says, within the hour). An idle record is only worth writing after one that was not, or
+    /// when `announced` (a release the rule will never act on, such as one without a baseline).
+    private func record(
+        _ record: RuleRecord, in context: inout AppContext, skip: Bool = false, announced: Bool = false
+    ) async throws {
+        if context.preview != nil {
+            context.preview?.append(record)
+            return
+        }
+        let appId = context.appId
+        let last = try await records.last(
+            appId: appId, platform: record.platform, ruleId: record.ruleId, version: skip ? nil : record.version)
+        if skip {
+            Counter(label: "upshift_rule_skips_total", factory: metrics).increment()
+            if let last, last.outcome == .skipped, last.summary == record.summary, record.at.timeIntervalSince(last.at) < 3_600 {
+                return
+            }
+        } else {
+            guard !record.repeats(last) else { return }
+            if record.outcome == .idle, last == nil, !announced { return }
+        }
+        try await records.append(record, appId: appId)
+    }
+}

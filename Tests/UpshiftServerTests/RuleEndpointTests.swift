@@ -1,0 +1,343 @@
+import Foundation
+import Synchronization
+import Testing
+import UpshiftCore
+import UpshiftServer
+import UpshiftTestSupport
+import UpshiftWire
+
+/// Rules through `serve` (docs/OPERATIONS.md, "Rules"): written and read over the API with revisions, and
+/// evaluated by the rollout worker on the application's clock, which is the test's: each step of the clock
+/// by the rules' interval is one evaluation.
+@Suite(.serverTimeLimit) struct RuleEndpointTests {
+    static let start = Timestamp.parse("2026-06-01T12:00:00Z")!
+    static let interval: TimeInterval = 60
+
+    @Test func rulesAreWrittenWithRevisionsAndBadDefinitionsAreRefusedNamingTheField() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run { server in
+            let key = harness.adminKey
+            let path = "/v1/apps/expenses/rules/ios/crash-guard"
+            let guarded: JSONValue = .object(["kind": .string("halt_on_health"), "mode": .string("guarded"), "reason": .string("guard 2.x")])
+            #expect(try await server.send(.PUT, path, key: key, json: guarded).status == 428)
+            let created = try await server.send(.PUT, path, key: key, json: guarded, headers: [("If-Match", "\"0\"")])
+            #expect(created.status == 200)
+            #expect(created.etag == "\"1\"")
+            let rule = try created.value()
+            #expect(rule["state"] == .string("dry-run"), "a new rule is a dry run")
+            #expect(rule["id"] == .string("crash-guard") && rule["platform"] == .string("ios") && rule["mode"] == .string("guarded"))
+            // The same write again changes nothing; a stale one is refused.
+            #expect(try await server.send(.PUT, path, key: key, json: guarded, headers: [("If-Match", "\"1\"")]).etag == "\"1\"")
+            #expect(try await server.send(.PUT, path, key: key, json: guarded, headers: [("If-Match", "\"0\"")]).status == 412)
+            #expect(try await server.send(.GET, path, key: harness.readKey).value() == rule)
+            let listed = try await server.send(.GET, "/v1/apps/expenses/rules", key: harness.readKey).value()
+            #expect(listed["rules"] == .array([rule]))
+            // A read token reads and cannot write.
+            #expect(try await server.send(.PUT, path, key: harness.readKey, json: guarded, headers: [("If-Match", "\"1\"")]).status == 403)
+
+            for (body, field) in [
+                (#"{"kind":"raise_minimum","version":"two","share":0.9,"windowDays":7,"maximumForced":10}"#, "version"),
+                (#"{"kind":"raise_minimum","version":"2.0","share":0.9,"windowDays":7}"#, "maximumForced"),
+                (#"{"kind":"raise_minimum","version":"2.0","share":1.2,"windowDays":7,"maximumForced":10}"#, "share"),
+                (#"{"kind":"halt_on_health","mode":"threshold","excess":-1,"minimumInstalls":10}"#, "excess"),
+                (#"{"kind":"halt_on_everything"}"#, "kind"),
+            ] {
+                let reply = try await server.request(
+                    .PUT, "/v1/apps/expenses/rules/ios/other",
+                    headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json"), ("If-Match", "\"0\"")],
+                    body: Data(body.utf8))
+                #expect(reply.status == 400, "\(body)")
+                #expect(try reply.value()["field"] == .string(field), "\(body)")
+            }
+            let badId = try await server.send(.GET, "/v1/apps/expenses/rules/ios/Crash_Guard", key: key)
+            #expect(badId.status == 400)
+            #expect(try badId.value()["field"] == .string("rule"))
+            #expect(try await server.send(.GET, "/v1/apps/expenses/rules/ios/nothing", key: key).status == 404)
+
+            // At most 20 per app and platform.
+            for index in 1..<20 {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/advance-\(index)", key: key, json: .object(["kind": .string("advance")]),
+                    headers: [("If-Match", "\"0\"")])
+                #expect(reply.status == 200)
+            }
+            let full = try await server.send(
+                .PUT, "/v1/apps/expenses/rules/ios/one-more", key: key, json: .object(["kind": .string("advance")]),
+                headers: [("If-Match", "\"0\"")])
+            #expect(full.status == 422)
+            #expect(try full.value()["field"] == .string("rule"))
+            // Another platform has its own 20.
+            #expect(
+                try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/android/one-more", key: key, json: .object(["kind": .string("advance")]),
+                    headers: [("If-Match", "\"0\"")]
+                ).status == 200)
+
+            // Removing frees a place, and the history says who wrote and removed what.
+            #expect(try await server.send(.DELETE, path, key: key, headers: [("If-Match", "\"0\"")]).status == 412)
+            #expect(try await server.send(.DELETE, path, key: key, headers: [("If-Match", "\"1\"")]).status == 204)
+            #expect(try await server.send(.GET, path, key: key).status == 404)
+            let history = try await server.send(.GET, "/v1/apps/expenses/history?limit=500", key: key).value()
+            let entries = history["entries"]?.arrayValue ?? []
+            #expect(entries.first?["type"] == .string("rule_removed") && entries.first?["rule"] == .string("crash-guard"))
+            let written = entries.first { $0["type"] == .string("rule_replaced") && $0["rule"] == .string("crash-guard") }
+            #expect(written?["reason"] == .string("guard 2.x"))
+            #expect(written?["actor"]?.stringValue?.hasPrefix("owner") == true)
+        }
+    }
+
+    static func configuration(_ harness: Harness) -> AppConfiguration {
+        var configuration = harness.configuration()
+        configuration.projections.rulesInterval = interval
+        return configuration
+    }
+
+    /// Adds iOS releases at 100 %: (version, releasedAt).
+    static func release(_ server: Server, _ harness: Harness, _ releases: (String, String)...) async throws {
+        for (version, released) in releases {
+            let reply = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: .object([
+                "platform": .string("ios"), "version": .string(version), "releasedAt": .string(released),
+            ]))
+            #expect(reply.status == 201)
+        }
+    }
+
+    /// Two evaluations of the rules, the second begun after everything before this call.
+    static func evaluate(_ server: Server, _ harness: Harness) async throws {
+        for _ in 0..<2 {
+            let before = try await server.metric("upshift_rule_evaluations_total") ?? 0
+            harness.clock.advance(by: interval)
+            try await Waits.until("an evaluation of the rules", timeout: .seconds(30)) {
+                try await server.metric("upshift_rule_evaluations_total") ?? 0 > before
+            }
+        }
+    }
+
+    /// One install's day: `launched` on `version`, and an `abnormal_exit` two hours later when `exits`.
+    static func day(_ install: String, platform: String, version: String, at time: Date, exits: Bool) -> [[String: String]] {
+        func event(_ type: String, _ at: Date) -> [String: String] {
+            [
+                "id": UUID().uuidString, "type": type, "installId": install, "platform": platform, "appVersion": version,
+                "osVersion": "17.2", "occurredAt": Timestamp.format(at),
+            ]
+        }
+        return [event("launched", time)] + (exits ? [event("abnormal_exit", time.addingTimeInterval(7_200))] : [])
+    }
+
+    @Test func aHealthRuleSkipsWhileLaggingRecordsADryRunOnceHaltsWhenLiveAndNeverUndoesAPerson() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        let blocked = Mutex(true)
+        var configuration = harness.configuration()
+        configuration.projections.rulesInterval = Self.interval
+        configuration.projections.beforeCommit = { name in
+            if name == "release_health", blocked.withLock({ $0 }) { throw HarnessError("release_health held back by the test") }
+        }
+        try await harness.run(configuration) { server in
+            let key = harness.adminKey
+            let previousDay = Timestamp.parse("2026-05-04T00:00:00Z")!, releaseDay = Timestamp.parse("2026-05-18T00:00:00Z")!
+            for platform in ["ios", "android"] {
+                for (version, day, percent) in [("1.0", previousDay, 100), ("2.0", releaseDay, 50)] {
+                    let reply = try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: .object([
+                        "platform": .string(platform), "version": .string(version), "releasedAt": .string(Timestamp.format(day)),
+                        "rolloutPercent": .number(JSONNumber(percent)),
+                    ]))
+                    #expect(reply.status == 201)
+                }
+            }
+            // 100 installs on each release's first day: 1.0 exits 2 % of them on iOS and none on Android,
+            // 2.0 30 % on both.
+            var events: [[String: String]] = []
+            for index in 0..<100 {
+                for platform in ["ios", "android"] {
+                    events += Self.day(
+                        UUID().uuidString, platform: platform, version: "1.0", at: previousDay.addingTimeInterval(36_000),
+                        exits: platform == "ios" && index < 2)
+                    events += Self.day(
+                        UUID().uuidString, platform: platform, version: "2.0", at: releaseDay.addingTimeInterval(36_000),
+                        exits: index < 30)
+                }
+            }
+            for part in stride(from: 0, to: events.count, by: 200) {
+                #expect(try await server.postEvents(Array(events[part..<min(part + 200, events.count)]), key: harness.ingestKey).status == 200)
+            }
+            func put(_ platform: String, _ body: [String: JSONValue], revision: Int) async throws {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/\(platform)/crash-guard", key: key, json: .object(body),
+                    headers: [("If-Match", "\"\(revision)\"")])
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            let threshold: [String: JSONValue] = [
+                "kind": .string("halt_on_health"), "mode": .string("threshold"), "excess": .number(0.1), "minimumInstalls": .number(50),
+            ]
+            try await put("ios", threshold, revision: 0)
+            try await put("android", threshold.merging(["state": .string("live")]) { $1 }, revision: 0)
+
+            /// The rule's records, newest first: of 2.0 (1.0, the first release, has no baseline ever), and the skips.
+            func records(_ platform: String) async throws -> [JSONValue] {
+                try await server.send(.GET, "/v1/apps/expenses/rules/\(platform)/crash-guard/records", key: harness.readKey)
+                    .value()["records"]?.arrayValue?.filter { $0["version"] != .string("1.0.0") } ?? []
+            }
+            func paused(_ platform: String) async throws -> Bool {
+                try await server.send(.GET, "/v1/apps/expenses/releases/\(platform)/2.0", key: key).value()["rolloutPaused"] == .bool(true)
+            }
+            func evaluate() async throws { try await Self.evaluate(server, harness) }
+
+            // release_health has applied nothing: 10 minutes on, it lags by more than 5, and the rules skip.
+            harness.clock.advance(by: 600)
+            try await evaluate()
+            let skipped = try await records("android")
+            #expect(skipped.count == 1, "a skip is recorded once, not at every evaluation")
+            #expect(skipped.first?["outcome"] == .string("skipped"))
+            #expect(skipped.first?["summary"]?.stringValue?.contains("release_health lags by more than 300 s") == true)
+            #expect(try await !paused("android"))
+
+            blocked.withLock { $0 = false }
+            try await harness.waitForProjections()
+            try await evaluate()
+            // iOS: a dry run records the halt it would make, once, and halts nothing.
+            var ios = try await records("ios")
+            #expect(ios.first?["outcome"] == .string("would_act") && ios.first?["action"] == .string("halt"))
+            #expect(ios.first?["version"] == .string("2.0.0"))
+            #expect(ios.first?["summary"]?.stringValue?.contains("30 of 100 installs exited within 72 h") == true, "\(ios)")
+            #expect(try await !paused("ios"))
+            // Android: 1.0 has no abnormal exit on record, so 2.0 has no baseline and is never halted.
+            let android = try await records("android")
+            #expect(android.first?["outcome"] == .string("idle"))
+            #expect(android.first?["summary"]?.stringValue?.hasSuffix("no baseline") == true, "\(android)")
+            #expect(try await !paused("android"))
+            try await evaluate()
+            #expect(try await records("ios").count == ios.count, "a dry run records once per change")
+
+            // Live, it halts 2.0, as a catalog write of its own naming the figures and the backtest.
+            try await put("ios", threshold.merging(["state": .string("live")]) { $1 }, revision: 1)
+            try await evaluate()
+            #expect(try await paused("ios"))
+            let history = try await server.send(.GET, "/v1/apps/expenses/history", key: key).value()
+            let halt = history["entries"]?.arrayValue?.first { $0["actor"] == .string("rule:crash-guard") }
+            #expect(halt?["changes"]?["rolloutPaused"] == .object(["from": .bool(false), "to": .bool(true)]))
+            let reason = halt?["reason"]?.stringValue ?? ""
+            #expect(reason.contains("30 of 100 installs exited") && reason.contains("backtest over 7 days"), "\(reason)")
+            ios = try await records("ios")
+            #expect(ios.first?["outcome"] == .string("acted"))
+
+            // A person resumes it: the rule stands aside, however long it keeps seeing the regression ...
+            let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key)
+            let resumed = try await server.send(
+                .PATCH, "/v1/apps/expenses/releases/ios/2.0", key: key,
+                json: .object(["rolloutPaused": .bool(false), "reason": .string("false alarm")]),
+                headers: [("If-Match", release.etag ?? "")])
+            #expect(resumed.status == 200)
+            try await evaluate()
+            try await evaluate()
+            #expect(try await !paused("ios"), "a rule never undoes a person")
+            ios = try await records("ios")
+            #expect(ios.first?["outcome"] == .string("stands_aside"))
+            #expect(ios.first?["summary"]?.stringValue?.contains("; owner") == true, "\(ios)")
+            #expect(ios.first?["summary"]?.stringValue?.contains("changed rolloutPaused at 2026-06-01T") == true, "\(ios)")
+            // ... until the rule is written again.
+            try await put("ios", threshold.merging(["state": .string("live"), "minimumInstalls": .number(40)]) { $1 }, revision: 2)
+            try await evaluate()
+            #expect(try await paused("ios"))
+        }
+    }
+
+    @Test func aRaiseWaitsForItsBoundsRaisesOnceAdoptionAllowsAndStandsAsideForAPerson() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run(Self.configuration(harness)) { server in
+            let key = harness.adminKey
+            try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"), ("2.0", "2026-06-01T11:00:00Z"))
+            func put(_ forced: Int, revision: Int) async throws {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/raise-2", key: key,
+                    json: .object([
+                        "kind": .string("raise_minimum"), "version": .string("2.0"), "share": .number(0.9),
+                        "windowDays": .number(1), "maximumForced": .number(JSONNumber(forced)), "state": .string("live"),
+                    ]), headers: [("If-Match", "\"\(revision)\"")])
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            func minimum() async throws -> JSONValue? {
+                try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: key).value()["minimumVersion"]
+            }
+            // At most 5 forced: the 5 installs left on 1.0 are too many.
+            try await put(5, revision: 0)
+            harness.clock.advance(by: 2 * 3_600)
+            var events: [[String: String]] = []
+            for index in 0..<100 {
+                events += Self.day(
+                    UUID().uuidString, platform: "ios", version: index < 95 ? "2.0" : "1.0", at: harness.clock.now(), exits: false)
+            }
+            #expect(try await server.postEvents(events, key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            // Two hours after 2.0 came out at 100 %: it has not been out to everyone for a day yet.
+            try await Self.evaluate(server, harness)
+            #expect(try await minimum() == nil)
+            // A day on, 2.0 has been out for a day, but 5 would be forced.
+            harness.clock.advance(by: 23 * 3_600)
+            try await Self.evaluate(server, harness)
+            #expect(try await minimum() == nil)
+
+            // Allowed 10: it raises, as a write of its own naming the figures and the backtest.
+            try await put(10, revision: 1)
+            try await Self.evaluate(server, harness)
+            #expect(try await minimum() == .string("2.0"))
+            let history = try await server.send(.GET, "/v1/apps/expenses/history", key: key).value()
+            let raise = history["entries"]?.arrayValue?.first { $0["actor"] == .string("rule:raise-2") }
+            let reason = raise?["reason"]?.stringValue ?? ""
+            #expect(reason.contains("95 of 100 active installs (95.0 %) at or above; 5 would be forced"), "\(reason)")
+            #expect(reason.contains("backtest over 7 days: 5 of 100 installs answered differently, 0 → 5 forced"), "\(reason)")
+
+            // A person takes the minimum back: the rule does not raise it again.
+            let policy = try await server.send(.GET, "/v1/apps/expenses/policies/ios", key: key)
+            let lowered = try await server.send(
+                .PUT, "/v1/apps/expenses/policies/ios", key: key,
+                json: .object(["enabled": .bool(true), "reason": .string("support asked for a week more")]),
+                headers: [("If-Match", policy.etag ?? "")])
+            #expect(lowered.status == 200)
+            try await Self.evaluate(server, harness)
+            try await Self.evaluate(server, harness)
+            #expect(try await minimum() == nil, "a rule never undoes a person")
+            let records = try await server.send(.GET, "/v1/apps/expenses/rules/ios/raise-2/records", key: key).value()
+            #expect(records["records"]?.arrayValue?.first?["outcome"] == .string("stands_aside"), "\(records)")
+            #expect(records["records"]?.arrayValue?.first?["summary"]?.stringValue?.contains("changed minimumVersion") == true)
+        }
+    }
+
+    @Test func aPromptRuleHaltsAReleaseTooManySkip() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run(Self.configuration(harness)) { server in
+            let key = harness.adminKey
+            try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"), ("2.0", "2026-05-30T00:00:00Z"))
+            // 50 installs on 1.0 shown a soft prompt for 2.0; 20 of them (40 %) skip it.
+            var events: [[String: String]] = []
+            for index in 0..<50 {
+                let install = UUID().uuidString
+                func event(_ type: String, _ extra: [String: String]) -> [String: String] {
+                    [
+                        "id": UUID().uuidString, "type": type, "installId": install, "platform": "ios", "appVersion": "1.0",
+                        "occurredAt": Timestamp.format(Self.start.addingTimeInterval(-3_600)), "targetVersion": "2.0",
+                    ].merging(extra) { $1 }
+                }
+                events.append(event("prompt_shown", ["promptKind": "soft"]))
+                if index < 20 { events.append(event("prompt_dismissed", ["promptKind": "soft", "dismissAction": "skip"])) }
+            }
+            #expect(try await server.postEvents(events, key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            for (rate, revision) in [(0.5, 0), (0.3, 1)] {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/skips", key: key,
+                    json: .object([
+                        "kind": .string("halt_on_prompts"), "skipRate": .number(JSONNumber(rate)), "minimumInstalls": .number(50),
+                        "state": .string("live"),
+                    ]), headers: [("If-Match", "\"\(revision)\"")])
+                #expect(reply.status == 200)
+                try await Self.evaluate(server, harness)
+                let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
+                #expect(release["rolloutPaused"] == .bool(rate < 0.4), "skip rate 40 % against \(rate)")
+            }
+            let records = try await server.send(.GET, "/v1/apps/expenses/rules/ios/skips/records", key: key).value()
+            let acted = records["records"]?.arrayValue?.first { $0["version"] == .string("2.0.0") }
+            #expect(acted?["outcome"] == .string("acted"))
+            #expect(acted?["summary"]?.stringValue?.hasPrefix("skips: 50 installs prompted: 20 skipped it (40.0 %)") == true, "\(records)")
+        }
+    }
+}
