@@ -18,6 +18,10 @@ public struct RolloutSchedule: Sendable, Equatable, Codable {
         case paused
         /// The release's `rolloutPaused`: offered to nobody, no step comes due, until resumed.
         case halted
+        /// An `advance` rule holds it while the release's health or prompt signals are outside a rule's
+        /// thresholds (``holdReason``): no step comes due; the time held moves later steps back and is not
+        /// counted against ``maximumPause``.
+        case held
     }
 
     public struct Step: Sendable, Equatable, Codable {
@@ -40,8 +44,10 @@ public struct RolloutSchedule: Sendable, Equatable, Codable {
     public var heldSeconds: Double
     /// Seconds spent paused (not halted), counted against ``maximumPause``.
     public var pausedSeconds: Double
-    /// When the current pause or halt began (nil while running).
+    /// When the current pause, halt or hold began (nil while running).
     public var since: Date?
+    /// While held: why, as the rule that holds it said.
+    public var holdReason: String?
 
     /// At most this long paused in all; then the schedule resumes by itself.
     public static let maximumPause: TimeInterval = 30 * 86_400
@@ -87,6 +93,7 @@ public struct RolloutSchedule: Sendable, Equatable, Codable {
         heldSeconds += held
         if state == .paused { pausedSeconds = min(Self.maximumPause, pausedSeconds + held) }
         self.since = nil
+        holdReason = nil
         state = .running
     }
 
@@ -169,13 +176,22 @@ extension CatalogEvent {
         public var resumed: Bool
         /// On an edit of `releasedAt`: where the schedule now starts (``Release/followReleaseDate(from:now:)``).
         public var reanchoredAt: Date?
+        /// A step came due and a rule held it: why (``Release/holdSchedule(_:now:)``).
+        public var held: String?
+        /// A rule's hold ended: the signals are back within its thresholds.
+        public var released: Bool?
 
-        public init(step: Int?, percent: Double?, skipped: [Int], resumed: Bool, reanchoredAt: Date? = nil) {
+        public init(
+            step: Int?, percent: Double?, skipped: [Int], resumed: Bool, reanchoredAt: Date? = nil, held: String? = nil,
+            released: Bool? = nil
+        ) {
             self.step = step
             self.percent = percent
             self.skipped = skipped
             self.resumed = resumed
             self.reanchoredAt = reanchoredAt
+            self.held = held
+            self.released = released
         }
     }
 
@@ -278,6 +294,30 @@ extension Release {
             schedule.startsAt = releasedAt
         }
         rolloutSchedule = schedule
+    }
+
+    /// Holds a running schedule whose next step is due at `now` (an `advance` rule: the release's signals are
+    /// outside a rule's thresholds, `reason`). Nil when it runs no such step, or is held already.
+    public mutating func holdSchedule(_ reason: String, now: Date) -> CatalogEvent.ScheduleNote? {
+        guard var schedule = rolloutSchedule, status == .live, schedule.state == .running,
+            let next = schedule.next, next.at <= now
+        else { return nil }
+        schedule.state = .held
+        schedule.since = now
+        schedule.holdReason = reason
+        rolloutSchedule = schedule
+        return CatalogEvent.ScheduleNote(step: nil, percent: nil, skipped: [], resumed: false, held: reason)
+    }
+
+    /// Ends a rule's hold at `now` and applies the step then due, the later steps moved back by the time
+    /// held. Nil when the schedule is not held.
+    public mutating func releaseHold(now: Date) -> CatalogEvent.ScheduleNote? {
+        guard var schedule = rolloutSchedule, schedule.state == .held else { return nil }
+        schedule.closeHold(at: now)
+        rolloutSchedule = schedule
+        var note = advanceSchedule(now: now) ?? CatalogEvent.ScheduleNote(step: nil, percent: nil, skipped: [], resumed: false)
+        note.released = true
+        return note
     }
 
     /// The rollout worker's step at `now`: ends a pause that reached 30 days, then applies the step now

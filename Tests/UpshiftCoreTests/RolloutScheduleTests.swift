@@ -103,6 +103,29 @@ import UpshiftWire
         #expect(release.rolloutSchedule?.pausedSeconds == 0, "a halt is not counted against the pauses")
     }
 
+    /// An advance rule's hold: only a step that is due is held; the time held moves every later step back,
+    /// is not counted against the 30 days of pauses, and the step due is applied when the hold ends.
+    @Test func aRuleHoldsADueStepAndItsTimeMovesTheLaterStepsBack() throws {
+        var release = try Self.scheduled()
+        #expect(release.holdSchedule("crash-guard: worse", now: Self.hours(10)) == nil, "step 2 is not due before 24 h")
+        let held = release.holdSchedule("crash-guard: worse", now: Self.hours(25))
+        #expect(held == CatalogEvent.ScheduleNote(step: nil, percent: nil, skipped: [], resumed: false, held: "crash-guard: worse"))
+        #expect(release.rolloutSchedule?.state == .held && release.rolloutSchedule?.holdReason == "crash-guard: worse")
+        #expect(release.rolloutPercent == 1, "a hold keeps the percentage")
+        #expect(release.advanceSchedule(now: Self.hours(100)) == nil, "no step comes due while held")
+        #expect(release.holdSchedule("again", now: Self.hours(26)) == nil, "held once")
+        let released = release.releaseHold(now: Self.hours(35))
+        #expect(released == CatalogEvent.ScheduleNote(step: 2, percent: 2, skipped: [], resumed: false, released: true))
+        #expect(release.rolloutSchedule?.state == .running && release.rolloutSchedule?.holdReason == nil)
+        #expect(release.rolloutSchedule?.next?.at == Self.hours(58), "held ten hours: step 3 (48 h) at 58 h")
+        #expect(release.rolloutSchedule?.pausedSeconds == 0, "a hold is not counted against the pauses")
+        #expect(release.releaseHold(now: Self.hours(40)) == nil, "nothing to release")
+        // A halt while held ends the hold as a halt.
+        _ = release.holdSchedule("worse", now: Self.hours(60))
+        release = try Self.patch(release, ["rolloutAction": .string("halt")], at: 61)
+        #expect(release.rolloutSchedule?.state == .halted && release.rolloutSchedule?.holdReason == nil)
+    }
+
     @Test func releaseToEveryoneAHandEditAndAWithdrawalEndTheSchedule() throws {
         let release = try Self.scheduled()
         let everyone = try Self.patch(release, ["rolloutAction": .string("release")], at: 1)

@@ -308,19 +308,7 @@ import UpshiftWire
             let key = harness.adminKey
             try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"), ("2.0", "2026-05-30T00:00:00Z"))
             // 50 installs on 1.0 shown a soft prompt for 2.0; 20 of them (40 %) skip it.
-            var events: [[String: String]] = []
-            for index in 0..<50 {
-                let install = UUID().uuidString
-                func event(_ type: String, _ extra: [String: String]) -> [String: String] {
-                    [
-                        "id": UUID().uuidString, "type": type, "installId": install, "platform": "ios", "appVersion": "1.0",
-                        "occurredAt": Timestamp.format(Self.start.addingTimeInterval(-3_600)), "targetVersion": "2.0",
-                    ].merging(extra) { $1 }
-                }
-                events.append(event("prompt_shown", ["promptKind": "soft"]))
-                if index < 20 { events.append(event("prompt_dismissed", ["promptKind": "soft", "dismissAction": "skip"])) }
-            }
-            #expect(try await server.postEvents(events, key: harness.ingestKey).status == 200)
+            try await Self.prompted(server, harness, installs: 50, skipping: 20)
             try await harness.waitForProjections()
             for (rate, revision) in [(0.5, 0), (0.3, 1)] {
                 let reply = try await server.send(
@@ -339,5 +327,90 @@ import UpshiftWire
             #expect(acted?["outcome"] == .string("acted"))
             #expect(acted?["summary"]?.stringValue?.hasPrefix("skips: 50 installs prompted: 20 skipped it (40.0 %)") == true, "\(records)")
         }
+    }
+
+    /// An advance rule holds a schedule's due step while a halting rule (here a dry run) finds the release
+    /// outside its thresholds, says why in the history, applies the step once it is within them with the
+    /// later steps moved back by the time held; and a live halt wins over it.
+    @Test func anAdvanceRuleHoldsADueStepUntilTheSignalsAreWithinThresholdsAndAHaltWins() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run(Self.configuration(harness)) { server in
+            let key = harness.adminKey
+            try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
+            let steps: JSONValue = .array([
+                .object(["percent": 1, "afterHours": 0]), .object(["percent": 50, "afterHours": 1]),
+                .object(["percent": 100, "afterHours": 2]),
+            ])
+            #expect(
+                try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: .object([
+                    "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-05-30T00:00:00Z"),
+                    "rolloutSchedule": steps,
+                ])).status == 201)
+            try await Self.prompted(server, harness, installs: 50, skipping: 20)
+            try await harness.waitForProjections()
+            func put(_ id: String, _ body: [String: JSONValue], revision: Int) async throws {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/\(id)", key: key, json: .object(body), headers: [("If-Match", "\"\(revision)\"")])
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            func skips(_ rate: Double, state: String, revision: Int) async throws {
+                try await put(
+                    "skips", ["kind": .string("halt_on_prompts"), "skipRate": .number(JSONNumber(rate)), "minimumInstalls": .number(50),
+                              "state": .string(state)], revision: revision)
+            }
+            func release() async throws -> JSONValue {
+                try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
+            }
+            try await skips(0.3, state: "dry-run", revision: 0)
+            try await put("advance", ["kind": .string("advance"), "state": .string("live")], revision: 0)
+
+            // Step 2 comes due an hour in, while 40 % of the prompted installs skip 2.0: held, and the history says why.
+            harness.clock.advance(by: 3_600)
+            try await Self.evaluate(server, harness)
+            var current = try await release()
+            #expect(current["rolloutPercent"] == .number(1))
+            #expect(current["rolloutSchedule"]?["state"] == .string("held"), "\(current)")
+            #expect(current["rolloutSchedule"]?["holdReason"]?.stringValue?.contains("skips: 50 installs prompted: 20 skipped it") == true)
+            let history = try await server.send(.GET, "/v1/apps/expenses/history", key: key).value()
+            let hold = history["entries"]?.arrayValue?.first { $0["schedule"]?["held"] != nil }
+            #expect(hold?["actor"] == .string("schedule"))
+            #expect(hold?["schedule"]?["held"]?.stringValue?.hasPrefix("advance holds the schedule: skips: ") == true, "\(history)")
+            try await Self.evaluate(server, harness)
+            #expect(try await release()["rolloutSchedule"]?["state"] == .string("held"), "still held at the next evaluations")
+
+            // At 50 % the skips are within the threshold: the step applies at the next evaluation.
+            try await skips(0.5, state: "dry-run", revision: 1)
+            let heldFrom = harness.clock.now()
+            try await Self.evaluate(server, harness)
+            current = try await release()
+            #expect(current["rolloutPercent"] == .number(50), "\(current)")
+            #expect(current["rolloutSchedule"]?["state"] == .string("running"))
+            let held = (current["rolloutSchedule"]?["heldSeconds"]?.doubleValue ?? 0)
+            #expect(held >= harness.clock.now().timeIntervalSince(heldFrom), "the time held (\(held) s) moves step 3 back")
+            #expect(current["rolloutSchedule"]?["pausedSeconds"] == .number(0), "and is not counted against the pauses")
+
+            // A live halt rule over the threshold halts the release, schedule and all: a halt wins over advance.
+            try await skips(0.3, state: "live", revision: 2)
+            try await Self.evaluate(server, harness)
+            current = try await release()
+            #expect(current["rolloutPaused"] == .bool(true) && current["rolloutSchedule"]?["state"] == .string("halted"), "\(current)")
+        }
+    }
+
+    /// `installs` installs on 1.0 shown a soft prompt for 2.0 an hour before the start; `skipping` of them skip it.
+    static func prompted(_ server: Server, _ harness: Harness, installs: Int, skipping: Int) async throws {
+        var events: [[String: String]] = []
+        for index in 0..<installs {
+            let install = UUID().uuidString
+            func event(_ type: String, _ extra: [String: String]) -> [String: String] {
+                [
+                    "id": UUID().uuidString, "type": type, "installId": install, "platform": "ios", "appVersion": "1.0",
+                    "occurredAt": Timestamp.format(start.addingTimeInterval(-3_600)), "targetVersion": "2.0",
+                ].merging(extra) { $1 }
+            }
+            events.append(event("prompt_shown", ["promptKind": "soft"]))
+            if index < skipping { events.append(event("prompt_dismissed", ["promptKind": "soft", "dismissAction": "skip"])) }
+        }
+        #expect(try await server.postEvents(events, key: harness.ingestKey).status == 200)
     }
 }

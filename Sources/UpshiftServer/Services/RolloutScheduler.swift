@@ -44,15 +44,16 @@ struct RolloutScheduler: Service {
                         var rulesDue = clock.now()
                         // The lock lives as long as its connection: a closed one means another instance may lead.
                         while !lease.isLost, !Task.isCancelled {
+                            // The rules first: the tick holds and releases schedules as they decided.
                             try await view.refresh(from: catalog)
-                            for app in try await tick(view.apps) { view.invalidate(app) }
                             if let rules, clock.now() >= rulesDue {
                                 rulesDue = clock.now().addingTimeInterval(rulesInterval)
-                                try await view.refresh(from: catalog)
                                 let wrote = try await rules.evaluate(view.apps)
                                 for app in wrote { view.invalidate(app) }
                                 if !wrote.isEmpty { await written() }
+                                try await view.refresh(from: catalog)
                             }
+                            for app in try await tick(view.apps) { view.invalidate(app) }
                             try await Task.sleep(for: interval)
                         }
                     }
@@ -98,7 +99,17 @@ struct RolloutScheduler: Service {
                 for release in app.releases(for: platform) where release.rolloutSchedule != nil {
                     let now = clock.now()
                     var advanced = release
-                    guard let note = advanced.advanceSchedule(now: now) else { continue }
+                    // An advance rule's hold (``ScheduleHolds``): held while it says why, released once it does not.
+                    let note: CatalogEvent.ScheduleNote?
+                    switch rules?.holds.reason(appId, platform, release.version) {
+                    case .some(.some(let reason)):
+                        note = advanced.holdSchedule(reason, now: now) ?? advanced.advanceSchedule(now: now)
+                    case .some(nil):
+                        note = advanced.releaseHold(now: now) ?? advanced.advanceSchedule(now: now)
+                    case nil:
+                        note = advanced.advanceSchedule(now: now)
+                    }
+                    guard let note else { continue }
                     changed.insert(appId)
                     let result = advanced
                     do {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Metrics
+import Synchronization
 import UpshiftCore
 import UpshiftStore
 
@@ -20,6 +21,8 @@ struct RuleEvaluator: Sendable {
     let clock: any WallClock
     let metrics: any MetricsFactory
     let logger: Logger
+    /// What the advance rules decided at their last evaluation, which the rollout worker's tick follows.
+    let holds = ScheduleHolds()
 
     /// A projection whose oldest unapplied event is older than this, or that is being rebuilt, is not read.
     static let maximumLagSeconds = 300.0
@@ -37,10 +40,15 @@ struct RuleEvaluator: Sendable {
     func evaluate(_ apps: [AppID: AppCatalog]) async throws -> Set<AppID> {
         defer { Counter(label: "upshift_rule_evaluations_total", factory: metrics).increment() }
         let ruled = apps.filter { $0.value.rules.values.contains { $0.contains { $0.definition.state != .off } } }
-        guard !ruled.isEmpty else { return [] }
+        guard !ruled.isEmpty else {
+            holds.replace(with: [:])
+            return []
+        }
         let now = clock.now()
         let freshness = try await projections.freshness(now: now)
         var written: Set<AppID> = []
+        var next: [AppID: [Platform: [String: String]]] = [:]
+        defer { holds.replace(with: next) }
         for (appId, app) in ruled.sorted(by: { $0.key < $1.key }) {
             var context = AppContext(appId: appId, app: app, now: now)
             // Halts first: a release a halt stops is not raised to on the same evaluation.
@@ -49,6 +57,7 @@ struct RuleEvaluator: Sendable {
             for rule in rules where try await evaluate(rule, in: &context, freshness: freshness) {
                 written.insert(appId)
             }
+            next[appId] = context.holds
         }
         return written
     }
@@ -91,6 +100,8 @@ struct RuleEvaluator: Sendable {
         var timeline: [(at: Date, event: CatalogEvent)]?
         /// A preview's records, instead of records written and actions taken (nil: for real).
         var preview: [RuleRecord]?
+        /// The advance rules' holds decided so far: platform → release (`Version.normalized`) → why.
+        var holds: [Platform: [String: String]] = [:]
     }
 
     /// One rule, skipped while a projection it reads is stale: true when it wrote the catalog.
@@ -105,26 +116,98 @@ struct RuleEvaluator: Sendable {
             return false
         }
         switch rule.definition.kind {
-        case .haltOnHealth(let mode):
-            return try await haltOnHealth(rule, mode: mode, in: &context)
+        case .haltOnHealth, .haltOnPrompts:
+            let decide = decider(rule, releases: context.app.releases(for: rule.platform), appId: context.appId, now: context.now)
+            return try await halt(rule, in: &context, decide: decide)
         case .raiseMinimum(let raise):
             return try await raiseMinimum(rule, raise, in: &context)
+        case .advance:
+            try await advance(rule, in: &context, freshness: freshness)
+            return false
+        }
+    }
+
+    typealias HaltDecision = (halt: Bool, summary: String, never: Bool)
+
+    /// How a halting rule decides about one release of `releases`: whether to halt it, the figures, and
+    /// whether the rule can never act on it (recorded once). A rule of another kind halts nothing.
+    private func decider(_ rule: Rule, releases: [Release], appId: AppID, now: Date) -> (Release) async throws -> HaltDecision {
+        switch rule.definition.kind {
+        case .haltOnHealth(let mode):
+            return { release in
+                let previous = ReleaseHealth.previous(of: release, among: releases)
+                let versions = [release.version.normalized] + (previous.map { [$0.version.normalized] } ?? [])
+                let read = try await reports.healthCohorts(app: appId, platform: rule.platform, versions: versions)
+                func cohorts(_ release: Release) -> ReleaseCohorts {
+                    let found = read.value[release.version.normalized]
+                    return ReleaseCohorts(
+                        version: release.version.normalized, releasedAt: release.releasedAt, cells: found?.cells ?? [],
+                        exitsOnRecord: found?.exits ?? false)
+                }
+                let evaluation = HealthRule.evaluate(mode, release: cohorts(release), previous: previous.map(cohorts), now: now)
+                return (evaluation.outcome == .regressed, evaluation.summary, evaluation.outcome == .noBaseline)
+            }
         case .haltOnPrompts(let skip, let blocked, _, let minimumInstalls):
-            let appId = context.appId
-            return try await halt(rule, in: &context) { release in
+            return { release in
                 let read = try await reports.funnels(app: appId, platform: rule.platform, target: release.version)
                 let evaluation = PromptRule.evaluate(read.value, skip: skip, blocked: blocked, minimumInstalls: minimumInstalls)
                 return (evaluation.regressed, evaluation.summary, false)
             }
-        case .advance:
-            try await record(
-                RuleRecord(
-                    ruleId: rule.id, platform: rule.platform, at: context.now, outcome: .skipped, version: nil, action: nil,
-                    summary: "advance rules are stored but not evaluated by this version"),
-                in: &context, skip: true)
-            return false
+        case .advance, .raiseMinimum:
+            return { _ in (false, "", true) }
         }
     }
+
+    static func halts(_ kind: RuleDefinition.Kind) -> Bool {
+        switch kind {
+        case .haltOnHealth, .haltOnPrompts: true
+        case .advance, .raiseMinimum: false
+        }
+    }
+
+    // MARK: Advance
+
+    /// An advance rule: each release of its platform whose schedule runs (or is held) is held while a halting
+    /// rule of the platform (not `off`) finds it outside its thresholds; the rollout worker's tick holds and
+    /// releases the schedule (``ScheduleHolds``). Skipped, its holds stay as they were.
+    private func advance(
+        _ rule: Rule, in context: inout AppContext, freshness: [String: (rebuilding: Bool, lagSeconds: Double)]
+    ) async throws {
+        let halting = context.app.rules(for: rule.platform).filter { $0.definition.state != .off && Self.halts($0.definition.kind) }
+        for other in halting {
+            if let stale = Self.stale(Self.projections(of: other.definition.kind), freshness: freshness) {
+                try await record(
+                    RuleRecord(
+                        ruleId: rule.id, platform: rule.platform, at: context.now, outcome: .skipped, version: nil, action: nil,
+                        summary: "\(other.id): \(stale)"), in: &context, skip: true)
+                context.holds[rule.platform] = holds.current(context.appId, rule.platform) ?? [:]
+                return
+            }
+        }
+        let releases = context.app.releases(for: rule.platform)
+        var held: [String: String] = context.holds[rule.platform] ?? [:]
+        for release in releases where release.status == .live {
+            guard let schedule = release.rolloutSchedule, schedule.state == .running || schedule.state == .held else { continue }
+            var reasons: [String] = []
+            for other in halting {
+                let decision = try await decider(other, releases: releases, appId: context.appId, now: context.now)(release)
+                if decision.halt { reasons.append("\(other.id): \(decision.summary)") }
+            }
+            let live = rule.definition.state == .live
+            let outcome: RuleRecord.Outcome = reasons.isEmpty ? .idle : (live && context.preview == nil ? .acted : .wouldAct)
+            let summary = reasons.isEmpty
+                ? "\(rule.id): within the thresholds of \(halting.isEmpty ? "no halting rule" : halting.map(\.id).joined(separator: ", "))"
+                : "\(rule.id) holds the schedule: " + reasons.joined(separator: "; ")
+            if live, !reasons.isEmpty { held[release.version.normalized] = summary }
+            try await record(
+                RuleRecord(
+                    ruleId: rule.id, platform: rule.platform, at: context.now, outcome: outcome, version: release.version.normalized,
+                    action: reasons.isEmpty ? nil : "hold", summary: summary), in: &context)
+        }
+        context.holds[rule.platform] = held
+    }
+
+    // MARK: Halt on health
 
     // MARK: Halt on health
 
@@ -138,31 +221,13 @@ struct RuleEvaluator: Sendable {
         }
     }
 
-    private func haltOnHealth(_ rule: Rule, mode: HealthHaltMode, in context: inout AppContext) async throws -> Bool {
-        let releases = context.app.releases(for: rule.platform)
-        let (appId, now) = (context.appId, context.now)
-        return try await halt(rule, in: &context) { release in
-            let previous = ReleaseHealth.previous(of: release, among: releases)
-            let versions = [release.version.normalized] + (previous.map { [$0.version.normalized] } ?? [])
-            let read = try await reports.healthCohorts(app: appId, platform: rule.platform, versions: versions)
-            func cohorts(_ release: Release) -> ReleaseCohorts {
-                let found = read.value[release.version.normalized]
-                return ReleaseCohorts(
-                    version: release.version.normalized, releasedAt: release.releasedAt, cells: found?.cells ?? [],
-                    exitsOnRecord: found?.exits ?? false)
-            }
-            let evaluation = HealthRule.evaluate(mode, release: cohorts(release), previous: previous.map(cohorts), now: now)
-            return (evaluation.outcome == .regressed, evaluation.summary, evaluation.outcome == .noBaseline)
-        }
-    }
-
     /// A halting rule over the watched releases of its platform: `decide` tells, for one, whether it
     /// should be halted, the figures, and whether the rule can never act on it (recorded once).
     private func halt(
         _ rule: Rule, in context: inout AppContext,
         decide: (Release) async throws -> (halt: Bool, summary: String, never: Bool)
     ) async throws -> Bool {
-        let appId = context.appId
+        let (appId, now) = (context.appId, context.now)
         var wrote = false
         for release in Self.watched(context.app.releases(for: rule.platform), now: context.now) {
             let decision = try await decide(release)
@@ -171,7 +236,7 @@ struct RuleEvaluator: Sendable {
                 summary: "\(rule.id): \(decision.summary)", announced: decision.never, in: &context,
                 proposed: { app in
                     var halted = release
-                    halted.rolloutPaused = true
+                    try? halted.perform(.halt, now: now)
                     app.upsert(halted)
                 },
                 backtestRequired: false,
@@ -180,8 +245,9 @@ struct RuleEvaluator: Sendable {
                         appId: appId, platform: rule.platform, version: release.version,
                         expectedRevision: release.revision, actor: rule.actor, reason: reason, now: now
                     ) { current in
+                        // Halted as a person halts it: a schedule stops too (halt wins over advance).
                         var halted = current
-                        halted.rolloutPaused = true
+                        try halted.perform(.halt, now: now)
                         return halted
                     }.revision
                 })
@@ -326,5 +392,27 @@ struct RuleEvaluator: Sendable {
             if record.outcome == .idle, last == nil, !announced { return }
         }
         try await records.append(record, appId: appId)
+    }
+}
+
+/// The holds of the advance rules' last evaluation, per app and platform: release (`Version.normalized`) → why.
+/// Before the first evaluation nothing is known, and the rollout worker leaves held schedules as they are.
+final class ScheduleHolds: Sendable {
+    private let book = Mutex<[AppID: [Platform: [String: String]]]?>(nil)
+
+    func current(_ app: AppID, _ platform: Platform) -> [String: String]? {
+        book.withLock { $0?[app]?[platform] }
+    }
+
+    func replace(with holds: [AppID: [Platform: [String: String]]]) {
+        book.withLock { $0 = holds }
+    }
+
+    /// Why `version` is held now: nil before any evaluation, `.some(nil)` when it is not held.
+    func reason(_ app: AppID, _ platform: Platform, _ version: Version) -> String?? {
+        book.withLock { book in
+            guard let book else { return nil }
+            return .some(book[app]?[platform]?[version.normalized])
+        }
     }
 }

@@ -57,6 +57,8 @@ enum HistoryPage {
             parts.append("skipped step\(note.skipped.count == 1 ? "" : "s") \(note.skipped.map(String.init).joined(separator: ", ")), due while no worker ran")
         }
         if note.resumed { parts.append("the pause reached its 30 days and ended by itself") }
+        if let held = note.held { parts.append("the step due is held by a rule: \(held)") }
+        if note.released == true { parts.append("the rule's hold ended: the signals are within its thresholds") }
         if let at = note.reanchoredAt {
             parts.append("follows the release date: starts at \(Timestamp.format(at)), time held and pauses carried over")
         }

@@ -151,6 +151,8 @@ enum OverviewPage {
             return "\(kind) paused at \(position); resumes by itself at \(schedule.resumesAt.map(Figures.minute) ?? "–")"
         case .halted:
             return "\(kind) halted at \(position)"
+        case .held:
+            return "\(kind) held by a rule at \(position): \(schedule.holdReason ?? "–")"
         }
     }
 
@@ -172,7 +174,7 @@ enum OverviewPage {
             }
         case .running?: pause.append(button(.pauseSchedule, ReleaseAction.pauseSchedule.title))
         case .paused?: pause.append(button(.resume, "Resume schedule"))
-        case .halted?: break
+        case .halted?, .held?: break
         }
         if release.rolloutPercent < 100 || release.rolloutPaused { pause.append(button(.release, ReleaseAction.release.title)) }
         return """
