@@ -48,9 +48,15 @@ struct RolloutScheduler: Service {
                             try await view.refresh(from: catalog)
                             if let rules, clock.now() >= rulesDue {
                                 rulesDue = clock.now().addingTimeInterval(rulesInterval)
-                                let wrote = try await rules.evaluate(view.apps)
-                                for app in wrote { view.invalidate(app) }
-                                if !wrote.isEmpty { await written() }
+                                // A failed evaluation waits for the next interval; the schedules go on meanwhile.
+                                do {
+                                    let wrote = try await rules.evaluate(view.apps)
+                                    for app in wrote { view.invalidate(app) }
+                                    if !wrote.isEmpty { await written() }
+                                } catch where !Task.isCancelled {
+                                    Counter(label: "upshift_rule_evaluation_failures_total", factory: metrics).increment()
+                                    logger.warning("rule evaluation failed", metadata: ["error": "\(String(reflecting: error))"])
+                                }
                                 try await view.refresh(from: catalog)
                             }
                             for app in try await tick(view.apps) { view.invalidate(app) }

@@ -48,7 +48,6 @@ struct RuleEvaluator: Sendable {
         let freshness = try await projections.freshness(now: now)
         var written: Set<AppID> = []
         var next: [AppID: [Platform: [String: String]]] = [:]
-        defer { holds.replace(with: next) }
         for (appId, app) in ruled.sorted(by: { $0.key < $1.key }) {
             var context = AppContext(appId: appId, app: app, now: now)
             // Halts first: a release a halt stops is not raised to on the same evaluation.
@@ -59,6 +58,8 @@ struct RuleEvaluator: Sendable {
             }
             next[appId] = context.holds
         }
+        // Only a whole evaluation changes the holds: one that failed half-way leaves them as they were.
+        holds.replace(with: next)
         return written
     }
 
