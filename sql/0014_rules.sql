@@ -18,11 +18,11 @@ CREATE TABLE rule_records (
     platform    text        NOT NULL,
     rule_id     text        NOT NULL,
     recorded_at timestamptz NOT NULL,
-    -- acted, would_act, held, skipped, failed
+    -- acted, would_act, failed, stands_aside, skipped, idle
     outcome     text        NOT NULL,
     -- the release the rule looked at (null for a skip)
     version     text,
-    -- halt, raise_minimum, hold, or null when the rule would do nothing now
+    -- halt, raise_minimum, hold, or null when the rule does nothing now
     action      text,
     summary     text        NOT NULL
 );

@@ -1,9 +1,10 @@
 import Foundation
 
 /// The halt-on-prompts rule's decision (docs/OPERATIONS.md, "Rules"), a pure function of a release's
-/// prompt funnels: among the installs prompted for it (shown a soft or a forced prompt), the share that
-/// chose "skip this version" and the share that were blocked; it halts when one exceeds its threshold with
-/// at least `minimumInstalls` prompted.
+/// prompt funnels: among the installs prompted for it (shown a soft or a forced prompt, counted per kind: the
+/// funnels are kept per kind, so an install shown both counts in each), the share that chose "skip this
+/// version" and the share that were blocked; it halts when one exceeds its threshold with at least
+/// `minimumInstalls` prompted.
 public enum PromptRule {
     public struct Evaluation: Sendable, Equatable {
         public var regressed: Bool

@@ -142,12 +142,14 @@ public struct CatalogStore: Sendable {
             "SELECT app_id, platform, rule_id, rule::text, revision FROM rules WHERE \(ids)::text[] IS NULL OR app_id = ANY(\(ids))",
             logger: logger)
         for try await (appId, platform, id, json, revision) in rules.decode((AppID, String, String, String, Int).self) {
+            // A rule that cannot be read is left out and logged, its app kept: rules change no check answer.
             do {
                 var rule = try decoder.decode(Rule.self, from: Data(json.utf8))
                 rule.revision = revision
                 catalogs[appId]?.upsert(rule)
             } catch {
-                undecodable[appId] = undecodable[appId] ?? "rule \(platform) \(id): \(error)"
+                logger.error(
+                    "rule undecodable; left out", metadata: ["app": "\(appId)", "platform": "\(platform)", "rule": "\(id)", "error": "\(error)"])
             }
         }
         // Half an app is worse than none: without its policy or a blocked release it would answer wrongly.

@@ -334,7 +334,12 @@ import UpshiftWire
     /// later steps moved back by the time held; and a live halt wins over it.
     @Test func anAdvanceRuleHoldsADueStepUntilTheSignalsAreWithinThresholdsAndAHaltWins() async throws {
         let harness = try await Harness.make(now: Self.start)
-        try await harness.run(Self.configuration(harness)) { server in
+        let blocked = Mutex(false)
+        var configuration = Self.configuration(harness)
+        configuration.projections.beforeCommit = { name in
+            if name == "prompt_funnel", blocked.withLock({ $0 }) { throw HarnessError("prompt_funnel held back by the test") }
+        }
+        try await harness.run(configuration) { server in
             let key = harness.adminKey
             try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
             let steps: JSONValue = .array([
@@ -363,6 +368,8 @@ import UpshiftWire
             }
             try await skips(0.3, state: "dry-run", revision: 0)
             try await put("advance", ["kind": .string("advance"), "state": .string("live")], revision: 0)
+            // The rules' catalog events applied: the clock's jump below must not make them look an hour late.
+            try await harness.waitForProjections()
 
             // Step 2 comes due an hour in, while 40 % of the prompted installs skip 2.0: held, and the history says why.
             harness.clock.advance(by: 3_600)
@@ -377,6 +384,19 @@ import UpshiftWire
             #expect(hold?["schedule"]?["held"]?.stringValue?.hasPrefix("advance holds the schedule: skips: ") == true, "\(history)")
             try await Self.evaluate(server, harness)
             #expect(try await release()["rolloutSchedule"]?["state"] == .string("held"), "still held at the next evaluations")
+
+            // While prompt_funnel lags by more than 5 minutes, the advance rule is skipped and its hold stays.
+            blocked.withLock { $0 = true }
+            try await Self.prompted(server, harness, installs: 1, skipping: 0)
+            harness.clock.advance(by: 600)
+            try await Self.evaluate(server, harness)
+            #expect(try await release()["rolloutSchedule"]?["state"] == .string("held"), "a skip keeps the hold")
+            let records = try await server.send(.GET, "/v1/apps/expenses/rules/ios/advance/records", key: key).value()
+            let skip = records["records"]?.arrayValue?.first
+            #expect(skip?["outcome"] == .string("skipped"))
+            #expect(skip?["summary"] == .string("skips: projection prompt_funnel lags by more than 300 s"), "\(records)")
+            blocked.withLock { $0 = false }
+            try await harness.waitForProjections()
 
             // At 50 % the skips are within the threshold: the step applies at the next evaluation.
             try await skips(0.5, state: "dry-run", revision: 1)

@@ -27,12 +27,14 @@ struct RuleEvaluator: Sendable {
     /// A projection whose oldest unapplied event is older than this, or that is being rebuilt, is not read.
     static let maximumLagSeconds = 300.0
 
-    /// The projections each kind reads.
+    /// The projections each kind reads (an advance rule: those of the halting rules it follows, checked
+    /// by ``advance(_:in:freshness:)``).
     static func projections(of kind: RuleDefinition.Kind) -> [String] {
         switch kind {
         case .haltOnHealth: ["release_health", "adoption"]
         case .raiseMinimum: ["install_state"]
-        case .haltOnPrompts, .advance: ["prompt_funnel"]
+        case .haltOnPrompts: ["prompt_funnel"]
+        case .advance: []
         }
     }
 
@@ -181,7 +183,13 @@ struct RuleEvaluator: Sendable {
                     RuleRecord(
                         ruleId: rule.id, platform: rule.platform, at: context.now, outcome: .skipped, version: nil, action: nil,
                         summary: "\(other.id): \(stale)"), in: &context, skip: true)
-                context.holds[rule.platform] = holds.current(context.appId, rule.platform) ?? [:]
+                // Its holds stay: those of the last evaluation, or after a restart those the catalog shows.
+                let kept = holds.current(context.appId, rule.platform)
+                    ?? Dictionary(
+                        context.app.releases(for: rule.platform).compactMap { release in
+                            release.rolloutSchedule.flatMap { $0.state == .held ? (release.version.normalized, $0.holdReason ?? "held") : nil }
+                        }, uniquingKeysWith: { first, _ in first })
+                context.holds[rule.platform, default: [:]].merge(kept) { current, _ in current }
                 return
             }
         }
