@@ -16,6 +16,13 @@ enum CatalogCommand {
         }
     }
 
+    /// Catalog values as the CLI prints them: JSON with sorted keys, indented.
+    static func prettyEncoder() -> JSONEncoder {
+        let encoder = CatalogCoding.encoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        return encoder
+    }
+
     static func validated<T>(_ body: () throws(FieldError) -> T) throws -> T {
         do {
             return try body()

@@ -19,9 +19,7 @@ struct PolicyCommand: AsyncParsableCommand {
             guard let catalog = try await CatalogCommand.run({ catalog in try await catalog.app(id: AppID.named(app)) }) else {
                 throw CommandFailure(description: "no app \(app)")
             }
-            let encoder = CatalogCoding.encoder()
-            encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-            print(String(decoding: try encoder.encode(catalog.policy(for: platform)), as: UTF8.self))
+            print(String(decoding: try CatalogCommand.prettyEncoder().encode(catalog.policy(for: platform)), as: UTF8.self))
         }
     }
 

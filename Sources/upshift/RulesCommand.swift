@@ -34,7 +34,7 @@ struct RulesCommand: AsyncParsableCommand {
                 throw CommandFailure(description: "no app \(app)")
             }
             let rules = catalog.rules.keys.sorted().flatMap(catalog.rules(for:))
-            print(String(decoding: try RulesCommand.pretty().encode(rules), as: UTF8.self))
+            print(String(decoding: try CatalogCommand.prettyEncoder().encode(rules), as: UTF8.self))
         }
     }
 
@@ -133,11 +133,5 @@ struct RulesCommand: AsyncParsableCommand {
                 print("\(Timestamp.format(record.at))  \(record.outcome.rawValue)  \(subject.isEmpty ? "-" : subject)  \(record.summary)")
             }
         }
-    }
-
-    static func pretty() -> JSONEncoder {
-        let encoder = CatalogCoding.encoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        return encoder
     }
 }

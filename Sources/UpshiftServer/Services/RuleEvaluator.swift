@@ -105,6 +105,11 @@ struct RuleEvaluator: Sendable {
         var preview: [RuleRecord]?
         /// The advance rules' holds decided so far: platform → release (`Version.normalized`) → why.
         var holds: [Platform: [String: String]] = [:]
+        /// The halting rules' decisions of this evaluation, by rule and release, which the advance rules
+        /// (evaluated after them) read again instead of asking the read models twice.
+        var decisions: [String: HaltDecision] = [:]
+
+        static func key(_ rule: Rule, _ release: Release) -> String { "\(rule.platform) \(rule.id) \(release.version.normalized)" }
     }
 
     /// One rule, skipped while a projection it reads is stale: true when it wrote the catalog.
@@ -199,7 +204,12 @@ struct RuleEvaluator: Sendable {
             guard let schedule = release.rolloutSchedule, schedule.state == .running || schedule.state == .held else { continue }
             var reasons: [String] = []
             for other in halting {
-                let decision = try await decider(other, releases: releases, appId: context.appId, now: context.now)(release)
+                let decision: HaltDecision
+                if let known = context.decisions[AppContext.key(other, release)] {
+                    decision = known
+                } else {
+                    decision = try await decider(other, releases: releases, appId: context.appId, now: context.now)(release)
+                }
                 if decision.halt { reasons.append("\(other.id): \(decision.summary)") }
             }
             let live = rule.definition.state == .live
@@ -240,6 +250,7 @@ struct RuleEvaluator: Sendable {
         var wrote = false
         for release in Self.watched(context.app.releases(for: rule.platform), now: context.now) {
             let decision = try await decide(release)
+            context.decisions[AppContext.key(rule, release)] = decision
             if try await act(
                 rule, version: release.version, field: "rolloutPaused", wanted: decision.halt, action: "halt",
                 summary: "\(rule.id): \(decision.summary)", announced: decision.never, in: &context,

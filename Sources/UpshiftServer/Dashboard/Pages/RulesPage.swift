@@ -24,19 +24,19 @@ enum RulesPage {
         var preview: [RuleRecord]
     }
 
-    /// The form's fields: `platform`, `id`, `definition` (the rule's JSON), `state`, `revision` (0: new) and
-    /// `reason`.
-    struct Form: Decodable {
-        var platform: String
+    /// The form's fields: those of every catalog form (`platform`, `revision`, 0 for a new rule, and
+    /// `reason`), and `id`, `definition` (the rule's JSON) and `state`.
+    struct Form: CatalogWriteForm {
+        var platform: String?
         var id: String
         var definition: String
         var state: String
-        var revision: String
+        var revision: String?
         var reason: String?
 
         /// The rule the form says, and where it goes; a failure names its field.
         func rule(now: Date) throws -> Rule {
-            let platform = try Platform(platform.trimmingCharacters(in: .whitespaces))
+            let platform = try Platform.required(platform)
             let id = id.trimmingCharacters(in: .whitespaces)
             guard RuleDefinition.isID(id) else {
                 throw ProblemDetails.badRequest("id: '\(id)' is not a rule id (^[a-z0-9][a-z0-9-]{0,62}$)", field: "id")
@@ -46,16 +46,6 @@ enum RulesPage {
             }
             object["state"] = .string(state)
             return Rule(id: id, platform: platform, definition: try RuleDefinition(json: .object(object)), writtenAt: now)
-        }
-
-        func context() throws -> (revision: Int, reason: String) {
-            guard let revision = JSONNumber(literal: revision)?.integer(in: 0...Int(Int32.max)) else {
-                throw ProblemDetails.badRequest("revision: missing; reload the page", field: "revision")
-            }
-            let reason = (reason ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !reason.isEmpty else { throw ProblemDetails.badRequest("reason: say why (it goes into the history)", field: "reason") }
-            try CatalogInput.checkText(reason, field: "reason", maximumLength: CatalogInput.maximumReasonLength, lineBreaks: true)
-            return (revision, reason)
         }
     }
 
@@ -89,14 +79,14 @@ enum RulesPage {
             let target: HTML =
                 new
                 ? """
-                <label>Platform<input name="platform" value="\(fields.platform)" required maxlength="\(Platform.maximumLength)"></label>\
+                <label>Platform<input name="platform" value="\(fields.platform ?? "")" required maxlength="\(Platform.maximumLength)"></label>\
                 <label>Id<input name="id" value="\(fields.id)" required maxlength="63" placeholder="crash-guard"></label>
                 """
-                : "<input type=\"hidden\" name=\"platform\" value=\"\(fields.platform)\"><input type=\"hidden\" name=\"id\" value=\"\(fields.id)\">"
+                : "<input type=\"hidden\" name=\"platform\" value=\"\(fields.platform ?? "")\"><input type=\"hidden\" name=\"id\" value=\"\(fields.id)\">"
             return """
                 <form method="post" action="/dashboard/apps/\(app)/rules"><fieldset><legend>\(legend)</legend>
                 <input type="hidden" name="csrf" value="\(model.identity.session?.csrfToken ?? "")">\
-                <input type="hidden" name="revision" value="\(fields.revision)">\(target)
+                <input type="hidden" name="revision" value="\(fields.revision ?? "0")">\(target)
                 <label>Definition<textarea name="definition" rows="3" cols="80" required>\(fields.definition)</textarea></label>
                 <label>State<select name="state">\(states.joined())</select></label>
                 <label>Reason<input name="reason" value="\(fields.reason ?? "")" maxlength="\(CatalogInput.maximumReasonLength)"></label>
@@ -176,7 +166,7 @@ extension DashboardPages {
         let appId = try context.appId()
         let form = try await DashboardForm.decode(RulesPage.Form.self, from: request)
         let rule = try form.rule(now: clock.now())
-        let (revision, reason) = try form.context()
+        let (_, revision, reason) = try form.writeContext()
         _ = try await catalog.replaceRule(
             appId: appId, platform: rule.platform, id: rule.id, rule.definition, expectedRevision: revision,
             actor: identity.key.actor, reason: reason, now: clock.now())
