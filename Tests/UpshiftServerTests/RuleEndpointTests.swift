@@ -41,14 +41,33 @@ import UpshiftWire
                 (#"{"kind":"raise_minimum","version":"2.0","share":1.2,"windowDays":7,"maximumForced":10}"#, "share"),
                 (#"{"kind":"halt_on_health","mode":"threshold","excess":-1,"minimumInstalls":10}"#, "excess"),
                 (#"{"kind":"halt_on_everything"}"#, "kind"),
+                // Hostile values of every new field: a huge number, a wrong type, a member sent twice, NUL, over-long.
+                (#"{"kind":"halt_on_health","mode":"threshold","excess":0.1,"minimumInstalls":1e400}"#, "minimumInstalls"),
+                (#"{"kind":"halt_on_health","mode":"threshold","excess":"0.1","minimumInstalls":10}"#, "excess"),
+                (#"{"kind":"advance","state":"live","state":"off"}"#, "state"),
+                (#"{"kind":"advance\u0000"}"#, "kind"),
+                ("{\"kind\":\"advance\",\"reason\":\"" + String(repeating: "x", count: 1_001) + "\"}", "reason"),
             ] {
                 let reply = try await server.request(
-                    .PUT, "/v1/apps/expenses/rules/ios/other",
+                    .PUT, "/v1/apps/expenses/rules/ios/hostile",
                     headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json"), ("If-Match", "\"0\"")],
                     body: Data(body.utf8))
-                #expect(reply.status == 400, "\(body)")
-                #expect(try reply.value()["field"] == .string(field), "\(body)")
+                #expect(reply.status == 400, "\(body.prefix(80))")
+                #expect(try reply.value()["field"] == .string(field), "\(body.prefix(80)): \(reply.text)")
             }
+            for path in [
+                "/v1/apps/expenses/rules/ios/" + String(repeating: "a", count: 64), "/v1/apps/expenses/rules/ios/a%00b",
+                "/v1/apps/expenses/rules/ios/crash-guard/records?limit=0",
+                "/v1/apps/expenses/rules/ios/crash-guard/records?limit=99999999999999999999999",
+                "/v1/apps/expenses/rules?platform=%00", "/v1/apps/expenses/rules?platform=ios&platform=android",
+            ] {
+                #expect(try await server.send(.GET, path, key: key).status == 400, "\(path)")
+            }
+            let huge = try await server.request(
+                .PUT, "/v1/apps/expenses/rules/ios/hostile",
+                headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json"), ("If-Match", "\"0\"")],
+                body: Data(("{\"kind\":\"advance\",\"reason\":\"" + String(repeating: "x", count: 300_000) + "\"}").utf8))
+            #expect(huge.status == 413)
             let badId = try await server.send(.GET, "/v1/apps/expenses/rules/ios/Crash_Guard", key: key)
             #expect(badId.status == 400)
             #expect(try badId.value()["field"] == .string("rule"))
