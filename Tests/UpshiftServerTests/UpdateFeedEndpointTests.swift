@@ -102,7 +102,9 @@ import UpshiftTestSupport
                 let started = ContinuousClock.now
                 let reply = try await server.request(.GET, feed)
                 #expect(reply.status == 200 && reply.body == bodies[feed], "\(feed) while the database stalls")
-                #expect(ContinuousClock.now - started < .seconds(1), "\(feed) waited on the database")
+                // A feed that asked the stalled database would wait for the answer bound (30 s in tests);
+                // from memory it answers in milliseconds, or a few seconds on a loaded machine.
+                #expect(ContinuousClock.now - started < .seconds(10), "\(feed) waited on the database")
             }
             let fresh = try await server.request(.GET, "/v1/apps/notes/versions.plist?platform=ios&lang=de")
             #expect(fresh.status == 200 && Self.text(fresh).contains("Schneller"))

@@ -57,8 +57,9 @@ import UpshiftTestSupport
     @Test func aPoolThatShutDownFailsAtOnceAsUnavailable() async throws {
         let database = try await TestDatabases.shared.fresh()
         let pool = DatabasePool(
-            // A wait long enough for a first connection on a loaded machine: once the pool shut down, the
-            // statement must fail at once whatever the bound.
+            // A wait long enough for a first connection on a loaded machine. Once the pool shut down, the
+            // statement fails at once as `poolFailed`: had it waited for a connection, the bound would have
+            // passed and the reason would be `busy` (how long "at once" takes depends on the machine's load).
             name: "reads", settings: database, connections: 2, bounds: .init(wait: .seconds(30), answer: .seconds(30)),
             logger: TestEnvironment.logger)
         let running = Task { await pool.client.run() }
@@ -67,7 +68,6 @@ import UpshiftTestSupport
         }
         running.cancel()
         await running.value
-        let started = ContinuousClock.now
         do {
             try await pool.query("SELECT 1" as SQL, logger: TestEnvironment.logger)
             Issue.record("a statement on a pool that shut down was answered")
@@ -78,6 +78,5 @@ import UpshiftTestSupport
             }
             #expect(error.pool == "reads")
         }
-        #expect(ContinuousClock.now - started < .seconds(1))
     }
 }

@@ -89,6 +89,26 @@ public final class ManualClock: WallClock {
     public func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
+/// A PostgreSQL error with what it says: PostgresNIO's own description hides the server's message and
+/// code ("Generic description to prevent accidental leakage"), which leaves a failed run unexplained.
+public struct DatabaseError: Error, CustomStringConvertible {
+    public let description: String
+
+    public init(_ context: String, _ error: PSQLError) {
+        description = "\(context): \(String(reflecting: error))"
+    }
+
+    /// Runs `body`; a `PSQLError` it throws leaves as a ``DatabaseError`` naming `context` and the
+    /// error in full. Every other error leaves as itself.
+    public static func revealing<T>(_ context: @autoclosure () -> String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PSQLError {
+            throw DatabaseError(context(), error)
+        }
+    }
+}
+
 /// Runs `body` with a running client for `settings`.
 public func withPostgres<T: Sendable>(
     _ settings: DatabaseSettings, maximumConnections: Int = 8,
@@ -101,7 +121,9 @@ public func withPostgres<T: Sendable>(
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            return try await Waits.named("withPostgres(\(settings.database)): the body") { try await body(client) }
+            return try await Waits.named("withPostgres(\(settings.database)): the body") {
+                try await DatabaseError.revealing("a statement on \(settings.database)") { try await body(client) }
+            }
         }
     }
 }

@@ -190,11 +190,12 @@ _upshift_pg_write_conf() {
     # durability is a requirement and benchmarks must run with them on.
     # listen_addresses: loopback only; 127.0.0.2 too, the address through which scripts/chaos's server
     # reaches PostgreSQL, so that its partition (an nftables black hole) leaves the run's own sessions alone.
-    # max_connections: scripts/test runs about fifty suites at once, each server opening up to 28
-    # connections (docs/OPERATIONS.md, "Database connections"); 400 was refused ("too many clients").
+    # max_connections: scripts/test runs the untagged tests all at once, each server opening up to 28
+    # connections (docs/OPERATIONS.md, "Database connections") beside the tests' own clients; at 1000 a
+    # loaded run saw a hundred connections refused ("too many clients"), each a failed test.
     upshift_run_as_cluster_user tee -a "$conf" >/dev/null <<EOF
 # BEGIN upshift
-max_connections = 1000
+max_connections = 2000
 shared_buffers = 256MB
 listen_addresses = '127.0.0.1,127.0.0.2'
 unix_socket_directories = '${sock//\'/\'\'}'

@@ -126,7 +126,7 @@ struct Harness {
                 // connection accepted but not yet served then traps in NIO (apple/swift-nio#3481).
                 await services.triggerGracefulShutdown()
                 try? await tasks.waitForAll()
-                throw error
+                throw (error as? PSQLError).map { DatabaseError(test, $0) } ?? error
             }
         }
     }
