@@ -12,10 +12,10 @@ public struct RuleDefinition: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         /// Halt the rollout of a release whose abnormal exits are worse than its previous release's.
         case haltOnHealth(HealthHaltMode)
-        /// Halt a release when, among the installs prompted for it (at least `minimumInstalls`), the share
-        /// that skipped it or that were blocked exceeds its threshold (each optional, at least one).
-        /// `unfinished` (started the update and had not updated 24 hours later) is refused while the
-        /// projections do not keep it.
+        /// Halt a release when, among the installs prompted for it, the share that skipped it or that were
+        /// blocked, or among those that started updating to it, the share that had not updated 24 hours
+        /// later (`unfinished`), exceeds its threshold (each optional, at least one) with at least
+        /// `minimumInstalls` installs counted in that share.
         case haltOnPrompts(skip: Double?, blocked: Double?, unfinished: Double?, minimumInstalls: Int)
         /// A running schedule advances only while its release's health and prompt signals hold.
         case advance
@@ -93,13 +93,8 @@ public struct RuleDefinition: Sendable, Equatable {
         case "halt_on_prompts":
             let skip = try rate("skipRate", required: false), blocked = try rate("blockedRate", required: false)
             let unfinished = try rate("unfinishedRate", required: false)
-            if unfinished != nil {
-                throw FieldError(
-                    "unfinishedRate", "is not measured yet (the 24-hour share of update_started followed by updated is not kept)",
-                    kind: .inconsistent)
-            }
-            guard skip != nil || blocked != nil else {
-                throw FieldError("skipRate", "one of skipRate and blockedRate is required")
+            guard skip != nil || blocked != nil || unfinished != nil else {
+                throw FieldError("skipRate", "one of skipRate, blockedRate and unfinishedRate is required")
             }
             kind = .haltOnPrompts(
                 skip: skip, blocked: blocked, unfinished: unfinished, minimumInstalls: try count("minimumInstalls", in: 1...100_000_000))

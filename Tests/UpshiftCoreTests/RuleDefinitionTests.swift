@@ -16,6 +16,9 @@ import UpshiftCore
         #expect(
             try Self.parse(#"{"kind":"halt_on_prompts","blockedRate":0.3,"minimumInstalls":100,"state":"off"}"#)
                 == RuleDefinition(kind: .haltOnPrompts(skip: nil, blocked: 0.3, unfinished: nil, minimumInstalls: 100), state: .off))
+        #expect(
+            try Self.parse(#"{"kind":"halt_on_prompts","unfinishedRate":0.2,"minimumInstalls":10}"#)
+                == RuleDefinition(kind: .haltOnPrompts(skip: nil, blocked: nil, unfinished: 0.2, minimumInstalls: 10)))
         #expect(try Self.parse(#"{"kind":"advance","state":"dry-run"}"#) == RuleDefinition(kind: .advance))
         #expect(
             try Self.parse(#"{"kind":"raise_minimum","version":"2.0","share":0.95,"windowDays":14,"maximumForced":200}"#)
@@ -37,7 +40,7 @@ import UpshiftCore
         (#"{"kind":"halt_on_prompts","minimumInstalls":10}"#, "skipRate"),
         (#"{"kind":"halt_on_prompts","skipRate":-0.1,"minimumInstalls":10}"#, "skipRate"),
         (#"{"kind":"halt_on_prompts","skipRate":0.2,"minimumInstalls":0}"#, "minimumInstalls"),
-        (#"{"kind":"halt_on_prompts","unfinishedRate":0.2,"minimumInstalls":10}"#, "unfinishedRate"),
+        (#"{"kind":"halt_on_prompts","unfinishedRate":1.2,"minimumInstalls":10}"#, "unfinishedRate"),
         (#"{"kind":"raise_minimum","version":"two","share":0.9,"windowDays":7,"maximumForced":10}"#, "version"),
         (#"{"kind":"raise_minimum","share":0.9,"windowDays":7,"maximumForced":10}"#, "version"),
         (#"{"kind":"raise_minimum","version":"2.0","share":90,"windowDays":7,"maximumForced":10}"#, "share"),
@@ -98,12 +101,24 @@ import UpshiftCore
             .init(targetVersion: "2.0.0", promptKind: "soft", shown: shown, dismissedLater: 0, dismissedSkip: skip,
                   updateStarted: 0, blocked: blocked, converted: 0, updatedAfterStart: 0)
         }
-        #expect(PromptRule.evaluate([funnel(shown: 100, skip: 31, blocked: 0)], skip: 0.3, blocked: nil, minimumInstalls: 100).regressed)
-        #expect(!PromptRule.evaluate([funnel(shown: 100, skip: 30, blocked: 0)], skip: 0.3, blocked: nil, minimumInstalls: 100).regressed)
-        #expect(!PromptRule.evaluate([funnel(shown: 99, skip: 90, blocked: 0)], skip: 0.3, blocked: nil, minimumInstalls: 100).regressed)
+        func evaluate(
+            _ funnels: [PromptFunnelReport.Funnel], starts: (Int, Int) = (0, 0), skip: Double? = nil, blocked: Double? = nil,
+            unfinished: Double? = nil
+        ) -> PromptRule.Evaluation {
+            PromptRule.evaluate(funnels, starts: starts, skip: skip, blocked: blocked, unfinished: unfinished, minimumInstalls: 100)
+        }
+        #expect(evaluate([funnel(shown: 100, skip: 31, blocked: 0)], skip: 0.3).regressed)
+        #expect(!evaluate([funnel(shown: 100, skip: 30, blocked: 0)], skip: 0.3).regressed)
+        #expect(!evaluate([funnel(shown: 99, skip: 90, blocked: 0)], skip: 0.3).regressed)
         let both = [funnel(shown: 60, skip: 0, blocked: 0), funnel(shown: 40, skip: 0, blocked: 11)]
-        #expect(PromptRule.evaluate(both, skip: 0.3, blocked: 0.1, minimumInstalls: 100).regressed)
-        #expect(PromptRule.evaluate(both, skip: 0.3, blocked: 0.1, minimumInstalls: 100).summary
-            == "100 installs prompted: 0 skipped it (0.0 %), 11 blocked (11.0 %)")
+        #expect(evaluate(both, skip: 0.3, blocked: 0.1).regressed)
+        #expect(evaluate(both, starts: (100, 26), skip: 0.3, blocked: 0.1).summary
+            == "100 installs prompted: 0 skipped it (0.0 %), 11 blocked (11.0 %); 100 started updating 24 h ago or more: 26 had not updated 24 h later (26.0 %)")
+        // The unfinished share counts among the starts, with at least minimumInstalls of them.
+        let prompted = [funnel(shown: 1_000, skip: 0, blocked: 0)]
+        #expect(evaluate(prompted, starts: (100, 26), unfinished: 0.25).regressed)
+        #expect(!evaluate(prompted, starts: (100, 25), unfinished: 0.25).regressed)
+        #expect(!evaluate(prompted, starts: (99, 90), unfinished: 0.25).regressed)
+        #expect(!evaluate(prompted, starts: (100, 100), skip: 0.3, blocked: 0.1).regressed, "no unfinishedRate, no halt on it")
     }
 }

@@ -77,6 +77,7 @@ import UpshiftTestSupport
             #expect(postProblems == 0, "\(postProblems) posts were not answered as expected")
             try await compareCSV(fleet: fleet, server: server, readKey: harness.readKey)
             try await compareHealthCohorts(fleet: fleet, harness: harness)
+            try await compareUnfinishedStarts(fleet: fleet, harness: harness)
             // A set-based rebuild of every projection gives the same tables, so the same reports.
             Self.progress("rebuilding set-based")
             try await harness.expectRebuildEqualsActiveTables()
@@ -229,6 +230,54 @@ import UpshiftTestSupport
         #expect(expected.values.contains { $0.exited > 0 } && expected.count > 100, "the fleet has too few cohort cells with exits")
         let (want, got) = (lines(expected), lines(actual))
         #expect(want == got, "health_cohorts: missing \(Array(Set(want).subtracting(got).sorted().prefix(5))), unexpected \(Array(Set(got).subtracting(want).sorted().prefix(5)))")
+    }
+
+    /// What the halt-on-prompts rule reads for `unfinishedRate`, judged at several moments of the period: per
+    /// platform and target, the installs whose first `update_started` for it was recorded (first delivered)
+    /// 24 hours or more before, and of those the installs with no `updated` to a version ≥ the target
+    /// recorded within those 24 hours. Late deliveries make both kinds.
+    func compareUnfinishedStarts(fleet: Fleet, harness: Harness) async throws {
+        struct Key: Hashable {
+            var platform: String
+            var target: FleetVersion
+        }
+        var firstStart: [Key: [Int: Int64]] = [:]
+        var updates: [String: [Int: [(version: FleetVersion, recorded: Int64)]]] = [:]
+        for event in fleet.delivered(by: Fleet.end) {
+            if event.type == "update_started", let target = event.target {
+                let key = Key(platform: event.platform, target: target)
+                firstStart[key, default: [:]][event.install] = min(firstStart[key]?[event.install] ?? .max, event.deliveredAt)
+            } else if event.type == "updated" {
+                updates[event.platform, default: [:]][event.install, default: []].append((event.version, event.deliveredAt))
+            }
+        }
+        // Before the last delivery: the projection has applied events recorded after each moment.
+        let moments = [34, 45, 55, 60].map { Fleet.start + Int64($0) * FleetTime.day }
+        var kinds = (finished: 0, unfinished: 0)
+        for moment in moments {
+            for (key, starts) in firstStart.sorted(by: { ($0.key.platform, $0.key.target) < ($1.key.platform, $1.key.target) }) {
+                var expected = (started: 0, unfinished: 0)
+                for (install, start) in starts where start + 24 * FleetTime.hour <= moment {
+                    expected.started += 1
+                    let finished = (updates[key.platform]?[install] ?? []).contains {
+                        $0.version >= key.target && $0.recorded >= start && $0.recorded <= start + 24 * FleetTime.hour
+                    }
+                    if !finished { expected.unfinished += 1 }
+                }
+                kinds.finished += expected.started - expected.unfinished
+                kinds.unfinished += expected.unfinished
+                let read = try await harness.sql { client in
+                    try await ReportStore(client: client, logger: TestEnvironment.logger).unfinishedStarts(
+                        app: Fleet.appId, platform: Platform(validating: key.platform)!, target: Version(key.target.text)!,
+                        now: FleetTime.date(moment)
+                    ).value
+                }
+                #expect(
+                    read == expected,
+                    "unfinished starts of \(key.platform) \(key.target) at \(FleetTime.rfc3339(moment)): \(read), expected \(expected)")
+            }
+        }
+        #expect(kinds.finished > 0 && kinds.unfinished > 0, "the fleet must finish some starts and leave others unfinished: \(kinds)")
     }
 
     /// Adoption as CSV: `day,active_installs,version,installs`, one line per (day, version), `day,0,,0` for

@@ -348,6 +348,55 @@ import UpshiftWire
         }
     }
 
+    /// `unfinishedRate`: among the installs that started updating to a release, the share with no `updated`
+    /// recorded within 24 hours of the start's recording. A start is judged only once its 24 hours have
+    /// passed by the application's clock and by the newest event the projection applied.
+    @Test func aPromptRuleHaltsAReleaseWhoseStartedUpdatesDoNotFinish() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run(Self.configuration(harness)) { server in
+            let key = harness.adminKey
+            try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"), ("2.0", "2026-05-30T00:00:00Z"))
+            let installs = (0..<40).map { _ in UUID().uuidString }
+            func events(_ type: String, version: String, _ extra: [String: String], for installs: ArraySlice<String>) -> [[String: String]] {
+                installs.map { install in
+                    [
+                        "id": UUID().uuidString, "type": type, "installId": install, "platform": "ios", "appVersion": version,
+                        "occurredAt": Timestamp.format(harness.clock.now()),
+                    ].merging(extra) { $1 }
+                }
+            }
+            // 40 start updating to 2.0; 10 run it 2 hours later, 5 more only after 30 hours.
+            let started = events("update_started", version: "1.0", ["promptKind": "soft", "targetVersion": "2.0"], for: installs[...])
+            #expect(try await server.postEvents(started, key: harness.ingestKey).status == 200)
+            harness.clock.advance(by: 2 * 3_600)
+            let soon = events("updated", version: "2.0", ["fromVersion": "1.0"], for: installs[0..<10])
+            #expect(try await server.postEvents(soon, key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            let reply = try await server.send(
+                .PUT, "/v1/apps/expenses/rules/ios/unfinished", key: key,
+                json: .object([
+                    "kind": .string("halt_on_prompts"), "unfinishedRate": .number(0.5), "minimumInstalls": .number(40),
+                    "state": .string("live"),
+                ]), headers: [("If-Match", "\"0\"")])
+            #expect(reply.status == 200, "\(reply.text)")
+            try await Self.evaluate(server, harness)
+            var release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
+            #expect(release["rolloutPaused"] == .bool(false), "no start is 24 hours old yet")
+            harness.clock.advance(by: 28 * 3_600)
+            let late = events("updated", version: "2.0", ["fromVersion": "1.0"], for: installs[10..<15])
+            #expect(try await server.postEvents(late, key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            try await Self.evaluate(server, harness)
+            release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
+            #expect(release["rolloutPaused"] == .bool(true), "30 of 40 (75 %) unfinished against 50 %")
+            let records = try await server.send(.GET, "/v1/apps/expenses/rules/ios/unfinished/records", key: key).value()
+            let acted = records["records"]?.arrayValue?.first { $0["outcome"] == .string("acted") }
+            #expect(
+                acted?["summary"]?.stringValue?.contains("40 started updating 24 h ago or more: 30 had not updated 24 h later (75.0 %)")
+                    == true, "\(records)")
+        }
+    }
+
     /// An advance rule holds a schedule's due step while a halting rule (here a dry run) finds the release
     /// outside its thresholds, says why in the history, applies the step once it is within them with the
     /// later steps moved back by the time held; and a live halt wins over it.

@@ -20,7 +20,18 @@ public struct FunnelMarks: Sendable, Equatable {
     /// The first `update_started`: the install counts as updated after starting when it is seen on a
     /// version ≥ the target within 7 days of it.
     public var firstStartedAt: Date?
+    /// When the server recorded the first `update_started` (by `recorded_at`): the start of the 24 hours
+    /// within which an `updated` must be recorded, or the install counts as unfinished.
+    public var firstStartedRecordedAt: Date?
     public var blocked = false
+}
+
+/// An `updated` event as the unfinished share reads it: which install reported running which version
+/// (by sort key), recorded when. Equal rows are one: the share asks whether one exists in a window.
+public struct RecordedUpdate: Sendable, Hashable {
+    public var install: PlatformInstall
+    public var versionSortKey: String
+    public var recordedAt: Date
 }
 
 /// The prompt funnel projection's fold (docs/PROJECTIONS.md, "What the reports count"). Conversion (seen
@@ -32,6 +43,8 @@ public enum PromptFunnelFold {
         /// When each install was first seen on each version (from every event of an install): what
         /// conversion reads.
         public var versions = FirstSeenVersions()
+        /// Every `updated` event of the batch: what the unfinished share reads.
+        public var updates: Set<RecordedUpdate> = []
         public var deadLetters: [DeadLetter] = []
     }
 
@@ -51,6 +64,12 @@ public enum PromptFunnelFold {
                 continue
             }
             output.versions.record(event, install: facts.install, platform: facts.platform, version: facts.version)
+            if type == .updated {
+                output.updates.insert(
+                    RecordedUpdate(
+                        install: PlatformInstall(appId: event.appId, platform: facts.platform, installId: facts.install),
+                        versionSortKey: facts.version.sortKey, recordedAt: event.recordedAt))
+            }
             guard prompt, let type else { continue }
             do throws(ProjectionError) {
                 guard let text = event.targetVersion, let target = versions.parse(text) else {
@@ -81,6 +100,7 @@ public enum PromptFunnelFold {
                 case .updateStarted:
                     marks.updateStarted = true
                     marks.firstStartedAt = min(marks.firstStartedAt ?? event.occurredAt, event.occurredAt)
+                    marks.firstStartedRecordedAt = min(marks.firstStartedRecordedAt ?? event.recordedAt, event.recordedAt)
                 default: marks.blocked = true
                 }
                 output.marks[key] = marks

@@ -155,10 +155,13 @@ struct RuleEvaluator: Sendable {
                 let evaluation = HealthRule.evaluate(mode, release: cohorts(release), previous: previous.map(cohorts), now: now)
                 return (evaluation.outcome == .regressed, evaluation.summary, evaluation.outcome == .noBaseline)
             }
-        case .haltOnPrompts(let skip, let blocked, _, let minimumInstalls):
+        case .haltOnPrompts(let skip, let blocked, let unfinished, let minimumInstalls):
             return { release in
                 let read = try await reports.funnels(app: appId, platform: rule.platform, target: release.version)
-                let evaluation = PromptRule.evaluate(read.value, skip: skip, blocked: blocked, minimumInstalls: minimumInstalls)
+                let starts = try await reports.unfinishedStarts(app: appId, platform: rule.platform, target: release.version, now: now)
+                let evaluation = PromptRule.evaluate(
+                    read.value, starts: starts.value, skip: skip, blocked: blocked, unfinished: unfinished,
+                    minimumInstalls: minimumInstalls)
                 return (evaluation.regressed, evaluation.summary, false)
             }
         case .advance, .raiseMinimum:

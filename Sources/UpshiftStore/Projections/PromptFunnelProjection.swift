@@ -6,15 +6,17 @@ import UpshiftCore
 /// prompt kind, the first time the prompt was shown and whether it was dismissed (later / skip), acted on, or
 /// blocked; when each install was first seen on each version (`prompt_versions`); and from those, after every
 /// batch, whether each prompted install converted (and updated after starting the update), and the funnel the
-/// report reads (`prompt_summary`, per target and kind).
+/// report reads (`prompt_summary`, per target and kind); and every `updated` event by when it was recorded
+/// (`prompt_updates`), from which the halt-on-prompts rule reads the share of starts left unfinished.
 ///
 /// Each `prompt_installs` row records what it adds to its funnel (`counted`, one bit per step), so that
 /// a refresh moves exactly that when a step or the conversion of the row changes.
 public struct PromptFunnelProjection: ProjectionDefinition {
     public let name = "prompt_funnel"
-    /// 2: conversion kept per install and the funnels per target (it was a join at report time).
-    public let version = 2
-    public let tables = ["prompt_installs", "prompt_summary", "prompt_versions"]
+    /// 3: when the first `update_started` was recorded, and the recorded `updated` events (the unfinished
+    /// share). 2: conversion kept per install and the funnels per target (it was a join at report time).
+    public let version = 3
+    public let tables = ["prompt_installs", "prompt_summary", "prompt_versions", "prompt_updates"]
 
     public init() {}
 
@@ -39,6 +41,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 dismissed_skip  boolean     NOT NULL,
                 update_started  boolean     NOT NULL,
                 first_started_at timestamptz,
+                first_started_recorded_at timestamptz,
                 blocked         boolean     NOT NULL,
                 counted         integer     NOT NULL DEFAULT 0,  -- the steps this row adds to its funnel (bits)
                 PRIMARY KEY (app_id, platform, target_version, kind, install_id)
@@ -63,6 +66,16 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             )
             """,
             FirstSeenVersionsTable.create(t("prompt_versions")),
+            """
+            CREATE TABLE \(t("prompt_updates")) (
+                app_id      text        NOT NULL,
+                platform    text        NOT NULL,
+                install_id  uuid        NOT NULL,
+                version_key text COLLATE "C" NOT NULL,
+                recorded_at timestamptz NOT NULL,
+                PRIMARY KEY (app_id, platform, install_id, recorded_at, version_key)
+            )
+            """,
         ]
     }
 
@@ -94,6 +107,17 @@ public struct PromptFunnelProjection: ProjectionDefinition {
         let output = PromptFunnelFold.fold(events)
         batch.deadLetters += output.deadLetters
         try await FirstSeenVersionsTable.write(output.versions, into: batch.table("prompt_versions"), on: connection, batch: batch)
+        if !output.updates.isEmpty {
+            let updates = Array(output.updates)
+            try await connection.query(
+                """
+                INSERT INTO \(batch.table("prompt_updates")) (app_id, platform, install_id, version_key, recorded_at)
+                SELECT * FROM unnest(\(updates.map(\.install.appId))::text[], \(updates.map(\.install.platform))::text[],
+                                     \(updates.map(\.install.installId))::uuid[], \(updates.map(\.versionSortKey))::text[],
+                                     \(updates.map(\.recordedAt.forPostgres))::timestamptz[])
+                ON CONFLICT DO NOTHING
+                """, logger: batch.logger)
+        }
         if !output.marks.isEmpty {
             let keys = Array(output.marks.keys)
             let marks = keys.map { output.marks[$0]! }
@@ -103,25 +127,28 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                 """
                 INSERT INTO \(batch.table("prompt_installs")) AS p
                     (app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                     dismissed_skip, update_started, first_started_at, blocked)
+                     dismissed_skip, update_started, first_started_at, first_started_recorded_at, blocked)
                 SELECT app_id, platform, target_version, target_key, kind, install_id,
                        NULLIF(first_shown_at, 'epoch'::timestamptz), dismissed_later, dismissed_skip, update_started,
-                       NULLIF(first_started_at, 'epoch'::timestamptz), blocked
+                       NULLIF(first_started_at, 'epoch'::timestamptz), NULLIF(first_started_recorded_at, 'epoch'::timestamptz),
+                       blocked
                 FROM unnest(\(keys.map(\.appId))::text[], \(keys.map(\.platform))::text[],
                             \(keys.map(\.targetVersion))::text[], \(marks.map(\.targetSortKey))::text[],
                             \(keys.map(\.kind.rawValue))::text[], \(keys.map(\.installId))::uuid[],
                             \(marks.map { ($0.firstShownAt ?? never).forPostgres })::timestamptz[], \(marks.map(\.dismissedLater))::boolean[],
                             \(marks.map(\.dismissedSkip))::boolean[], \(marks.map(\.updateStarted))::boolean[],
                             \(marks.map { ($0.firstStartedAt ?? never).forPostgres })::timestamptz[],
+                            \(marks.map { ($0.firstStartedRecordedAt ?? never).forPostgres })::timestamptz[],
                             \(marks.map(\.blocked))::boolean[])
                      AS u(app_id, platform, target_version, target_key, kind, install_id, first_shown_at, dismissed_later,
-                          dismissed_skip, update_started, first_started_at, blocked)
+                          dismissed_skip, update_started, first_started_at, first_started_recorded_at, blocked)
                 ON CONFLICT (app_id, platform, target_version, kind, install_id) DO UPDATE SET
                     first_shown_at = LEAST(p.first_shown_at, excluded.first_shown_at),
                     dismissed_later = p.dismissed_later OR excluded.dismissed_later,
                     dismissed_skip = p.dismissed_skip OR excluded.dismissed_skip,
                     update_started = p.update_started OR excluded.update_started,
                     first_started_at = LEAST(p.first_started_at, excluded.first_started_at),
+                    first_started_recorded_at = LEAST(p.first_started_recorded_at, excluded.first_started_recorded_at),
                     blocked = p.blocked OR excluded.blocked
                 """, logger: batch.logger)
         }
@@ -198,6 +225,20 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             ["e.app_version", "e.data->>'targetVersion'"], where: "e.install_id IS NOT NULL", backfill: backfill,
             on: connection)
         try await FirstSeenVersionsTable.backfill(into: backfill.table("prompt_versions"), backfill, versions: versions, on: connection)
+        // Every `updated` event with an install's facts, as the fold records it (equal rows are one).
+        try await backfill.chunkedInsert(
+            "prompt_updates", into: backfill.table("prompt_updates"),
+            columns: ["app_id", "platform", "install_id", "version_key", "recorded_at"], on: connection
+        ) { chunk in
+            """
+            WITH \(versions.cte)
+            SELECT DISTINCT e.app_id, e.platform, e.install_id, v.sort_key, e.recorded_at
+            FROM event_log e JOIN versions v ON v.raw = e.app_version
+            WHERE \(backfill.included) AND e.type = \(EventType.updated.rawValue) AND e.install_id IS NOT NULL
+              AND e.platform <> '' AND \(backfill.installs("e.install_id", in: chunk))
+            ORDER BY e.install_id, e.app_id, e.platform, e.recorded_at, v.sort_key
+            """
+        }
         // The fold's checks in its order: the install facts, the target version, the kind, the dismiss action.
         let error: SQL = """
             coalesce(\(Backfill.installFactsError), CASE
@@ -216,7 +257,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             "prompt_installs", into: backfill.table("prompt_installs"),
             columns: [
                 "app_id", "platform", "target_version", "target_key", "kind", "install_id", "first_shown_at", "dismissed_later",
-                "dismissed_skip", "update_started", "first_started_at", "blocked", "counted",
+                "dismissed_skip", "update_started", "first_started_at", "first_started_recorded_at", "blocked", "counted",
             ], on: connection
         ) { chunk in
             """
@@ -224,7 +265,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             marks AS (
                 SELECT e.app_id, e.platform, t.normalized AS target, t.sort_key AS target_key,
                        CASE WHEN e.type = \(blocked) THEN \(PromptKind.force.rawValue) ELSE e.data->>'promptKind' END AS kind,
-                       e.install_id, e.occurred_at, e.type, e.data->>'dismissAction' AS action
+                       e.install_id, e.occurred_at, e.recorded_at, e.type, e.data->>'dismissAction' AS action
                 \(source)
                 WHERE \(backfill.included) AND \(types) AND \(backfill.installs("e.install_id", in: chunk))
                   AND (\(error)) IS NULL
@@ -236,6 +277,7 @@ public struct PromptFunnelProjection: ProjectionDefinition {
                        bool_or(type = \(dismissed) AND action = \(DismissAction.skip.rawValue)) AS dismissed_skip,
                        bool_or(type = \(started)) AS update_started,
                        min(occurred_at) FILTER (WHERE type = \(started)) AS first_started_at,
+                       min(recorded_at) FILTER (WHERE type = \(started)) AS first_started_recorded_at,
                        bool_or(type = \(blocked)) AS blocked
                 FROM marks GROUP BY install_id, target, kind, app_id, platform
             )

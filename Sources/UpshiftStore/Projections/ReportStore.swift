@@ -249,6 +249,40 @@ public struct ReportStore: Sendable {
         }
     }
 
+    /// The installs that started updating to `target` (an `update_started` for it, of either prompt kind)
+    /// whose 24 hours have passed, and of those the unfinished: no `updated` to a version ≥ `target` was
+    /// recorded within 24 hours of the first start's recording (docs/PROJECTIONS.md, "Unfinished updates").
+    /// A start's 24 hours have passed once they end by `now` and by the newest event the projection applied,
+    /// so that an `updated` still on its way through the feed is never missed.
+    public func unfinishedStarts(app: AppID, platform: Platform, target: Version, now: Date) async throws
+        -> ReportRead<(started: Int, unfinished: Int)>
+    {
+        try await read(["prompt_funnel"]) { [logger] connection, tables in
+            let rows = try await connection.query(
+                """
+                WITH judged AS (
+                    SELECT p.install_id, min(p.first_started_recorded_at) AS started_at, min(p.target_key) AS target_key
+                    FROM \(tables.name("prompt_installs", of: "prompt_funnel")) p
+                    WHERE p.app_id = \(app) AND p.platform = \(platform) AND p.target_version = \(target.normalized)
+                      AND p.first_started_recorded_at IS NOT NULL
+                    GROUP BY p.install_id
+                    HAVING min(p.first_started_recorded_at) + interval '24 hours' <= least(
+                        \(now)::timestamptz,
+                        (SELECT max_recorded_at FROM projections
+                         WHERE name = 'prompt_funnel' AND generation = \(tables.generations["prompt_funnel"]!)))
+                )
+                SELECT count(*)::int8, count(*) FILTER (WHERE NOT EXISTS (
+                    SELECT 1 FROM \(tables.name("prompt_updates", of: "prompt_funnel")) u
+                    WHERE u.app_id = \(app) AND u.platform = \(platform) AND u.install_id = j.install_id
+                      AND u.recorded_at BETWEEN j.started_at AND j.started_at + interval '24 hours'
+                      AND u.version_key >= j.target_key))::int8
+                FROM judged j
+                """, logger: logger)
+            for try await (started, unfinished) in rows.decode((Int, Int).self) { return (started, unfinished) }
+            return (0, 0)
+        }
+    }
+
     /// The installs of the backtest (`install_state`: last seen at or after `since`), by version, OS version
     /// and channel (`live` for an install that never checked). With `idsBelow`, a cohort whose installs'
     /// buckets may matter comes with their ids (one value per cohort, 16 bytes per install, read in the
