@@ -41,6 +41,41 @@ import UpshiftTestSupport
         #expect(predicted.1 == predicted.3 && predicted.2 == predicted.4 && Int(predicted.1)! > 0, "\(result.summary)")
     }
 
+    /// The guarded health rule on the fleet model's own counts (``HealthFleetModel``, in process): 20,000
+    /// installs over four OS majors, a previous release and a candidate each on the App Store's schedule,
+    /// abnormal exits at 2 % of the days an install opens the app. Of 200 healthy candidates at most 6 are
+    /// halted (the 99.5 % bound of 200 draws at the rule's 1 %); candidates twice as bad on one OS major are
+    /// halted within their 35 days. Prints both, and the share of the day's active installs that ran the bad
+    /// candidate on the day it was halted.
+    @Test func theGuardedRuleOnTheFleetModelRarelyHaltsAHealthyReleaseAndHaltsABadOne() async {
+        let started = ContinuousClock.now
+        let model = HealthFleetModel(installs: 20_000, seed: 42)
+        var random = SplitMix64(seed: 4_242)
+        var falseHalts = 0
+        for _ in 0..<200 {
+            if model.firstHalt(rate: 0.02, badFactor: 1, random: &random) != nil { falseHalts += 1 }
+            await Task.yield()
+        }
+        var halts: [(day: Int, share: Double)] = []
+        for _ in 0..<20 {
+            if let day = model.firstHalt(rate: 0.02, badFactor: 2, random: &random) {
+                halts.append((day, model.candidateShare[day]))
+            }
+            await Task.yield()
+        }
+        halts.sort { $0.day < $1.day }
+        let median = halts.isEmpty ? nil : halts[halts.count / 2]
+        print(
+            "SimulationTests: health on the fleet model (20,000 installs): \(falseHalts) of 200 healthy releases halted; "
+                + "\(halts.count) of 20 twice as bad on iOS \(HealthFleetModel.badOSMajor) halted, median on day \(median?.day ?? -1) "
+                + "with \(String(format: "%.1f", 100 * (median?.share ?? 0))) % of active installs on it "
+                + "(first: day \(halts.first?.day ?? -1), \(String(format: "%.1f", 100 * (halts.first?.share ?? 0))) %); "
+                + "the candidate's share by day: \(model.candidateShare.prefix(12).map { String(format: "%.1f", 100 * $0) }.joined(separator: ", ")) %; "
+                + "\(ContinuousClock.now - started)")
+        #expect(falseHalts <= 6)
+        #expect(halts.count == 20)
+    }
+
     /// Runs the simulation on a fresh database; prints its summary to the test log.
     static func simulate(installs: Int, days: Int, seed: UInt64, phased: Bool = false) async throws -> FleetSimulation.Result {
         var configuration = AppConfiguration(database: try await TestDatabases.shared.fresh())

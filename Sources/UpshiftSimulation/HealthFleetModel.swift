@@ -1,0 +1,128 @@
+import Foundation
+import UpshiftCore
+
+/// The guarded health rule on a fleet's own counts, without a server: installs over four OS majors, each
+/// opening the app as its habits say (``InstallHabits``), take a previous release and then a candidate as
+/// each rolls out on the App Store's schedule (1 % to 100 % over 6 days, an install admitted once the step
+/// passes its bucket), and report an abnormal exit on a day they open the app with a chance of 2 % (twice
+/// that for a bad candidate on one OS major). The rule reads the cells `release_health` keeps (per OS major
+/// and first day on the release: the installs, and those that exited within their first three days) once
+/// a day, as the rollout worker would.
+///
+/// Who updates when is drawn once (one adoption path); each trial draws the exits again, so that 200 releases
+/// cost 200 draws of 40,000 installs rather than 200 fleets.
+public struct HealthFleetModel: Sendable {
+    public static let osMajors = ["14", "15", "16", "17"]
+    public static let badOSMajor = "17"
+    /// Days from the previous release to the candidate.
+    public static let candidateDay = 40
+    public static let start = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01T00:00:00Z
+
+    /// One install's first days on a release: its cell (OS major, day), and on how many of its first three
+    /// days it opened the app (each a chance to exit).
+    struct Cohort: Sendable {
+        var os: String
+        var day: Int
+        var openedDays: Int
+    }
+
+    let previous: [Cohort]
+    let candidate: [Cohort]
+    /// Per day since the candidate's release: the share of that day's active installs on it.
+    public let candidateShare: [Double]
+    public let installs: Int
+
+    /// Draws the adoption path of `installs` installs from `seed`.
+    public init(installs: Int, seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        struct Install {
+            var os: String
+            var habits: InstallHabits
+            var bucket: Double
+            var version = 0  // 0: before the previous release, 1: the previous release, 2: the candidate
+            var opened: [Int] = []  // days it opened the app since its last update, up to three
+            var firstDay = 0
+        }
+        var fleet = (0..<installs).map { index in
+            Install(os: Self.osMajors[index % Self.osMajors.count], habits: InstallHabits(random: &random), bucket: random.unit())
+        }
+        var cohorts: [[Cohort]] = [[], [], []]
+        var share: [Double] = []
+        let lastDay = Self.candidateDay + HealthRule.monitoredDays + HealthRule.settledDays
+        func percent(_ day: Int, releasedOn release: Int) -> Double {
+            let age = day - release
+            guard age >= 0 else { return 0 }
+            return RolloutSchedule.appStoreSteps.last { $0.afterHours <= Double(age * 24) }?.percent ?? 0
+        }
+        for day in 0...lastDay {
+            var active = 0, onCandidate = 0
+            for index in fleet.indices {
+                var install = fleet[index]
+                guard random.chance(install.habits.launchProbability) else { continue }
+                let newest = day >= Self.candidateDay ? 2 : 1
+                let release = newest == 2 ? Self.candidateDay : 0
+                if install.version < newest, install.bucket * 100 < percent(day, releasedOn: release),
+                    random.chance(install.habits.updateHazard)
+                {
+                    if install.version > 0 {
+                        cohorts[install.version].append(Cohort(os: install.os, day: install.firstDay, openedDays: install.opened.count))
+                    }
+                    install.version = newest
+                    install.firstDay = day
+                    install.opened = []
+                }
+                if install.version > 0, day - install.firstDay < 3 { install.opened.append(day) }
+                active += 1
+                if install.version == 2 { onCandidate += 1 }
+                fleet[index] = install
+            }
+            if day >= Self.candidateDay { share.append(active == 0 ? 0 : Double(onCandidate) / Double(active)) }
+        }
+        for install in fleet where install.version > 0 {
+            cohorts[install.version].append(Cohort(os: install.os, day: install.firstDay, openedDays: install.opened.count))
+        }
+        previous = cohorts[1]
+        candidate = cohorts[2]
+        candidateShare = share
+        self.installs = installs
+    }
+
+    /// The cells of one draw of the exits: each install exits in its first three days with the chance that
+    /// one of the days it opened the app ended abnormally.
+    static func cells(_ cohorts: [Cohort], rate: (String) -> Double, random: inout SplitMix64)
+        -> [HealthCohortCell]
+    {
+        var counts: [String: (installs: Int, exited: Int)] = [:]
+        for cohort in cohorts {
+            let key = "\(cohort.os) \(cohort.day)"
+            counts[key, default: (0, 0)].installs += 1
+            let chance = 1 - pow(1 - rate(cohort.os), Double(cohort.openedDays))
+            if random.chance(chance) { counts[key, default: (0, 0)].exited += 1 }
+        }
+        return counts.map { key, value in
+            let parts = key.split(separator: " ")
+            return HealthCohortCell(
+                osMajor: String(parts[0]), day: UTCDay(Self.start).adding(days: Int(parts[1])!), installs: value.installs,
+                exited: value.exited)
+        }
+    }
+
+    /// The first day since the candidate's release on which the guarded rule halts it, evaluating once a day
+    /// (an hour into the day) over its 30 monitored days and the 5 more their cohorts take to settle; nil
+    /// when it never does. `badFactor` multiplies the exit rate of the candidate on ``badOSMajor``.
+    public func firstHalt(rate: Double, badFactor: Double, random: inout SplitMix64) -> Int? {
+        let releasedAt = { (day: Int) in Self.start.addingTimeInterval(Double(day) * 86_400 + 10 * 3_600) }
+        let baseline = ReleaseCohorts(
+            version: "1.0.0", releasedAt: releasedAt(0),
+            cells: Self.cells(previous, rate: { _ in rate }, random: &random), exitsOnRecord: true)
+        let release = ReleaseCohorts(
+            version: "2.0.0", releasedAt: releasedAt(Self.candidateDay),
+            cells: Self.cells(candidate, rate: { $0 == Self.badOSMajor ? rate * badFactor : rate }, random: &random),
+            exitsOnRecord: true)
+        for age in 0..<(HealthRule.monitoredDays + HealthRule.settledDays) {
+            let now = Self.start.addingTimeInterval(Double(Self.candidateDay + age) * 86_400 + 3_600)
+            if HealthRule.evaluate(.guarded, release: release, previous: baseline, now: now).outcome == .regressed { return age }
+        }
+        return nil
+    }
+}
