@@ -106,7 +106,7 @@ final class ChaosLoad: @unchecked Sendable {
             running = true
             let timer = DispatchSource.makeTimerSource(queue: queue)
             timer.schedule(deadline: .now(), repeating: .milliseconds(5), leeway: .milliseconds(1))
-            timer.setEventHandler { [unowned self] in tick() }
+            timer.setEventHandler { [weak self] in self?.tick() }
             timer.resume()
             self.timer = timer
         }
@@ -213,8 +213,11 @@ final class ChaosLoad: @unchecked Sendable {
             resend(state)
         } else {
             let delay = 0.2 + random.unit() * 2
-            queue.asyncAfter(deadline: .now() + delay) { [unowned self] in
-                if running { resend(state) }
+            // Weak, here and in every later callback: a resend, a retry or an answer can come after the run
+            // let go of the load (its drain waits 35 s at most), and an unowned reference then stops the run.
+            queue.asyncAfter(deadline: .now() + delay) { [weak self] in
+                guard let self, running else { return }
+                resend(state)
             }
         }
     }
@@ -240,7 +243,8 @@ final class ChaosLoad: @unchecked Sendable {
         let session = eventSessions[nextEventSession]
         nextEventSession = (nextEventSession + 1) % eventSessions.count
         let batch = state.batch
-        session.dataTask(with: request) { [unowned self] data, response, _ in
+        session.dataTask(with: request) { [weak self] data, response, _ in
+            guard let self else { return }
             // Timed where URLSession delivers the answer, and read there: a burst of a thousand answers
             // (PostgreSQL back) must not hold up the pacing on the queue.
             let answeredAt = self.now()
@@ -281,8 +285,8 @@ final class ChaosLoad: @unchecked Sendable {
     }
 
     private func scheduleRetry(_ state: BatchState, after delay: Double) {
-        queue.asyncAfter(deadline: .now() + delay) { [unowned self] in
-            guard running, !state.acknowledged else { return }
+        queue.asyncAfter(deadline: .now() + delay) { [weak self] in
+            guard let self, running, !state.acknowledged else { return }
             guard eventsInFlight < settings.eventsInFlightLimit else {
                 scheduleRetry(state, after: 1)
                 return
@@ -301,7 +305,8 @@ final class ChaosLoad: @unchecked Sendable {
         request.httpMethod = "GET"
         let sentAt = now()
         checksInFlight += 1
-        checkSession.dataTask(with: request) { [unowned self] _, response, _ in
+        checkSession.dataTask(with: request) { [weak self] _, response, _ in
+            guard let self else { return }
             let response = response as? HTTPURLResponse
             let answeredAt = self.now()
             queue.async {

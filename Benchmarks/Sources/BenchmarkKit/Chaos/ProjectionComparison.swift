@@ -94,7 +94,7 @@ public enum ProjectionTables {
         ("install_state", ["install_state", "install_activity", "install_activity_daily"]),
         ("adoption", ["install_days", "adoption_daily", "health_daily", "adoption_horizons"]),
         ("release_cohorts", ["release_cohorts", "release_installs", "release_updates", "cohort_versions"]),
-        ("prompt_funnel", ["prompt_installs", "prompt_summary", "prompt_versions"]),
+        ("prompt_funnel", ["prompt_installs", "prompt_summary", "prompt_versions", "prompt_updates"]),
         ("release_health", ["health_versions", "health_cohorts"]),
     ]
 
