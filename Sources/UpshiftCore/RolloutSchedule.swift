@@ -297,16 +297,22 @@ extension Release {
     }
 
     /// Holds a running schedule whose next step is due at `now` (an `advance` rule: the release's signals are
-    /// outside a rule's thresholds, `reason`). Nil when it runs no such step, or is held already.
+    /// outside a rule's thresholds, `reason`), and a paused one whose 30 days end by `now` with a step due:
+    /// the pause ends and the hold begins, the step is not applied. Nil when it runs no such step, or is held
+    /// already.
     public mutating func holdSchedule(_ reason: String, now: Date) -> CatalogEvent.ScheduleNote? {
-        guard var schedule = rolloutSchedule, status == .live, schedule.state == .running,
-            let next = schedule.next, next.at <= now
-        else { return nil }
+        guard var schedule = rolloutSchedule, status == .live else { return nil }
+        var resumed = false
+        if let end = schedule.resumesAt, end <= now {
+            schedule.closeHold(at: end)
+            resumed = true
+        }
+        guard schedule.state == .running, let next = schedule.next, next.at <= now else { return nil }
         schedule.state = .held
         schedule.since = now
         schedule.holdReason = reason
         rolloutSchedule = schedule
-        return CatalogEvent.ScheduleNote(step: nil, percent: nil, skipped: [], resumed: false, held: reason)
+        return CatalogEvent.ScheduleNote(step: nil, percent: nil, skipped: [], resumed: resumed, held: reason)
     }
 
     /// Ends a rule's hold at `now` and applies the step then due, the later steps moved back by the time

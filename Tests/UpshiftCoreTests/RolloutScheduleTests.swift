@@ -90,6 +90,23 @@ import UpshiftWire
         }
     }
 
+    /// A person pauses a schedule (here with step 2 due at 24 h and not yet applied): when the pause ends by
+    /// itself after 30 days while a rule would hold the release, the end of the pause becomes a hold and the
+    /// due step is not applied.
+    @Test func aPauseThatEndsWhileARuleHoldsBecomesAHold() throws {
+        var release = try Self.scheduled()
+        release = try Self.patch(release, ["rolloutAction": .string("pause")], at: 25)
+        #expect(release.rolloutSchedule?.state == .paused)
+        let end = 25 + 30 * 24.0
+        #expect(release.holdSchedule("worse", now: Self.hours(end - 1)) == nil, "paused until its 30 days end")
+        var unheld = release
+        #expect(unheld.advanceSchedule(now: Self.hours(end))?.step == 2, "without a rule's hold the due step is applied")
+        let note = release.holdSchedule("worse", now: Self.hours(end))
+        #expect(note == CatalogEvent.ScheduleNote(step: nil, percent: nil, skipped: [], resumed: true, held: "worse"))
+        #expect(release.rolloutSchedule?.state == .held && release.rolloutPercent == 1)
+        #expect(abs((release.rolloutSchedule?.pausedSeconds ?? 0) - 30 * 86_400) < 0.001, "the pause counted in full")
+    }
+
     @Test func aHaltOffersToNobodyAndStopsTheScheduleUntilResumed() throws {
         var release = try Self.scheduled()
         _ = release.advanceSchedule(now: Self.hours(24))

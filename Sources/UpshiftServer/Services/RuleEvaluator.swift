@@ -204,7 +204,8 @@ struct RuleEvaluator: Sendable {
         let releases = context.app.releases(for: rule.platform)
         var held: [String: String] = context.holds[rule.platform] ?? [:]
         for release in releases where release.status == .live {
-            guard let schedule = release.rolloutSchedule, schedule.state == .running || schedule.state == .held else { continue }
+            // A paused one too: its pause may end (after 30 days) before the next evaluation, into a hold.
+            guard let schedule = release.rolloutSchedule, [.running, .held, .paused].contains(schedule.state) else { continue }
             var reasons: [String] = []
             for other in halting {
                 let decision: HaltDecision
