@@ -203,7 +203,8 @@ import UpshiftWire
     /// silence and a pool error).
     @Test func theCLINamesAnUnreachableDatabaseAndWhy() async throws {
         let server = try TestEnvironment.databaseSettings()
-        let closed = try await freePort()
+        let refusing = try RefusingPort()
+        let closed = refusing.port
         let cases: [(url: String, expected: String)] = [
             ("postgres://postgres@127.0.0.1:\(closed)/upshift", "127.0.0.1:\(closed) (database upshift, user postgres): connection refused"),
             ("postgres://postgres@\(server.host):\(server.port)/no_such_database_here", "unknown database:"),
@@ -223,12 +224,14 @@ import UpshiftWire
             #expect(run.took < .seconds(10), "\(url): \(run.took)")
         }
         await silent.stop()
+        withExtendedLifetime(refusing) {}
     }
 
     /// `serve` waits for its database at start and says, each second, why it cannot connect; after the
     /// 60 s its documentation gives, it exits non-zero naming the host, the port and the cause.
     @Test func serveLogsEachAttemptToReachItsDatabaseWithTheCause() async throws {
-        let closed = try await freePort()
+        let refusing = try RefusingPort()
+        let closed = refusing.port
         var database = try TestEnvironment.databaseSettings()
         database.port = closed
         let server = try ServerProcess(database: database, port: try await freePort())
@@ -255,6 +258,7 @@ import UpshiftWire
         #expect(waited >= .seconds(60) && waited < .seconds(75), "\(waited)")
         let last = server.log().split(separator: "\n").last { $0.contains("cannot connect to PostgreSQL at") && !$0.contains("retrying") }
         #expect(last?.contains("127.0.0.1:\(closed)") == true && last?.contains("connection refused") == true, "\(server.log().suffix(600))")
+        withExtendedLifetime(refusing) {}
     }
     /// `serve`'s flags override the environment (docs/OPERATIONS.md, "`serve` flags override them"): it runs on the database of
     /// `--database-url`, or of `--postgres-*`, while `DATABASE_URL` names one nobody listens on; a bad

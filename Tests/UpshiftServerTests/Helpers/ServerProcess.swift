@@ -85,6 +85,36 @@ final class ServerProcess: @unchecked Sendable {
     }
 }
 
+/// A loopback port that refuses connections for as long as this value lives: a socket bound to it that never
+/// listens. A port that is merely free now can be taken by another suite's listener within the minute a test
+/// waits on it (a run saw `serve` told "the connection closed" instead of "connection refused").
+final class RefusingPort: Sendable {
+    let port: Int
+    private let descriptor: Int32
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw HarnessError("socket() failed: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let found = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                bind(descriptor, address, length) == 0 && getsockname(descriptor, address, &length) == 0
+            }
+        }
+        guard found else {
+            close(descriptor)
+            throw HarnessError("binding a loopback port failed: errno \(errno)")
+        }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
+}
+
 /// A loopback port nobody listens on right now.
 func freePort() async throws -> Int {
     let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
