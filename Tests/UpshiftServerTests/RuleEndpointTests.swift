@@ -45,6 +45,10 @@ import UpshiftWire
                 (#"{"kind":"halt_on_health","mode":"threshold","excess":0.1,"minimumInstalls":1e400}"#, "minimumInstalls"),
                 (#"{"kind":"halt_on_health","mode":"threshold","excess":"0.1","minimumInstalls":10}"#, "excess"),
                 (#"{"kind":"advance","state":"live","state":"off"}"#, "state"),
+                (#"{"kind":"halt_on_prompts","unfinishedRate":1e400,"minimumInstalls":10}"#, "unfinishedRate"),
+                (#"{"kind":"halt_on_prompts","unfinishedRate":"0.2","minimumInstalls":10}"#, "unfinishedRate"),
+                (#"{"kind":"halt_on_prompts","unfinishedRate":0.2,"unfinishedRate":0.3,"minimumInstalls":10}"#, "unfinishedRate"),
+                (#"{"kind":"halt_on_prompts","unfinishedRate":1.5,"minimumInstalls":10}"#, "unfinishedRate"),
                 (#"{"kind":"advance\u0000"}"#, "kind"),
                 ("{\"kind\":\"advance\",\"reason\":\"" + String(repeating: "x", count: 1_001) + "\"}", "reason"),
             ] {
