@@ -92,18 +92,20 @@ public struct HealthFleetModel: Sendable {
     static func cells(_ cohorts: [Cohort], rate: (String) -> Double, random: inout SplitMix64)
         -> [HealthCohortCell]
     {
-        var counts: [String: (installs: Int, exited: Int)] = [:]
-        for cohort in cohorts {
-            let key = "\(cohort.os) \(cohort.day)"
-            counts[key, default: (0, 0)].installs += 1
-            let chance = 1 - pow(1 - rate(cohort.os), Double(cohort.openedDays))
-            if random.chance(chance) { counts[key, default: (0, 0)].exited += 1 }
+        struct Cell: Hashable {
+            var os: String
+            var day: Int
         }
-        return counts.map { key, value in
-            let parts = key.split(separator: " ")
-            return HealthCohortCell(
-                osMajor: String(parts[0]), day: UTCDay(Self.start).adding(days: Int(parts[1])!), installs: value.installs,
-                exited: value.exited)
+        var counts: [Cell: (installs: Int, exited: Int)] = [:]
+        for cohort in cohorts {
+            let cell = Cell(os: cohort.os, day: cohort.day)
+            counts[cell, default: (0, 0)].installs += 1
+            let chance = 1 - pow(1 - rate(cohort.os), Double(cohort.openedDays))
+            if random.chance(chance) { counts[cell, default: (0, 0)].exited += 1 }
+        }
+        return counts.map { cell, value in
+            HealthCohortCell(
+                osMajor: cell.os, day: UTCDay(Self.start).adding(days: cell.day), installs: value.installs, exited: value.exited)
         }
     }
 
