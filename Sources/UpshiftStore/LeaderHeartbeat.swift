@@ -14,10 +14,13 @@ import Synchronization
 ///
 /// - **The leader** sends `SELECT 1` on its lock connection every ``interval`` (each within
 ///   ``deadline``) while no statement of its own runs there: between its operations, and through a pause
-///   within one (``whileIdle(_:)``: a rebuild's rest between two steps). While one has run for longer than
-///   ``deadline``, it asks instead, on another connection where it has one (a projection's pool), whether
-///   its session is still `active` in `pg_stat_activity`: a session that is gone, or idle for 2 s while
-///   the leader still waits for its answer, means the connection is half open. After ``misses`` of either
+///   within one (``whileIdle(_:)``: a rebuild's rest between two steps). While one of its statements has
+///   waited for its answer for longer than ``deadline`` (``AwaitedAnswers``), it asks instead, on another
+///   connection where it has one (a projection's pool), whether its session is still `active` in
+///   `pg_stat_activity`: a session that is gone, or idle for 2 s while the leader still waits for its
+///   answer, means the connection is half open. While the leader works on an answer it has (folding a
+///   release's week of events can take seconds on a loaded machine), nothing is asked: its session is idle
+///   in its transaction then, and it is the leader's turn, not PostgreSQL's. After ``misses`` of either
 ///   missed in a row (at most about 5.5 s after the last answer) it closes the connection: the statement
 ///   in flight fails at once, its work stops, and it never goes on as leader on a half-open connection.
 /// - **A standby** that finds the lock held looks at the holder's session: one idle (in a transaction
@@ -47,8 +50,13 @@ public final class LeaderHeartbeat: Sendable {
     let logger: Logger
     /// The lock session's process id and how to ask about it elsewhere, when the leader has another connection.
     let session: (pid: Int32, probe: SessionProbe)?
-    /// Statements of the leader running on the connection now, and since when one has been running.
-    private let busy = Mutex<(count: Int, since: ContinuousClock.Instant)>((0, .now))
+    /// Operations of the leader running on the connection now.
+    private let busy = Mutex(0)
+    /// The leader's statements waiting for PostgreSQL's answer, counted on ``leaderConnection``.
+    let answers = AwaitedAnswers()
+
+    /// The connection as the leader uses it: each statement counted while it waits for its answer.
+    var leaderConnection: StoreConnection { connection.watched(by: answers) }
 
     init(connection: StoreConnection, role: String, session: (pid: Int32, probe: SessionProbe)?, logger: Logger) {
         self.connection = connection
@@ -59,11 +67,8 @@ public final class LeaderHeartbeat: Sendable {
 
     /// Runs `statement` as one of the leader's: no heartbeat is sent on the connection while it runs.
     func whileBusy<T: Sendable>(_ statement: () async throws -> T) async throws -> T {
-        busy.withLock { busy in
-            if busy.count == 0 { busy.since = .now }
-            busy.count += 1
-        }
-        defer { busy.withLock { $0.count -= 1 } }
+        busy.withLock { $0 += 1 }
+        defer { busy.withLock { $0 -= 1 } }
         return try await statement()
     }
 
@@ -71,13 +76,8 @@ public final class LeaderHeartbeat: Sendable {
     /// rest between two steps), as idle time: the connection runs nothing of the leader's meanwhile, so
     /// heartbeats go there as between operations.
     func whileIdle<T: Sendable>(_ pause: () async throws -> T) async throws -> T {
-        busy.withLock { $0.count -= 1 }
-        defer {
-            busy.withLock { busy in
-                if busy.count == 0 { busy.since = .now }
-                busy.count += 1
-            }
-        }
+        busy.withLock { $0 -= 1 }
+        defer { busy.withLock { $0 += 1 } }
         return try await pause()
     }
 
@@ -87,9 +87,9 @@ public final class LeaderHeartbeat: Sendable {
         var missed = 0
         while !Task.isCancelled, !connection.isClosed {
             let started = ContinuousClock.now
-            let (statements, since) = busy.withLock { ($0.count, $0.since) }
-            let answered: Bool? =
-                statements == 0 ? await beat() : started - since > Self.deadline ? await probeBusySession() : nil
+            let statements = busy.withLock { $0 }
+            let waiting = answers.since.map { started - $0 > Self.deadline } ?? false
+            let answered: Bool? = statements == 0 ? await beat() : waiting ? await probeBusySession() : nil
             if let answered {
                 if answered {
                     missed = 0
@@ -210,5 +210,23 @@ public final class LeaderHeartbeat: Sendable {
             if row.3 { ended.append((row.0, row.1, row.2)) }
         }
         return ended
+    }
+}
+
+/// The statements of a connection waiting for PostgreSQL's answer (``StoreConnection/watched(by:)``), and
+/// since when the oldest of them has: what tells a half-open connection from a leader busy with an answer.
+final class AwaitedAnswers: Sendable {
+    private let state = Mutex<(count: Int, since: ContinuousClock.Instant)>((0, .now))
+
+    /// Since when a statement has waited, or nil while none does.
+    var since: ContinuousClock.Instant? { state.withLock { $0.count == 0 ? nil : $0.since } }
+
+    func waiting<T>(_ body: () async throws -> T) async throws -> T {
+        state.withLock { state in
+            if state.count == 0 { state.since = .now }
+            state.count += 1
+        }
+        defer { state.withLock { $0.count -= 1 } }
+        return try await body()
     }
 }

@@ -326,6 +326,37 @@ extension ProjectionRunnerTests {
         try await harness.expectAdoptionMatchesTheLog()
     }
 
+    /// A leader that works on a batch between its statements for seconds (here 7 s before its commit, as
+    /// folding a release's week of events takes on a loaded machine) keeps its lead and commits: its session
+    /// is idle in its transaction meanwhile, but no statement of it waits for PostgreSQL, so its heartbeat
+    /// asks nothing. Taken for a half-open connection, it was closed after about 5.5 s and the batch rolled
+    /// back, again at every retry: a batch that always takes that long was never applied.
+    @Test func aLeaderWorkingOnABatchForSecondsKeepsItsLeadAndCommits() async throws {
+        let harness = try await Harness.make()
+        let slow = Mutex(false)
+        let slowed = Mutex(0)
+        var configuration = harness.configuration()
+        configuration.projections.beforeCommit = { name in
+            guard name == "adoption", slow.withLock({ $0 }) else { return }
+            try await Task.sleep(for: .seconds(7))
+            slowed.withLock { $0 += 1 }
+        }
+        try await harness.run(configuration) { server in
+            let fleet = sampleFleet(now: harness.clock.now(), installs: 5)
+            #expect(try await server.postEvents(Array(fleet.prefix(10)), key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections(timeout: .seconds(60))
+            let leader = try await harness.leaderSession(of: "adoption")
+            #expect(leader != 0)
+            slow.withLock { $0 = true }
+            #expect(try await server.postEvents(Array(fleet.dropFirst(10).prefix(10)), key: harness.ingestKey).status == 200)
+            try await Waits.until("the slowed batch committed", timeout: .seconds(60)) { slowed.withLock { $0 } > 0 }
+            slow.withLock { $0 = false }
+            try await harness.waitForProjections(timeout: .seconds(60))
+            #expect(try await harness.leaderSession(of: "adoption") == leader, "the leader let go of its session")
+        }
+        try await harness.expectAdoptionMatchesTheLog()
+    }
+
     /// Each app's days close by its own events' recorded times: an app whose devices report weeks behind
     /// another's keeps its days open (with one horizon for the whole log, the busy app's events of today
     /// would have closed them before they were read).
@@ -410,15 +441,25 @@ extension Harness {
     /// Terminates the backend that holds the runner lock of `projection`'s active or building
     /// generation. True when one was terminated.
     func terminateLeader(of projection: String) async throws -> Bool {
+        try await overLeader(of: projection, "count(*) FILTER (WHERE pg_terminate_backend(l.pid))::int8") > 0
+    }
+
+    /// The process id of the session leading `projection`'s current generation (0: none leads it).
+    func leaderSession(of projection: String) async throws -> Int {
+        try await overLeader(of: projection, "coalesce(max(l.pid), 0)::int8")
+    }
+
+    /// `expression` over the sessions holding the lock of `projection`'s generations that are not retired.
+    private func overLeader(of projection: String, _ expression: String) async throws -> Int {
         try await count(
             """
-            SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid))::int8
+            SELECT \(unescaped: expression)
             FROM projections p JOIN pg_locks l ON l.locktype = 'advisory' AND l.database = (
                     SELECT oid FROM pg_database WHERE datname = current_database())
                 AND ((l.classid::int8 << 32) | l.objid::int8)
                     = hashtextextended('upshift:projection:' || p.name || ':' || p.generation, 0)
             WHERE p.name = \(projection) AND p.state <> 'retired'
-            """) > 0
+            """)
     }
 
     /// Events applied, summed over the active generations.

@@ -191,7 +191,7 @@ public struct ProjectionStore: Sendable {
             guard try await AdvisoryLeadership.lock(key, on: connection, role: role, limit: limit, logger: logger) else { return nil }
             return try await LeaderHeartbeat.beside(connection, role: role, probe: sessionState, logger: logger) { heartbeat in
                 let leader = ProjectionLeader(
-                    connection: connection, heartbeat: heartbeat, definition: definition, generation: generation, limit: limit,
+                    connection: heartbeat.leaderConnection, heartbeat: heartbeat, definition: definition, generation: generation, limit: limit,
                     logger: logger)
                 do {
                     let result = try await body(leader)

@@ -14,8 +14,21 @@ import PostgresNIO
 /// opens one outside any pool, for a session that must outlive a statement (a leader's lock).
 public struct StoreConnection: Sendable {
     private let base: PostgresConnection
+    /// Counts each statement while it waits for its answer, on a leader's connection (nil elsewhere).
+    private let answers: AwaitedAnswers?
 
-    init(_ base: PostgresConnection) { self.base = base }
+    init(_ base: PostgresConnection, answers: AwaitedAnswers? = nil) {
+        self.base = base
+        self.answers = answers
+    }
+
+    /// The same connection, its statements counted by `answers` while they wait for their answer.
+    func watched(by answers: AwaitedAnswers) -> StoreConnection { StoreConnection(base, answers: answers) }
+
+    private func awaitingAnswer<T>(_ body: () async throws -> T) async throws -> T {
+        guard let answers else { return try await body() }
+        return try await answers.waiting(body)
+    }
 
     /// Whether the connection has closed (PostgreSQL ended the session, the network dropped it, or it
     /// was closed here).
@@ -50,7 +63,7 @@ public struct StoreConnection: Sendable {
             guard !base.isClosed else { return eventLoop.makeFailedFuture(ConnectionLost()) }
             return base.query(query, logger: logger, file: file, line: line)
         }
-        return Rows(try await result.get().rows)
+        return Rows(try await awaitingAnswer { try await result.get().rows })
     }
 
     /// Runs a prepared statement (PostgreSQL plans it once per connection) and reads all its rows, for the
@@ -64,11 +77,13 @@ public struct StoreConnection: Sendable {
         prepared statement: Statement, logger: Logger
     ) async throws -> [Statement.Row] {
         let base = base
-        return try await withTaskExecutorPreference(EventLoopTaskExecutor(base.eventLoop)) {
-            guard !base.isClosed else { throw ConnectionLost() }
-            var rows: [Statement.Row] = []
-            for try await row in try await base.execute(statement, logger: logger) { rows.append(row) }
-            return rows
+        return try await awaitingAnswer {
+            try await withTaskExecutorPreference(EventLoopTaskExecutor(base.eventLoop)) {
+                guard !base.isClosed else { throw ConnectionLost() }
+                var rows: [Statement.Row] = []
+                for try await row in try await base.execute(statement, logger: logger) { rows.append(row) }
+                return rows
+            }
         }
     }
 
@@ -107,10 +122,12 @@ public struct StoreConnection: Sendable {
         precondition(columns.count == rows.width, "\(rows.width) fields a row copied into \(columns.count) columns")
         guard rows.count > 0 else { return }
         let (base, parts) = (base, rows.parts(of: 1 << 20))
-        try await withTaskExecutorPreference(EventLoopTaskExecutor(base.eventLoop)) {
-            guard !base.isClosed else { throw ConnectionLost() }
-            try await base.copyFrom(table: table.name, columns: columns.map(\.name), logger: logger) { writer in
-                for part in parts { try await writer.write(part) }
+        try await awaitingAnswer {
+            try await withTaskExecutorPreference(EventLoopTaskExecutor(base.eventLoop)) {
+                guard !base.isClosed else { throw ConnectionLost() }
+                try await base.copyFrom(table: table.name, columns: columns.map(\.name), logger: logger) { writer in
+                    for part in parts { try await writer.write(part) }
+                }
             }
         }
     }
