@@ -22,7 +22,8 @@ struct RolloutScheduler: Service {
     var interval: Duration = .milliseconds(500)
     /// How long an instance that does not hold the lock waits before it tries again.
     var retry: Duration = .seconds(2)
-    /// The rules, evaluated every ``rulesInterval`` seconds of the application's clock (nil: none).
+    /// The rules (nil: none), evaluated as the worker becomes active and then each time the application's
+    /// clock passes a multiple of ``rulesInterval`` seconds since the Unix epoch (``evaluation(after:interval:)``).
     var rules: RuleEvaluator?
     var rulesInterval: TimeInterval = 300
     /// Called after a write, to refresh this instance's snapshot at once (others reload on `NOTIFY`).
@@ -47,7 +48,7 @@ struct RolloutScheduler: Service {
                             // The rules first: the tick holds and releases schedules as they decided.
                             try await view.refresh(from: catalog)
                             if let rules, clock.now() >= rulesDue {
-                                rulesDue = clock.now().addingTimeInterval(rulesInterval)
+                                rulesDue = Self.evaluation(after: clock.now(), interval: rulesInterval)
                                 // A failed evaluation waits for the next interval; the schedules go on meanwhile.
                                 do {
                                     let wrote = try await rules.evaluate(view.apps)
@@ -75,6 +76,13 @@ struct RolloutScheduler: Service {
                 return
             }
         }
+    }
+
+    /// The next evaluation of the rules after `now`: the next multiple of `interval` seconds since the epoch, so
+    /// that evaluations fall on the same instants of the clock whenever the worker started (every 5 minutes:
+    /// at :00, :05, …; every day: at 00:00 UTC).
+    static func evaluation(after now: Date, interval: TimeInterval) -> Date {
+        Date(timeIntervalSince1970: ((now.timeIntervalSince1970 / interval).rounded(.down) + 1) * interval)
     }
 
     /// The catalog as last read: an app is read again when its stream head moved (``CatalogStore/heads()``).
