@@ -93,6 +93,11 @@ public struct FleetSimulation {
 
     /// Runs the fleet; returns the ground truth and the server's reports, compared.
     public func run() async throws -> Result {
+        try await serving(drive(keys:))
+    }
+
+    /// Makes the app and its keys, starts the application in-process, runs `body` against it, and stops it.
+    func serving<T>(_ body: (Keys) async throws -> T) async throws -> T {
         try await checkTheLogLeavesThePeriodOpen()
         // Keys before the server: it loads every key as it starts (later ones take up to a second).
         let keys = try await createApp()
@@ -101,7 +106,7 @@ public struct FleetSimulation {
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         let server = Task { try await group.run() }
         do {
-            let result = try await drive(keys: keys)
+            let result = try await body(keys)
             await group.triggerGracefulShutdown()
             try await server.value
             return result
@@ -111,8 +116,10 @@ public struct FleetSimulation {
         }
     }
 
+    typealias Keys = (ingest: String, read: String, admin: String)
+
     /// The fleet against the running server.
-    private func drive(keys: (ingest: String, read: String, admin: String)) async throws -> Result {
+    private func drive(keys: Keys) async throws -> Result {
         let http = HTTP(baseURL: baseURL)
         try await http.waitUntilReady()
 
@@ -343,7 +350,7 @@ public struct FleetSimulation {
                 """)
     }
 
-    private func createApp() async throws -> (ingest: String, read: String, admin: String) {
+    private func createApp() async throws -> Keys {
         let settings = configuration.database
         let (app, name, now, end, create) = (options.appId, options.appName, clock.now(), options.end, options.createApp)
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)

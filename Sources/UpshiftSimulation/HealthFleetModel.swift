@@ -127,4 +127,46 @@ public struct HealthFleetModel: Sendable {
         }
         return nil
     }
+
+    /// The guarded rule over `healthy` healthy candidates and `bad` twice as bad on ``badOSMajor``, each a new
+    /// draw of the exits on this adoption path: how many of each it halted, and on which day.
+    public struct Trials: Sendable {
+        public var healthy: Int
+        public var falseHalts: Int
+        public var bad: Int
+        /// The bad candidates halted: the day since the release and the share of that day's active installs
+        /// on it, earliest first.
+        public var halts: [Halt]
+
+        public struct Halt: Sendable {
+            public var day: Int
+            public var share: Double
+        }
+
+        public var median: Halt? { halts.isEmpty ? nil : halts[halts.count / 2] }
+
+        public var summary: String {
+            func percent(_ share: Double?) -> String { String(format: "%.1f", 100 * (share ?? 0)) }
+            return "\(falseHalts) of \(healthy) healthy releases halted; \(halts.count) of \(bad) twice as bad on iOS "
+                + "\(HealthFleetModel.badOSMajor) halted, median on day \(median?.day ?? -1) with \(percent(median?.share)) % of "
+                + "active installs on it (first: day \(halts.first?.day ?? -1), \(percent(halts.first?.share)) %)"
+        }
+    }
+
+    public func trials(healthy: Int, bad: Int, seed: UInt64) async -> Trials {
+        var random = SplitMix64(seed: seed)
+        var trials = Trials(healthy: healthy, falseHalts: 0, bad: bad, halts: [])
+        for _ in 0..<healthy {
+            if firstHalt(rate: 0.02, badFactor: 1, random: &random) != nil { trials.falseHalts += 1 }
+            await Task.yield()
+        }
+        for _ in 0..<bad {
+            if let day = firstHalt(rate: 0.02, badFactor: 2, random: &random) {
+                trials.halts.append(Trials.Halt(day: day, share: candidateShare[day]))
+            }
+            await Task.yield()
+        }
+        trials.halts.sort { $0.day < $1.day }
+        return trials
+    }
 }

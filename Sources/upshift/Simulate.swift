@@ -15,7 +15,7 @@ struct Simulate: AsyncParsableCommand {
             Exits non-zero, listing the differences, when a report differs from the ground truth.
             """)
 
-    @Option(help: "Installs in the fleet.") var installs = 2_000
+    @Option(help: "Installs in the fleet (default: 2,000; 20,000 for the health scenario).") var installs: Int?
     @Option(help: "Simulated days, ending now (or at --end).") var days = 45
     @Option(help: "Seed of the random generator: the same seed drives the same fleet.") var seed: UInt64 = 1
     @Option(help: "The app to create (default: sim-<seed>-<random>).") var app: String?
@@ -24,16 +24,23 @@ struct Simulate: AsyncParsableCommand {
     var end: String?
     @Option(
         help: """
-            standard, or phased: release 1.2 rolls out on the App Store's schedule (1 % to 100 % over 6 days) while the \
-            fleet runs, and every check it decides must offer it exactly when the step in force admits the install.
+            standard; phased: release 1.2 rolls out on the App Store's schedule (1 % to 100 % over 6 days) while the \
+            fleet runs, and every check it decides must offer it exactly when the step in force admits the install; or \
+            health: live rules act on the fleet's abnormal exits and adoption (the guarded health halt, the advance \
+            rule, a raise of the minimum), each action held against the rules' definitions computed from the fleet's \
+            facts, then the guarded rule over 200 healthy and 20 bad releases of the fleet model, in process.
             """)
     var scenario: Scenario = .standard
 
+    @Option(help: "health: how many times the healthy rate of abnormal exits the bad release has on one OS major (1–20).")
+    var badFactor = 2.0
+
     enum Scenario: String, ExpressibleByArgument, CaseIterable {
-        case standard, phased
+        case standard, phased, health
     }
 
     func run() async throws {
+        let installs = installs ?? (scenario == .health ? 20_000 : 2_000)
         guard installs > 0, installs <= 1_000_000 else { throw ValidationError("--installs must be 1…1,000,000") }
         guard days >= 3, days <= 365 else { throw ValidationError("--days must be 3…365") }
         let text = app ?? "sim-\(seed)-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
@@ -42,6 +49,15 @@ struct Simulate: AsyncParsableCommand {
             guard let date = Timestamp.parse(text) else { throw ValidationError("--end must be an RFC 3339 timestamp") }
             return date
         }
+        if scenario == .health {
+            var options = HealthScenario.Options(appId: app, end: end ?? Date(), progress: !quiet)
+            options.installs = installs
+            options.seed = seed
+            guard badFactor >= 1, badFactor <= 20 else { throw ValidationError("--bad-factor must be 1…20") }
+            options.badFactor = badFactor
+            try await runHealthScenario(options)
+            return
+        }
         var options = FleetSimulation.Options(
             installs: installs, days: days, seed: seed, appId: app, end: end ?? Date(), progress: !quiet)
         options.phased = scenario == .phased
@@ -49,36 +65,62 @@ struct Simulate: AsyncParsableCommand {
     }
 }
 
+/// Runs the health scenario, then the fleet model's trials; prints both; throws when the catalog differs
+/// from what the rules' definitions say.
+func runHealthScenario(_ options: HealthScenario.Options) async throws {
+    let (result, elapsed) = try await simulating { configuration, logger in
+        try await HealthScenario(options: options, configuration: configuration, logger: logger).run()
+    }
+    print(
+        "simulate: health: app \(options.appId), \(options.installs) installs, \(result.days) days, seed \(options.seed): "
+            + "\(result.stored.grouped) events stored (checks included) in \(elapsed)")
+    for line in result.summary { print("simulate: \(line)") }
+    let model = HealthFleetModel(installs: options.installs, seed: options.seed)
+    let trials = await model.trials(healthy: 200, bad: 20, seed: options.seed)
+    print("simulate: the guarded rule on the fleet model's counts (in process): \(trials.summary)")
+    try failOn(result.differences, "differences between the catalog and the rules' definitions")
+    print("simulate: every automatic action came at the evaluation the rules' definitions name, computed from the fleet's facts")
+}
+
 /// Runs a simulation and prints its verdict; throws when a report differs from the ground truth.
 @discardableResult
 func runSimulation(_ options: FleetSimulation.Options) async throws -> FleetSimulation.Result {
-    var base: AppConfiguration
+    let (result, elapsed) = try await simulating { configuration, logger in
+        try await FleetSimulation(options: options, configuration: configuration, logger: logger).run()
+    }
+    print(
+        "simulate: app \(options.appId), \(options.installs) installs, \(options.days) days, seed \(options.seed): "
+            + "\(result.stored.grouped) events stored (checks included) in \(elapsed)")
+    print("simulate: ground truth: \(result.summary)")
+    try failOn(result.differences, "differences between the reports and the ground truth")
+    print("simulate: every report equals the ground truth (adoption by day, time-to-update per release, prompt funnels)")
+    return result
+}
+
+/// Runs `body` on the configuration of the environment, its database migrated (the simulation reads the
+/// log before its server starts: a fresh database works too); returns what it returned and how long it took.
+private func simulating<T>(_ body: (AppConfiguration, Logger) async throws -> T) async throws -> (T, String) {
+    let configuration: AppConfiguration
     do {
-        base = try AppConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
+        configuration = try AppConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
     } catch {
         throw ValidationError("\(error)")
     }
-    // The simulation reads the log before its server starts (and migrates): a fresh database works too.
     try await migrateDatabase(loadMigrations())
     var logger = Logger(label: "upshift-simulate")
     logger.logLevel = .warning
     let started = ContinuousClock.now
-    let simulation = FleetSimulation(options: options, configuration: base, logger: logger)
-    let result: FleetSimulation.Result
     do {
-        result = try await simulation.run()
+        let result = try await body(configuration, logger)
+        return (result, (ContinuousClock.now - started).formatted(.units(allowed: [.minutes, .seconds])))
     } catch {
         throw CommandFailure(database: error) ?? error
     }
-    let elapsed = ContinuousClock.now - started
-    print(
-        "simulate: app \(options.appId), \(options.installs) installs, \(options.days) days, seed \(options.seed): "
-            + "\(result.stored.grouped) events stored (checks included) in \(elapsed.formatted(.units(allowed: [.minutes, .seconds])))")
-    print("simulate: ground truth: \(result.summary)")
-    guard result.differences.isEmpty else {
-        for line in result.differences.prefix(50) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-        throw CommandFailure(description: "\(result.differences.count) differences between the reports and the ground truth")
-    }
-    print("simulate: every report equals the ground truth (adoption by day, time-to-update per release, prompt funnels)")
-    return result
+}
+
+/// Lists up to 50 `differences` on standard error and fails, naming how many and of what; nothing when none.
+private func failOn(_ differences: [String], _ what: String) throws {
+    guard !differences.isEmpty else { return }
+    for line in differences.prefix(50) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+    throw CommandFailure(description: "\(differences.count) \(what)")
 }
