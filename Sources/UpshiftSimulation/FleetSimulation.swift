@@ -58,8 +58,10 @@ public struct FleetSimulation {
         configuration.clock = clock
         configuration.host = "127.0.0.1"
         configuration.port = FreePort.find()
-        // One loopback address and one key speak for the whole fleet, faster than real time.
+        // One loopback address and one key speak for the whole fleet, and one token for its team (the health
+        // scenario reads its releases after every evaluation), faster than real time.
         configuration.check.ratePerClient.rate = 0
+        configuration.readers.ratePerToken.rate = 0
         configuration.ingestion.ratePerClient.rate = 0
         configuration.ingestion.ratePerKey.rate = 0
         // A loaded machine can stall a commit for seconds; a flush given up at the server's 3 s would

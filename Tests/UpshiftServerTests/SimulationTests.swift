@@ -60,24 +60,23 @@ import UpshiftTestSupport
     }
 
     /// The health scenario (`upshift simulate --scenario health`) in this process, on a fleet a debug build
-    /// runs in under two minutes: 2,000 installs, the bad release six times as prone to abnormal exits on one
+    /// runs in about a minute: 1,000 installs, the bad release eight times as prone to abnormal exits on one
     /// OS major, which so few installs need for it to be told apart within its 35 days (`upshift simulate`
-    /// runs 20,000 installs and twice the rate: docs/BENCHMARKS.md). At every
-    /// daily evaluation the catalog must hold what the rules' definitions, computed from the fleet's own
-    /// facts, say by then; by the end the healthy release is out to everyone, the bad one halted and the
-    /// minimum raised.
+    /// runs 20,000 installs and twice the rate: docs/BENCHMARKS.md). At every daily evaluation the catalog
+    /// must hold what the rules' definitions, computed from the fleet's own facts, say by then; by the end the
+    /// healthy release is out to everyone, the bad one halted and the minimum raised.
     @Test func theHealthScenarioActsAtTheEvaluationsTheRulesDefinitionsName() async throws {
         let started = ContinuousClock.now
         var configuration = AppConfiguration(database: try await TestDatabases.shared.fresh())
         configuration.migrationsDirectory = TestEnvironment.migrationsDirectory
         var options = HealthScenario.Options(appId: AppID(validating: "health-1")!, end: Date(), progress: false)
-        options.installs = 2_000
-        options.badFactor = 6
+        options.installs = 1_000
+        options.badFactor = 8
         var logger = TestEnvironment.logger
         logger.logLevel = .warning
         let result = try await HealthScenario(options: options, configuration: configuration, logger: logger).run()
         print(
-            "SimulationTests: health scenario, 2,000 installs, \(result.days) days, \(result.stored) rows, "
+            "SimulationTests: health scenario, 1,000 installs, \(result.days) days, \(result.stored) rows, "
                 + "\(ContinuousClock.now - started):\n  " + result.summary.joined(separator: "\n  "))
         #expect(result.differences.isEmpty, "\(result.differences.prefix(20).joined(separator: "\n"))")
         #expect(result.healthy.percent == 100 && !result.healthy.halted)
