@@ -11,14 +11,19 @@ import UpshiftTestSupport
 
     /// Runs `body` on a connection to a fresh database with the table `copied`, and closes the connection
     /// however `body` ends (PostgresNIO stops a debug build that lets an open connection go).
+    /// A failure of the set-up says which step failed and what PostgreSQL said.
     private func withTable(_ body: (StoreConnection) async throws -> Void) async throws {
-        let database = try await TestDatabases.shared.fresh()
-        let connection = try await Database.connect(
-            database, applicationName: "upshift-copy-tests", within: .seconds(10), logger: TestEnvironment.logger)
+        let database = try await DatabaseError.revealing("a fresh database") { try await TestDatabases.shared.fresh() }
+        let connection = try await DatabaseError.revealing("connecting") {
+            try await Database.connect(
+                database, applicationName: "upshift-copy-tests", within: .seconds(10), logger: TestEnvironment.logger)
+        }
         do {
-            try await connection.query(
-                "CREATE TABLE copied (id int PRIMARY KEY, label text NOT NULL, at timestamptz NOT NULL, note uuid)",
-                logger: TestEnvironment.logger)
+            try await DatabaseError.revealing("creating the table") {
+                try await connection.query(
+                    "CREATE TABLE copied (id int PRIMARY KEY, label text NOT NULL, at timestamptz NOT NULL, note uuid)",
+                    logger: TestEnvironment.logger)
+            }
             try await body(connection)
         } catch {
             try? await connection.close()
@@ -79,7 +84,7 @@ import UpshiftTestSupport
     /// fault it guards against); the bound leaves room for the suites running beside it.
     @Test func aCopyOnAClosedConnectionFailsInsteadOfWaiting() async throws {
         try await withTable { connection in
-            try await connection.close()
+            try await DatabaseError.revealing("closing the connection") { try await connection.close() }
             var rows = CopyRows(width: 4)
             rows.append(["1", "late", "2026-12-02 10:00:00+00", nil])
             let started = ContinuousClock.now
