@@ -92,21 +92,12 @@ public struct HealthFleetModel: Sendable {
     static func cells(_ cohorts: [Cohort], rate: (String) -> Double, random: inout SplitMix64)
         -> [HealthCohortCell]
     {
-        struct Cell: Hashable {
-            var os: String
-            var day: Int
-        }
-        var counts: [Cell: (installs: Int, exited: Int)] = [:]
-        for cohort in cohorts {
-            let cell = Cell(os: cohort.os, day: cohort.day)
-            counts[cell, default: (0, 0)].installs += 1
-            let chance = 1 - pow(1 - rate(cohort.os), Double(cohort.openedDays))
-            if random.chance(chance) { counts[cell, default: (0, 0)].exited += 1 }
-        }
-        return counts.map { cell, value in
-            HealthCohortCell(
-                osMajor: cell.os, day: UTCDay(Self.start).adding(days: cell.day), installs: value.installs, exited: value.exited)
-        }
+        let start = UTCDay(Self.start)
+        return HealthCohortCell.counting(
+            cohorts.map { cohort in
+                let chance = 1 - pow(1 - rate(cohort.os), Double(cohort.openedDays))
+                return (cohort.os, start.adding(days: cohort.day), random.chance(chance))
+            })
     }
 
     /// The first day since the candidate's release on which the guarded rule halts it, evaluating once a day
@@ -168,5 +159,26 @@ public struct HealthFleetModel: Sendable {
         }
         trials.halts.sort { $0.day < $1.day }
         return trials
+    }
+}
+
+extension HealthCohortCell {
+    /// An install of a release's cohorts: the OS major and UTC day of its first event on the release, and
+    /// whether it exited within its window.
+    typealias Member = (os: String, day: UTCDay, exited: Bool)
+
+    /// The cells `members` fall in, per OS major and day: how many installs, and how many of them exited.
+    static func counting(_ members: [Member]) -> [HealthCohortCell] {
+        struct Cell: Hashable {
+            var os: String
+            var day: UTCDay
+        }
+        var counts: [Cell: (installs: Int, exited: Int)] = [:]
+        for member in members {
+            let cell = Cell(os: member.os, day: member.day)
+            counts[cell, default: (0, 0)].installs += 1
+            if member.exited { counts[cell, default: (0, 0)].exited += 1 }
+        }
+        return counts.map { HealthCohortCell(osMajor: $0.key.os, day: $0.key.day, installs: $0.value.installs, exited: $0.value.exited) }
     }
 }

@@ -130,23 +130,14 @@ public struct HealthScenario {
         /// `version`'s health cohorts: per OS major and UTC day of each install's first fact on it, the
         /// installs, and those with an abnormal exit of it within 72 hours of that fact.
         func cohorts(_ version: Int, releasedAt: Date, fleet: [Install]) -> ReleaseCohorts {
-            struct Cell: Hashable {
-                var os: String
-                var day: UTCDay
-            }
-            var counts: [Cell: (installs: Int, exited: Int)] = [:]
-            for index in fleet.indices {
-                guard let firstAt = first[index][version] else { continue }
-                let cell = Cell(os: fleet[index].os, day: UTCDay(firstAt))
-                counts[cell, default: (0, 0)].installs += 1
-                if let exitAt = exit[index][version], exitAt < firstAt.addingTimeInterval(HealthCohort.exitWindow) {
-                    counts[cell, default: (0, 0)].exited += 1
-                }
+            let members = fleet.indices.compactMap { index -> HealthCohortCell.Member? in
+                guard let firstAt = first[index][version] else { return nil }
+                let exited = exit[index][version].map { $0 < firstAt.addingTimeInterval(HealthCohort.exitWindow) } ?? false
+                return (fleet[index].os, UTCDay(firstAt), exited)
             }
             return ReleaseCohorts(
                 version: HealthScenario.versions[version].normalized, releasedAt: releasedAt,
-                cells: counts.map { HealthCohortCell(osMajor: $0.key.os, day: $0.key.day, installs: $0.value.installs, exited: $0.value.exited) },
-                exitsOnRecord: exitsOnRecord[version])
+                cells: HealthCohortCell.counting(members), exitsOnRecord: exitsOnRecord[version])
         }
 
         /// The raise's figures at `now`: the installs whose latest fact falls in the window, and those of them
