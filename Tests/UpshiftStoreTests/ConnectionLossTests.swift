@@ -83,8 +83,8 @@ import UpshiftTestSupport
                 while !connection.isClosed { try await Task.sleep(for: .milliseconds(10)) }
                 try await Task.sleep(for: .milliseconds(200))
                 for attempt in ["a statement", "a transaction", "a prepared statement"] {
-                    let started = ContinuousClock.now
-                    // Bounded, so that the test fails rather than hangs where the fault is back.
+                    // Bounded, so that the test fails rather than hangs where the fault is back: the fault
+                    // then ends in `DeadlineExceeded`, and failing at once in `ConnectionLost`.
                     var failure: (any Error)?
                     do {
                         try await withDeadline(.seconds(10)) {
@@ -102,9 +102,6 @@ import UpshiftTestSupport
                         failure = error
                     }
                     #expect(failure is ConnectionLost, "\(attempt): \(String(describing: failure))")
-                    // The fault waited for the 10 s deadline; failing at once takes milliseconds, though up to
-                    // 1.25 s was seen beside the untagged suites on two cores.
-                    #expect(ContinuousClock.now - started < .seconds(5), "\(attempt)")
                 }
             }
             try await Self.goesOn(client)
