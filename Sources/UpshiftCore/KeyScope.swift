@@ -58,11 +58,15 @@ public enum KeySecret {
 /// Hex-encoded SHA-256, for key digests and migration checksums.
 public enum SHA256Hex {
     public static func digest(_ data: Data) -> String {
+        hex(SHA256.hash(data: data))
+    }
+
+    public static func hex(_ digest: SHA256.Digest) -> String {
         // Two digits per byte into one buffer: a string per byte, joined, took most of the time of the
         // look-up of an ingest key, on every request.
         var text = [UInt8]()
         text.reserveCapacity(2 * SHA256.byteCount)
-        for byte in SHA256.hash(data: data) {
+        for byte in digest {
             text.append(digits[Int(byte >> 4)])
             text.append(digits[Int(byte & 0x0F)])
         }
@@ -70,4 +74,19 @@ public enum SHA256Hex {
     }
 
     private static let digits = Array("0123456789abcdef".utf8)
+}
+
+/// The hex SHA-256 of bytes that arrive in pieces (a file as it is written).
+public struct SHA256Stream {
+    private var hasher = SHA256()
+
+    public init() {}
+
+    public mutating func update(_ bytes: some DataProtocol) {
+        hasher.update(data: bytes)
+    }
+
+    public func finish() -> String {
+        SHA256Hex.hex(hasher.finalize())
+    }
 }

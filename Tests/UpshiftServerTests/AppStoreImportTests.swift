@@ -266,22 +266,21 @@ import UpshiftTestSupport
     /// `upshift releases import`: the release added and said so; a failure named, exit non-zero.
     @Test func theCommandAddsTheStoresVersionOrSaysWhyNot() async throws {
         let harness = try await Self.harness()
-        let database = harness.database
-        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let url = harness.databaseURL
         try await FakeAppStore.run { store in
             store.answer(Self.bundleId, with: .json(FakeAppStore.listing(bundleId: Self.bundleId, version: "2.5")))
             let arguments = ["releases", "import", "--app", Self.appId.rawValue, "--platform", "ios", "--lookup-url", store.lookupURL]
-            let added = try BinaryTests.command(arguments, databaseURL: url)
+            let added = try await BinaryTests.command(arguments, databaseURL: url)
             #expect(added.status == 0, "\(added.error)")
             #expect(added.output.contains("added ios 2.5 to expenses from the App Store (revision 1)"), "\(added.output)")
-            let again = try BinaryTests.command(arguments, databaseURL: url)
+            let again = try await BinaryTests.command(arguments, databaseURL: url)
             #expect(again.status == 0)
             #expect(again.output.contains("is in the catalog already"), "\(again.output)")
             store.answer(Self.bundleId, with: .status(500))
-            let failed = try BinaryTests.command(arguments, databaseURL: url)
+            let failed = try await BinaryTests.command(arguments, databaseURL: url)
             #expect(failed.status != 0)
             #expect(failed.error.contains("nothing added:") && failed.error.contains("answered 500"), "\(failed.error)")
-            let wrongURL = try BinaryTests.command(
+            let wrongURL = try await BinaryTests.command(
                 ["releases", "import", "--app", Self.appId.rawValue, "--lookup-url", "itunes.apple.com/lookup"], databaseURL: url)
             #expect(wrongURL.status != 0)
             #expect(wrongURL.error.contains("--lookup-url"), "\(wrongURL.error)")

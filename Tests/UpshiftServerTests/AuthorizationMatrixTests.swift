@@ -39,6 +39,8 @@ import UpshiftTestSupport
         "GET /v1/apps/{app}/reports/adoption": .read, "GET /v1/apps/{app}/reports/releases/{version}": .read,
         "GET /v1/apps/{app}/reports/prompts": .read, "GET /v1/apps/{app}/reports/minimum-impact": .read,
         "POST /v1/apps/{app}/preview": .read,
+        // Raw events carry install ids (personal data): what an admin token may read, as it may write.
+        "GET /v1/apps/{app}/events/export": .write,
         "GET /dashboard": .anyone, "POST /dashboard/sign-in": .signIn, "POST /dashboard/sign-out": .session,
         "GET /dashboard/apps/{app}": .read, "GET /dashboard/apps/{app}/releases/{version}": .read,
         "GET /dashboard/apps/{app}/history": .read, "GET /dashboard/apps/{app}/rollout": .write,

@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import Synchronization
 import Testing
+import UpshiftCore
 import UpshiftStore
 import UpshiftTestSupport
 import UpshiftWire
@@ -32,25 +33,37 @@ import UpshiftWire
 
     /// `upshift --version` prints the version and nothing else; the help of the options a newcomer reads
     /// says what they do, in words rather than the letters of the design's formulas.
-    @Test func theVersionAndTheHelpSpeakForThemselves() throws {
-        let version = try Self.command(["--version"], databaseURL: "")
+    @Test func theVersionAndTheHelpSpeakForThemselves() async throws {
+        let version = try await Self.command(["--version"], databaseURL: "")
         #expect(version.status == 0)
         #expect(version.output == "0.1.0\n")
         // The help wraps its lines: its words, one space apart.
-        func help(_ arguments: [String]) throws -> String {
-            let printed = try Self.command(arguments + ["--help"], databaseURL: "")
+        func help(_ arguments: [String]) async throws -> String {
+            let printed = try await Self.command(arguments + ["--help"], databaseURL: "")
             #expect(printed.status == 0, "\(arguments)")
             return printed.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         }
-        let policy = try help(["policy", "set"])
+        let policy = try await help(["policy", "set"])
         for letter in ["(X)", "(Y)", "(Z)"] { #expect(!policy.contains(letter), "\(policy)") }
         #expect(policy.contains("before installs below it are forced to update"), "\(policy)")
-        #expect(try help(["releases", "add"]).contains("On macOS the appcast sends it as sparkle:version"))
+        let releases = try await help(["releases", "add"])
+        #expect(releases.contains("On macOS the appcast sends it as sparkle:version"))
     }
 
     /// Runs `upshift <arguments>` with `DATABASE_URL` set and returns its exit status, what it printed to
     /// standard output and to standard error, and how long it took.
-    static func command(_ arguments: [String], databaseURL: String) throws
+    ///
+    /// It waits on a thread of its own: the cooperative pool has a thread per core, and a command that waits
+    /// on this process (the fake App Store answers here) must not find them all blocked waiting for it.
+    static func command(_ arguments: [String], databaseURL: String) async throws
+        -> (status: Int32, output: String, error: String, took: Duration)
+    {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try run(arguments, databaseURL: databaseURL) }) }.start()
+        }
+    }
+
+    private static func run(_ arguments: [String], databaseURL: String) throws
         -> (status: Int32, output: String, error: String, took: Duration)
     {
         let process = Process()
@@ -78,19 +91,18 @@ import UpshiftWire
     /// a number from 0 to 100 is refused, naming the option.
     @Test func theRebuildCommandSwitchesInANewGenerationAndRefusesABadRest() async throws {
         let harness = try await Harness.make()
-        let database = harness.database
-        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let url = harness.databaseURL
         let now = harness.clock.now()
         try await harness.run { server in
             #expect(try await server.postEvents([clientEvent(occurredAt: now)], key: harness.ingestKey).status == 200)
             try await harness.waitForProjections()
         }
         for rest in ["-1", "101", "nan", "soon"] {
-            let refused = try Self.command(["projections", "rebuild", "install_state", "--rest=\(rest)"], databaseURL: url)
+            let refused = try await Self.command(["projections", "rebuild", "install_state", "--rest=\(rest)"], databaseURL: url)
             #expect(refused.status != 0, "--rest \(rest)")
             #expect(refused.error.contains("--rest"), "--rest \(rest): \(refused.error)")
         }
-        let rebuilt = try Self.command(["projections", "rebuild", "install_state", "--rest", "0.5"], databaseURL: url)
+        let rebuilt = try await Self.command(["projections", "rebuild", "install_state", "--rest", "0.5"], databaseURL: url)
         #expect(rebuilt.status == 0, "\(rebuilt.error)")
         #expect(rebuilt.output.contains("install_state: generation 2 "), "\(rebuilt.output)")
         #expect(rebuilt.output.contains(" is active, "), "\(rebuilt.output)")
@@ -102,7 +114,7 @@ import UpshiftWire
     @Test func aRebuildsProgressEndsAtAllItsEventsWhateverTheirPositions() async throws {
         let harness = try await Harness.make()
         let database = harness.database
-        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let url = harness.databaseURL
         let now = harness.clock.now()
         let logged = try await withPostgres(database, maximumConnections: 2) { client in
             try await client.withConnection { first in
@@ -135,7 +147,7 @@ import UpshiftWire
             }
             return count
         }
-        let rebuilt = try Self.command(["projections", "rebuild", "install_state", "--in-batches"], databaseURL: url)
+        let rebuilt = try await Self.command(["projections", "rebuild", "install_state", "--in-batches"], databaseURL: url)
         #expect(rebuilt.status == 0, "\(rebuilt.error)")
         let last = rebuilt.error.split(whereSeparator: \.isNewline).last { $0.contains("events/s") }.map(String.init)
         #expect(last?.contains("100%") == true, "\(rebuilt.error)")
@@ -146,22 +158,21 @@ import UpshiftWire
     /// one given; a stale `--revision` and a bad value are refused, naming why.
     @Test func appsEditChangesOnlyWhatItIsGivenAtTheRevisionItReads() async throws {
         let harness = try await Harness.make()
-        let database = harness.database
-        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
-        let edited = try Self.command(
+        let url = harness.databaseURL
+        let edited = try await Self.command(
             ["apps", "edit", "--app", "expenses", "--store-id", "ios=123", "--bundle-id", "ios=com.example.expenses",
              "--update-url", "android=market://details?id=x", "--reason", "store ids"], databaseURL: url)
         #expect(edited.status == 0, "\(edited.error)")
         #expect(edited.output.contains("app expenses is now at revision 2"), "\(edited.output)")
-        let removed = try Self.command(
+        let removed = try await Self.command(
             ["apps", "edit", "--app", "expenses", "--remove-update-url", "android", "--revision", "2"], databaseURL: url)
         #expect(removed.status == 0 && removed.output.contains("revision 3"), "\(removed.error)")
         #expect(removed.output.contains("warning: android has no updateURL now"), "\(removed.output)")
-        let stale = try Self.command(["apps", "edit", "--app", "expenses", "--name", "X", "--revision", "2"], databaseURL: url)
+        let stale = try await Self.command(["apps", "edit", "--app", "expenses", "--name", "X", "--revision", "2"], databaseURL: url)
         #expect(stale.status != 0 && stale.error.contains("stale"), "\(stale.error)")
-        let bad = try Self.command(["apps", "edit", "--app", "expenses", "--update-url", "ios=ftp://x"], databaseURL: url)
+        let bad = try await Self.command(["apps", "edit", "--app", "expenses", "--update-url", "ios=ftp://x"], databaseURL: url)
         #expect(bad.status != 0 && bad.error.contains("updateURL.ios"), "\(bad.error)")
-        let shown = try Self.command(["apps", "show", "expenses"], databaseURL: url)
+        let shown = try await Self.command(["apps", "show", "expenses"], databaseURL: url)
         #expect(shown.output.contains("revision 3") && shown.output.contains("store id 123"), "\(shown.output)")
         #expect(!shown.output.contains("android"), "\(shown.output)")
     }
@@ -170,33 +181,71 @@ import UpshiftWire
     /// (empty) records printed, removed; a bad definition is refused naming its field.
     @Test func rulesAreWrittenListedAndRemovedFromTheCommandLine() async throws {
         let harness = try await Harness.make()
-        let database = harness.database
-        let url = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        let url = harness.databaseURL
         let target = ["--app", "expenses", "--platform", "ios", "--id", "crash-guard"]
-        let written = try Self.command(
+        let written = try await Self.command(
             ["rules", "set"] + target + ["--definition", #"{"kind":"halt_on_health","mode":"guarded"}"#, "--reason", "guard"],
             databaseURL: url)
         #expect(written.status == 0, "\(written.error)")
         #expect(written.output.contains("rule crash-guard of expenses on ios is now at revision 1"), "\(written.output)")
-        let live = try Self.command(["rules", "set"] + target + ["--state", "live", "--reason", "trusted"], databaseURL: url)
+        let live = try await Self.command(["rules", "set"] + target + ["--state", "live", "--reason", "trusted"], databaseURL: url)
         #expect(live.status == 0 && live.output.contains("revision 2"), "\(live.error)")
-        let listed = try Self.command(["rules", "list", "--app", "expenses"], databaseURL: url)
+        let listed = try await Self.command(["rules", "list", "--app", "expenses"], databaseURL: url)
         let rules = try JSONValue.parse(Data(listed.output.utf8)).arrayValue ?? []
         #expect(rules.count == 1)
         #expect(rules.first?["state"] == .string("live") && rules.first?["mode"] == .string("guarded"), "\(listed.output)")
-        let bad = try Self.command(
+        let bad = try await Self.command(
             ["rules", "set", "--app", "expenses", "--platform", "ios", "--id", "raise",
              "--definition", #"{"kind":"raise_minimum","version":"2.0","share":0.9,"windowDays":7}"#, "--reason", "x"],
             databaseURL: url)
         #expect(bad.status != 0 && bad.error.contains("maximumForced"), "\(bad.error)")
-        let badId = try Self.command(["rules", "records", "--app", "expenses", "--platform", "ios", "--id", "No"], databaseURL: url)
+        let badId = try await Self.command(["rules", "records", "--app", "expenses", "--platform", "ios", "--id", "No"], databaseURL: url)
         #expect(badId.status != 0 && badId.error.contains("not a rule id"), "\(badId.error)")
-        let records = try Self.command(["rules", "records"] + target, databaseURL: url)
+        let records = try await Self.command(["rules", "records"] + target, databaseURL: url)
         #expect(records.status == 0 && records.output.isEmpty, "\(records.output)\(records.error)")
-        let removed = try Self.command(["rules", "remove"] + target + ["--reason", "done"], databaseURL: url)
+        let removed = try await Self.command(["rules", "remove"] + target + ["--reason", "done"], databaseURL: url)
         #expect(removed.status == 0 && removed.output.contains("removed"), "\(removed.error)")
-        let empty = try Self.command(["rules", "list", "--app", "expenses"], databaseURL: url)
+        let empty = try await Self.command(["rules", "list", "--app", "expenses"], databaseURL: url)
         #expect(try JSONValue.parse(Data(empty.output.utf8)) == .array([]), "\(empty.output)")
+    }
+
+    /// `upshift log export`: a gzipped NDJSON file written whole, every event of the app, and the cursor
+    /// to resume from, after which there is nothing; a cursor that is no cursor or ahead of the log is
+    /// refused naming `--since`.
+    @Test func theLogIsExportedFromTheCommandLineAndResumesAtItsCursor() async throws {
+        let harness = try await Harness.make()
+        let url = harness.databaseURL
+        let now = harness.clock.now()
+        try await harness.run { server in
+            let events = (0..<12).map { clientEvent(occurredAt: now.addingTimeInterval(Double(-$0))) }
+            let posted = try await server.postEvents(events, key: harness.ingestKey)
+            #expect(posted.status == 200)
+            try await harness.waitForProjections()  // past every transaction that was running meanwhile
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("log-export-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("expenses.ndjson.gz").path
+        let exported = try await Self.command(["log", "export", "--app", "expenses", "--gzip", "--output", file], databaseURL: url)
+        #expect(exported.status == 0, "\(exported.error)")
+        #expect(!FileManager.default.fileExists(atPath: file + ".partial"))
+        let unzip = Process()
+        unzip.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        unzip.arguments = ["gzip", "-dc", file]
+        let text = try unzip.runPrinting()
+        #expect(text.status == 0)
+        let lines = text.printed.split(separator: "\n")
+        let stored = try await harness.count("SELECT count(*)::int8 FROM event_log WHERE app_id = 'expenses'")
+        #expect(lines.count == stored && stored >= 12, "\(text.printed.prefix(300))")
+        #expect(lines.allSatisfy { (try? JSONValue.parse(Data($0.utf8)))?["app_id"] == .string("expenses") })
+        let resume = try #require(exported.error.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        #expect(exported.error.hasPrefix("exported \(stored) events of expenses; resume with --since "), "\(exported.error)")
+        let again = try await Self.command(["log", "export", "--app", "expenses", "--since", resume, "--format", "csv"], databaseURL: url)
+        #expect(again.status == 0 && again.output == CSVTable.line(EventExportFormat.columns), "\(again.output)\(again.error)")
+        for since in ["nope", "99999999999:0"] {
+            let refused = try await Self.command(["log", "export", "--app", "expenses", "--since", since], databaseURL: url)
+            #expect(refused.status != 0 && refused.error.contains("--since"), "\(since): \(refused.error)")
+        }
     }
 
     /// A database that cannot be reached is named, with why, within seconds (not after a minute of
@@ -217,7 +266,7 @@ import UpshiftWire
         silent.stall()
         let silentURL = "postgres://postgres@127.0.0.1:\(silent.port)/upshift"
         for (url, expected) in cases + [(silentURL, "127.0.0.1:\(silent.port) (database upshift, user postgres): the connection timed out")] {
-            let run = try Self.command(["keys", "list"], databaseURL: url)
+            let run = try await Self.command(["keys", "list"], databaseURL: url)
             #expect(run.status != 0, "\(url)")
             #expect(run.error.contains("cannot connect to PostgreSQL at"), "\(url): \(run.error)")
             #expect(run.error.contains(expected), "\(url): \(run.error)")

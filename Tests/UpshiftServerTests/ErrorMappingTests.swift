@@ -78,9 +78,9 @@ import UpshiftStore
             #expect((results.first?["message"] as? String)?.contains(Self.lowercaseIOS) == true, "\(results)")
         }
         // The CLI refuses it before it reads or sends anything, with the same rule.
-        let url = "postgres://\(harness.database.username)@\(harness.database.host):\(harness.database.port)/\(harness.database.database)"
+        let url = harness.databaseURL
         for arguments in [["policy", "show"], ["releases", "list"], ["releases", "withdraw", "--version", "1.0", "--reason", "x"]] {
-            let refused = try BinaryTests.command(arguments + ["--app", harness.appId.rawValue, "--platform", "IOS"], databaseURL: url)
+            let refused = try await BinaryTests.command(arguments + ["--app", harness.appId.rawValue, "--platform", "IOS"], databaseURL: url)
             #expect(refused.status != 0 && refused.error.contains(Self.lowercaseIOS), "\(arguments): \(refused.error)")
         }
     }

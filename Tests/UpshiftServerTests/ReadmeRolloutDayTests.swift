@@ -78,11 +78,10 @@ import UpshiftTestSupport
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = ["-c", ([Self.recorder] + blocks.dropFirst()).joined(separator: "\n")]
         var environment = ProcessInfo.processInfo.environment
-        let database = harness.database
         environment["API"] = "http://127.0.0.1:\(server.port)"
         environment["ADMIN"] = harness.rootKey
         environment["READ"] = harness.readKey
-        environment["DATABASE_URL"] = "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)"
+        environment["DATABASE_URL"] = harness.databaseURL
         environment["PATH"] = try TestEnvironment.binary().deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
         environment["USER"] = "dana"
         environment["README_STEPS"] = steps.path

@@ -386,7 +386,12 @@ public struct CSVTable: Sendable {
     }
 
     public mutating func add(_ fields: [String]) {
-        text += fields.map(Self.escape).joined(separator: ",") + "\r\n"
+        text += Self.line(fields)
+    }
+
+    /// One line of `fields`, with its CRLF.
+    public static func line(_ fields: [String]) -> String {
+        fields.map(escape).joined(separator: ",") + "\r\n"
     }
 
     static func escape(_ field: String) -> String {

@@ -121,6 +121,10 @@ func buildRouter(
         router.addRoutes(reportsController.routes(authentication: authentication), atPath: "/v1/apps/:app/reports")
         router.addRoutes(reportsController.backtestRoutes(authentication: authentication), atPath: "/v1/apps/:app")
         router.addRoutes(
+            EventExportController(
+                exporter: EventExporter(pool: parts.reads, logger: parts.logger), snapshot: parts.snapshot, readers: readers
+            ).routes(authentication: authentication), atPath: "/v1/apps/:app")
+        router.addRoutes(
             DashboardPages(
                 sessions: SessionStore(pool: parts.hot, logger: parts.logger), keys: parts.keys, catalog: parts.catalogStore,
                 reports: reports, snapshot: parts.snapshot, clock: configuration.clock,

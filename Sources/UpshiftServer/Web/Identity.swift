@@ -12,8 +12,9 @@ struct Identity: Sendable {
     var mayWrite: Bool { key.scope == .admin }
 
     /// The one authorization rule (docs/ARCHITECTURE.md, "Identity"), for the API and the dashboard alike:
-    /// nothing but `.ingest` needs an ingest key; reads take a read or admin token, writes an admin
-    /// token, each covering `app`; creating apps takes an admin token that covers every app.
+    /// nothing but `.ingest` needs an ingest key; reads take a read or admin token, writes and raw
+    /// events (personal data) an admin token, each covering `app`; creating apps takes an admin token
+    /// that covers every app.
     func authorize(_ access: Access, app: AppID?) throws(AccessDenied) {
         switch access {
         case .ingest:
@@ -21,7 +22,7 @@ struct Identity: Sendable {
             return
         case .read:
             guard key.scope == .read || key.scope == .admin else { throw AccessDenied("a read or admin token is required") }
-        case .write, .createApps:
+        case .write, .createApps, .personalData:
             guard key.scope == .admin else { throw AccessDenied("an admin token is required") }
         }
         if access == .createApps {
@@ -42,6 +43,8 @@ enum Access: Sendable, Equatable {
     case write
     /// Create apps.
     case createApps
+    /// Read an app's raw events, install ids included (personal data): an admin token.
+    case personalData
 }
 
 /// The caller may not do this (`403`).

@@ -48,13 +48,25 @@ final class ReaderShares: Sendable {
 
     /// Runs a read of `token` within its rate and its concurrency, else `429` with `Retry-After`.
     func read<T: Sendable>(token: UUID, _ body: () async throws -> T) async throws -> T {
+        try enterRead(token)
+        defer { unclaim(token, backtest: false) }
+        return try await Self.$token.withValue(token) { try await body() }
+    }
+
+    /// A read whose answer is written after its handler returns (a streamed export): within the token's
+    /// rate and concurrency like ``read(token:_:)``, counted until the hold is released, which its
+    /// `deinit` does once the answer's body has been written or dropped.
+    func hold(token: UUID) throws -> ReadHold {
+        try enterRead(token)
+        return ReadHold { [self] in unclaim(token, backtest: false) }
+    }
+
+    private func enterRead(_ token: UUID) throws {
         let rate = self.rate
         try rate.enforce(
             token.uuidString, cost: 1,
             detail: "at most \(rate.rate.formatted()) reads per second per token (bursts of \(rate.burst.formatted()))")
         try claim(token, backtest: false)
-        defer { unclaim(token, backtest: false) }
-        return try await Self.$token.withValue(token) { try await body() }
     }
 
     /// Runs a backtest: within the token's own (`429`), then in one of the instance's slots, waiting in a
@@ -135,6 +147,17 @@ final class ReaderShares: Sendable {
             throw error
         }
     }
+}
+
+/// One read of ``ReaderShares/hold(token:)``, released when the last reference goes.
+final class ReadHold: Sendable {
+    private let release: @Sendable () -> Void
+
+    init(release: @escaping @Sendable () -> Void) {
+        self.release = release
+    }
+
+    deinit { release() }
 }
 
 /// Runs each request of its routes as a read of its caller's token (``ReaderShares``); after the

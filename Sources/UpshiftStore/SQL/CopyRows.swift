@@ -39,6 +39,9 @@ public struct CopyRows: Sendable {
         count += 1
     }
 
+    /// The bytes of the rows appended so far.
+    public var bytes: ByteBuffer { buffer }
+
     /// The bytes of the rows appended so far, in parts of about `size` bytes, each ending with a row.
     func parts(of size: Int) -> [ByteBuffer] {
         var rest = buffer

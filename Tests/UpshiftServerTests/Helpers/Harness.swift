@@ -28,6 +28,9 @@ struct Harness {
         return app
     }
 
+    /// The test's database as `DATABASE_URL` spells it, for the CLI and `psql`.
+    var databaseURL: String { "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)" }
+
     static func make(app appId: AppID = "expenses", now: Date = Date()) async throws -> Harness {
         let database = try await TestDatabases.shared.fresh()
         let keys = try await withPostgres(database) { client in

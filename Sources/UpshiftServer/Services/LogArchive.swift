@@ -1,0 +1,95 @@
+import Foundation
+import NIOCore
+import UpshiftCore
+import UpshiftStore
+
+/// A closed month of the event log as files (docs/OPERATIONS.md, "Archives of closed months"):
+/// `event_log_YYYY_MM.copy.gz`, every event of the month in `COPY`'s text format (the columns of
+/// ``EventExporter/archiveColumns``), gzipped; beside it `.sha256` (as `sha256sum -c` reads it) and `.rows`
+/// (the count). The server writes the format itself from a `SELECT`: PostgreSQL's `COPY … TO` would write
+/// on the database's host. Each file is written under a temporary name, synced and renamed, so a file
+/// with its final name is whole.
+public enum LogArchive {
+    public struct Written: Sendable, Equatable {
+        public let file: URL
+        public let rows: Int
+        public let sha256: String
+    }
+
+    /// The month's file name, `event_log_2026_09.copy.gz`.
+    public static func fileName(_ month: LogMonth) -> String {
+        String(format: "event_log_%04d_%02d.copy.gz", month.year, month.month)
+    }
+
+    /// Writes `month` into `directory` and checks the rows written against the log's count. A month that
+    /// may still receive events at `now` is a ``FieldError`` naming `field`; a folder that cannot be written
+    /// (missing, full) fails with the system's reason and leaves no file behind.
+    public static func write(
+        _ month: LogMonth, into directory: URL, exporter: EventExporter, now: Date, field: String = "month"
+    ) async throws -> Written {
+        guard month.isClosed(at: now) else {
+            throw FieldError(
+                field, "\(month) may still receive events (up to 30 days old): it can be archived from \(Timestamp.format(month.closes))")
+        }
+        let file = directory.appendingPathComponent(fileName(month))
+        var digest = SHA256Stream()
+        let rows = try await writeWhole(file) { handle in
+            let gzip = try GzipStream()
+            func write(_ bytes: ByteBuffer) throws {
+                let data = Data(bytes.readableBytesView)
+                digest.update(data)
+                try handle.write(contentsOf: data)
+            }
+            let rows = try await exporter.writeArchive(of: month) { try write(try gzip.compress($0)) }
+            try write(try gzip.finish())
+            let expected = try await exporter.count(of: month)
+            guard rows == expected else {
+                throw ArchiveMismatch(description: "\(month): wrote \(rows) rows, the log holds \(expected)")
+            }
+            return rows
+        }
+        let sha256 = digest.finish()
+        _ = try await writeWhole(directory.appendingPathComponent(fileName(month) + ".sha256")) { handle in
+            try handle.write(contentsOf: Data("\(sha256)  \(fileName(month))\n".utf8))
+        }
+        _ = try await writeWhole(directory.appendingPathComponent(fileName(month) + ".rows")) { handle in
+            try handle.write(contentsOf: Data("\(rows)\n".utf8))
+        }
+        return Written(file: file, rows: rows, sha256: sha256)
+    }
+
+    /// The rows written differ from the log's count: the file is not kept.
+    public struct ArchiveMismatch: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Writes `file` through `FILE.partial`: synced, renamed, and the folder synced, or removed on failure.
+    private static func writeWhole<T>(_ file: URL, _ body: (FileHandle) async throws -> T) async throws -> T {
+        let partial = file.appendingPathExtension("partial")
+        guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: partial.path])
+        }
+        do {
+            let handle = try FileHandle(forWritingTo: partial)
+            let value: T
+            do {
+                value = try await body(handle)
+                try handle.synchronize()
+                try handle.close()
+            } catch {
+                try? handle.close()
+                throw error
+            }
+            guard rename(partial.path, file.path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            let folder = open(file.deletingLastPathComponent().path, O_RDONLY)
+            if folder >= 0 {
+                fsync(folder)
+                close(folder)
+            }
+            return value
+        } catch {
+            try? FileManager.default.removeItem(at: partial)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import CompressNIO
+import NIOCore
+
+/// One gzip member written in pieces (compress-nio's zlib), for an answer compressed as it is read:
+/// ``compress(_:)`` each piece, then ``finish()`` once for the rest and the trailer (CRC-32 and length).
+/// A stream that ends without ``finish()`` has no trailer, so a reader can tell it was cut off.
+public struct GzipStream {
+    private let compressor: ZlibCompressor
+
+    public init() throws {
+        compressor = try ZlibCompressor(algorithm: .gzip)
+    }
+
+    /// What `piece` compresses to so far (zlib may keep some of it until later pieces or ``finish()``).
+    public func compress(_ piece: ByteBuffer) throws -> ByteBuffer {
+        guard piece.readableBytes > 0 else { return ByteBuffer() }
+        return try deflate(piece, flush: .no)
+    }
+
+    /// The rest of the member: what zlib kept, and the trailer.
+    public func finish() throws -> ByteBuffer {
+        try deflate(ByteBuffer(), flush: .finish)
+    }
+
+    /// Deflates all of `input` into as many output buffers as it takes; `.finish` until the stream ends.
+    private func deflate(_ input: ByteBuffer, flush: CompressNIOFlush) throws -> ByteBuffer {
+        var input = input
+        var output = ByteBuffer()
+        while true {
+            var chunk = ByteBufferAllocator().buffer(capacity: max(compressor.maxSize(from: input), 4_096))
+            do {
+                try compressor.deflate(from: &input, to: &chunk, flush: flush)
+                output.writeBuffer(&chunk)
+                if flush == .finish || input.readableBytes == 0 { return output }
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                // The output was full: keep what it holds and go on into a fresh one.
+                output.writeBuffer(&chunk)
+            }
+        }
+    }
+}
