@@ -7,7 +7,9 @@ import UpshiftCore
 /// projections read the log (``FeedReader``): in (`tx_id`, `position`) order and only below the oldest
 /// transaction still running, so that a cursor never passes an event that commits later. An export is a
 /// ``Range`` fixed first, then written a page at a time: memory holds one page, and every statement is a
-/// short one within the pool's bounds.
+/// short one within the pool's bounds. The log has no index by app: with a `scanLimit`, a range reaches at
+/// most that many events of the log (any app's) past its cursor, so that an app whose events are sparse
+/// among others' still gets an answer within the statement timeout, and says whether it is ``Range/complete``.
 public struct EventExporter: Sendable {
     /// The events of `app` after `after`, up to and including `through`: all committed, none to come.
     /// `through` is where the next export resumes.
@@ -15,17 +17,23 @@ public struct EventExporter: Sendable {
         public let app: AppID
         public let after: FeedPosition
         public let through: FeedPosition
+        /// Whether `through` is the horizon: every event that was final when the range was read lies in it
+        /// or before it (otherwise the range stopped at its limit of rows or of events scanned).
+        public let complete: Bool
     }
 
     let pool: DatabasePool
     let logger: Logger
     /// Events per statement.
     let pageSize: Int
+    /// Events of the log (any app's) a range reaches past its cursor at most; nil: no bound.
+    let scanLimit: Int?
 
-    public init(pool: DatabasePool, logger: Logger, pageSize: Int = 1_000) {
+    public init(pool: DatabasePool, logger: Logger, pageSize: Int = 1_000, scanLimit: Int? = nil) {
         self.pool = pool
         self.logger = logger
         self.pageSize = pageSize
+        self.scanLimit = scanLimit
     }
 
     /// The range after `cursor`: at most `limit` events (nil: every final one). A cursor of a transaction
@@ -40,19 +48,28 @@ public struct EventExporter: Sendable {
             throw FieldError(field, "\(cursor.cursor) is ahead of the log: resume from a cursor an export gave", kind: .inconsistent)
         }
         // Everything of transactions below xmin has committed or never will.
-        var through = FeedPosition(transaction: bounds.xmin - 1, position: .max)
-        if let limit {
-            let last = try await pool.query(
-                """
-                SELECT tx_id::text, position FROM event_log
-                WHERE app_id = \(app) AND \(Self.after(cursor)) AND tx_id < \(String(bounds.xmin))::text::xid8
-                ORDER BY tx_id, position OFFSET \(Int64(max(limit, 1) - 1)) LIMIT 1
-                """, logger: logger)
-            for try await (transaction, position) in last.decode((String, Int64).self) {
-                through = FeedPosition(transaction: UInt64(transaction) ?? 0, position: position)
-            }
+        let horizon = FeedPosition(transaction: bounds.xmin - 1, position: .max)
+        let below: SQL = "\(Self.after(cursor)) AND tx_id < \(String(bounds.xmin))::text::xid8"
+        var through = horizon
+        if let scanLimit, let last = try await nth(scanLimit, where: below) { through = last }
+        if let limit, let last = try await nth(limit, where: "app_id = \(app) AND \(below) AND \(Self.upTo(through))") {
+            through = last
         }
-        return Range(app: app, after: cursor, through: max(through, cursor))
+        return Range(app: app, after: cursor, through: max(through, cursor), complete: through == horizon)
+    }
+
+    /// The position of the `n`th event of the log matching `condition`, in the feed's order; nil when
+    /// fewer match.
+    private func nth(_ n: Int, where condition: SQL) async throws -> FeedPosition? {
+        let rows = try await pool.query(
+            """
+            SELECT tx_id::text, position FROM event_log WHERE \(condition)
+            ORDER BY tx_id, position OFFSET \(Int64(max(n, 1) - 1)) LIMIT 1
+            """, logger: logger)
+        for try await (transaction, position) in rows.decode((String, Int64).self) {
+            return FeedPosition(transaction: UInt64(transaction) ?? 0, position: position)
+        }
+        return nil
     }
 
     /// Writes the events of `range` as `format` (a CSV starts with its header line), one page's text per
@@ -126,7 +143,7 @@ public struct EventExporter: Sendable {
                 SELECT c.cursor, \(select)
                 FROM event_log AS e CROSS JOIN LATERAL (SELECT \(row)) AS c
                 WHERE \(condition) AND \(Self.after(cursor, columns: "(e.tx_id, e.position)"))
-                  AND (e.tx_id, e.position) <= (\(String(through.transaction))::text::xid8, \(through.position))
+                  AND \(Self.upTo(through, columns: "(e.tx_id, e.position)"))
                 ORDER BY e.tx_id, e.position LIMIT \(Int64(pageSize))
                 """, logger: logger)
             guard let last = rows.rows.last else { break }
@@ -143,6 +160,11 @@ public struct EventExporter: Sendable {
     /// `(tx_id, position) > cursor`, the feed's order.
     static func after(_ cursor: FeedPosition, columns: SQL = "(tx_id, position)") -> SQL {
         "\(columns) > (\(String(cursor.transaction))::text::xid8, \(cursor.position))"
+    }
+
+    /// `(tx_id, position) <= through`.
+    static func upTo(_ through: FeedPosition, columns: SQL = "(tx_id, position)") -> SQL {
+        "\(columns) <= (\(String(through.transaction))::text::xid8, \(through.position))"
     }
 
     /// The columns of a row (``EventExportFormat/columns``), times in RFC 3339 UTC to the microsecond.

@@ -52,27 +52,17 @@ struct LogCommand: AsyncParsableCommand {
 
         func run() async throws {
             if let month = month.flatMap(LogMonth.init) { return try await archive(month) }
-            let partial = output.map { $0 + ".partial" }
-            let file: FileHandle
-            if let partial {
-                guard FileManager.default.createFile(atPath: partial, contents: nil) else {
-                    throw CommandFailure(description: "--output: cannot create \(partial)")
-                }
-                file = try FileHandle(forWritingTo: URL(fileURLWithPath: partial))
-            } else {
-                file = FileHandle.standardOutput
-            }
             let exported: (events: Int, resume: String)
-            do {
-                exported = try await export(to: file)
-            } catch {
-                if let partial { try? FileManager.default.removeItem(atPath: partial) }
-                throw error
-            }
-            if let output, let partial {
-                try file.synchronize()
-                try file.close()
-                guard rename(partial, output) == 0 else { throw CommandFailure(description: "--output: cannot rename \(partial) to \(output)") }
+            if let output {
+                do {
+                    exported = try await WholeFile.write(URL(fileURLWithPath: output)) { try await export(to: $0) }
+                } catch let error as CocoaError {
+                    throw CommandFailure(description: "--output: cannot write \(output): \(error.localizedDescription)")
+                } catch let error as POSIXError {
+                    throw CommandFailure(description: "--output: cannot write \(output): \(error.localizedDescription)")
+                }
+            } else {
+                exported = try await export(to: .standardOutput)
             }
             FileHandle.standardError.write(
                 Data("exported \(exported.events) events of \(app ?? ""); resume with --since \(exported.resume)\n".utf8))

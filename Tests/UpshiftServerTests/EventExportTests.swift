@@ -68,7 +68,9 @@ import UpshiftWire
                 #expect(reply.status == 200, "\(reply.text)")
                 #expect(reply.headers["Content-Type"].first == "application/x-ndjson")
                 let lines = reply.text.split(separator: "\n")
-                #expect(lines.count <= 10)
+                #expect(
+                    lines.count <= 10,
+                    "since \(cursor), header \(reply.headers["Upshift-Cursor"].first ?? "-"): \(lines.compactMap { try? JSONValue.parse(Data($0.utf8))["cursor"]?.stringValue })")
                 for line in lines {
                     let row = try JSONValue.parse(Data(line.utf8))
                     #expect(row.objectValue.map { Array($0.keys).sorted() } == EventExportFormat.columns.sorted(), "\(line)")
@@ -77,10 +79,16 @@ import UpshiftWire
                     exported[id] = row
                 }
                 let next = try #require(reply.headers["Upshift-Cursor"].first)
-                if lines.count == 10 { #expect(next == exported.values.compactMap { $0["cursor"]?.stringValue }.max(by: Self.feedOrder)) }
-                if lines.isEmpty { break }
-                cursor = next
+                let complete = reply.headers["Upshift-Complete"].first
+                if lines.count == 10 {
+                    #expect(next == exported.values.compactMap { $0["cursor"]?.stringValue }.max(by: Self.feedOrder))
+                    #expect(complete == "false")
+                } else {
+                    #expect(complete == "true", "fewer rows than the limit: the answer reached the newest final event")
+                }
                 pages += 1
+                if complete == "true" { break }
+                cursor = next
             }
             let log = try await Self.logRows(harness)
             #expect(Set(exported.keys) == Set(log.keys))

@@ -122,7 +122,8 @@ func buildRouter(
         router.addRoutes(reportsController.backtestRoutes(authentication: authentication), atPath: "/v1/apps/:app")
         router.addRoutes(
             EventExportController(
-                exporter: EventExporter(pool: parts.reads, logger: parts.logger), snapshot: parts.snapshot, readers: readers
+                exporter: EventExporter(pool: parts.reads, logger: parts.logger, scanLimit: EventExportController.scanLimit),
+                snapshot: parts.snapshot, readers: readers
             ).routes(authentication: authentication), atPath: "/v1/apps/:app")
         router.addRoutes(
             DashboardPages(

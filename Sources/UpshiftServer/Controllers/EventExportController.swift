@@ -11,6 +11,9 @@ import UpshiftStore
 /// says where the next export resumes; every row carries its own cursor too, so that an answer cut off
 /// midway resumes after its last whole row.
 ///
+/// `Upshift-Complete: true` says the answer reached the newest final event; `false`, that it stopped at
+/// `limit` rows or after ``scanLimit`` events of the log, and the next answer goes on.
+///
 /// Bounds: at most `limit` events an answer (default 10,000, at most 100,000), read 1,000 a statement and
 /// written as they are read; the answer counts as one of the token's reads until its body is written.
 struct EventExportController {
@@ -20,7 +23,11 @@ struct EventExportController {
 
     static let defaultLimit = 10_000
     static let maximumLimit = 100_000
+    /// Events of the log (any app's) an answer reaches past its cursor at most: the log has no index by
+    /// app, and each statement must end within the reports' statement timeout.
+    static let scanLimit = 500_000
     static let cursorHeader = HTTPField.Name("Upshift-Cursor")!
+    static let completeHeader = HTTPField.Name("Upshift-Complete")!
 
     /// The routes, relative to `/v1/apps/{app}`.
     func routes(authentication: BearerAuthentication) -> RouteCollection<UpshiftRequestContext> {
@@ -50,6 +57,7 @@ struct EventExportController {
 
         var headers: HTTPFields = [.contentType: format.contentType, .cacheControl: "no-store", .vary: "Accept, Accept-Encoding"]
         headers[Self.cursorHeader] = range.through.cursor
+        headers[Self.completeHeader] = range.complete ? "true" : "false"
         if gzip { headers[.contentEncoding] = "gzip" }
         let exporter = self.exporter
         // A failure midway ends the connection without the body's end (and without gzip's trailer): the

@@ -33,7 +33,7 @@ public enum LogArchive {
         }
         let file = directory.appendingPathComponent(fileName(month))
         var digest = SHA256Stream()
-        let rows = try await writeWhole(file) { handle in
+        let rows = try await WholeFile.write(file) { handle in
             let gzip = try GzipStream()
             func write(_ bytes: ByteBuffer) throws {
                 let data = Data(bytes.readableBytesView)
@@ -49,10 +49,10 @@ public enum LogArchive {
             return rows
         }
         let sha256 = digest.finish()
-        _ = try await writeWhole(directory.appendingPathComponent(fileName(month) + ".sha256")) { handle in
+        _ = try await WholeFile.write(directory.appendingPathComponent(fileName(month) + ".sha256")) { handle in
             try handle.write(contentsOf: Data("\(sha256)  \(fileName(month))\n".utf8))
         }
-        _ = try await writeWhole(directory.appendingPathComponent(fileName(month) + ".rows")) { handle in
+        _ = try await WholeFile.write(directory.appendingPathComponent(fileName(month) + ".rows")) { handle in
             try handle.write(contentsOf: Data("\(rows)\n".utf8))
         }
         return Written(file: file, rows: rows, sha256: sha256)
@@ -62,9 +62,13 @@ public enum LogArchive {
     public struct ArchiveMismatch: Error, CustomStringConvertible {
         public let description: String
     }
+}
 
+/// A file that has its name only once it is whole: written to `FILE.partial`, synced, renamed, and its folder
+/// synced; removed if anything fails.
+public enum WholeFile {
     /// Writes `file` through `FILE.partial`: synced, renamed, and the folder synced, or removed on failure.
-    private static func writeWhole<T>(_ file: URL, _ body: (FileHandle) async throws -> T) async throws -> T {
+    public static func write<T>(_ file: URL, _ body: (FileHandle) async throws -> T) async throws -> T {
         let partial = file.appendingPathExtension("partial")
         guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: partial.path])
