@@ -61,10 +61,12 @@ public struct EventExporter: Sendable {
     /// The position of the `n`th event of the log matching `condition`, in the feed's order; nil when
     /// fewer match.
     private func nth(_ n: Int, where condition: SQL) async throws -> FeedPosition? {
+        // The ORDER BY names the table's columns: the output column `tx_id::text` would sort as text,
+        // and "100" comes before "99".
         let rows = try await pool.query(
             """
             SELECT tx_id::text, position FROM event_log WHERE \(condition)
-            ORDER BY tx_id, position OFFSET \(Int64(max(n, 1) - 1)) LIMIT 1
+            ORDER BY event_log.tx_id, event_log.position OFFSET \(Int64(max(n, 1) - 1)) LIMIT 1
             """, logger: logger)
         for try await (transaction, position) in rows.decode((String, Int64).self) {
             return FeedPosition(transaction: UInt64(transaction) ?? 0, position: position)
