@@ -281,6 +281,10 @@ import UpshiftWire
                 ("since=x", "since"), ("since=1:", "since"), ("since=:1", "since"), ("since=-1:0", "since"),
                 ("since=1:2:3", "since"), ("since=18446744073709551616:0", "since"), ("since=%2B1:0", "since"),
                 ("limit=0", "limit"), ("limit=100001", "limit"), ("after=0:0", "after"),
+                // Hostile values: NUL, over-long, a huge number, the wrong type, sent twice.
+                ("since=0%00:0", "since"), ("since=" + String(repeating: "9", count: 5_000) + ":0", "since"),
+                ("since=0:0&since=1:1", "since"), ("limit=99999999999999999999", "limit"), ("limit=ten", "limit"),
+                ("limit=1.5", "limit"), ("limit=10&limit=20", "limit"),
             ] {
                 let reply = try await server.send(.GET, "\(path)?\(query)", key: harness.adminKey)
                 #expect(reply.status == 400, "\(query): \(reply.text)")
