@@ -1,9 +1,10 @@
 /// A request field that is missing or wrong, named so that the API can say which.
 public struct FieldError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A field that breaks its own rule (`400`), or one that is valid alone but contradicts another
-    /// field or the stored value (`422`: `minimumOSVersion` above `maximumOSVersion`).
+    /// field or the stored value (`422`: `minimumOSVersion` above `maximumOSVersion`), or one that names
+    /// what is no longer kept (`410`: an export cursor before events retention dropped).
     public enum Kind: Sendable {
-        case invalid, inconsistent
+        case invalid, inconsistent, gone
     }
 
     public var field: String

@@ -211,7 +211,7 @@ public struct CatalogStore: Sendable {
     public func history(appId: AppID, before: Int?, limit: Int) async throws -> [CatalogHistoryEntry] {
         let rows = try await pool.query(
             """
-            SELECT stream_version, type, occurred_at, data::text FROM event_log
+            SELECT stream_version, type, occurred_at, data::text FROM catalog_events
             WHERE stream_id = \("app:\(appId)") AND (\(before)::bigint IS NULL OR stream_version < \(before))
             ORDER BY stream_version DESC LIMIT \(limit)
             """, logger: logger)
@@ -246,7 +246,7 @@ public struct CatalogStore: Sendable {
     /// Every catalog event of an app, oldest first (rebuilds and audits).
     public func events(appId: AppID) async throws -> [CatalogEvent] {
         let rows = try await pool.query(
-            "SELECT type, data::text FROM event_log WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
+            "SELECT type, data::text FROM catalog_events WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
             logger: logger)
         var events: [CatalogEvent] = []
         for try await (type, data) in rows.decode((String, String).self) {
@@ -260,7 +260,7 @@ public struct CatalogStore: Sendable {
     /// know a release's states and who last wrote a field). Events this version cannot read are left out.
     public func timeline(appId: AppID) async throws -> [(at: Date, event: CatalogEvent)] {
         let rows = try await pool.query(
-            "SELECT type, occurred_at, data::text FROM event_log WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
+            "SELECT type, occurred_at, data::text FROM catalog_events WHERE stream_id = \("app:\(appId)") ORDER BY stream_version",
             logger: logger)
         var events: [(at: Date, event: CatalogEvent)] = []
         for try await (type, at, data) in rows.decode((String, Date, String).self) {

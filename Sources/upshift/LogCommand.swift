@@ -72,6 +72,15 @@ struct LogCommand: AsyncParsableCommand {
         private func archive(_ month: LogMonth) async throws {
             let folder = directory ?? ProcessInfo.processInfo.environment["UPSHIFT_EXPORT_DIR"] ?? "."
             let written = try await withDatabase { pool, logger in
+                // Its archive was written when it was dropped; an empty one must not take its name.
+                if let horizon = try await LogRetention(pool: pool, logger: logger).horizon(), month.end <= horizon.keptFrom {
+                    throw CommandFailure(
+                        description: """
+                            --month: \(month) was dropped by retention (the log keeps events from \
+                            \(Timestamp.format(horizon.keptFrom))): its archive is \(LogArchive.fileName(month)) in the folder \
+                            retention writes to (UPSHIFT_EXPORT_DIR)
+                            """)
+                }
                 do {
                     return try await LogArchive.write(
                         month, into: URL(fileURLWithPath: folder, isDirectory: true),
@@ -95,6 +104,7 @@ struct LogCommand: AsyncParsableCommand {
                 let exporter = EventExporter(pool: pool, logger: logger)
                 let range: EventExporter.Range
                 do {
+                    try await LogRetention(pool: pool, logger: logger).requireWhole(after: since, field: "--since")
                     range = try await exporter.range(app: app, after: since, limit: limit, field: "--since")
                 } catch let error as FieldError {
                     throw CommandFailure(description: error.description)

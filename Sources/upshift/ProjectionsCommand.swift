@@ -57,6 +57,12 @@ struct ProjectionsCommand: AsyncParsableCommand {
                 (0: none, and parallel workers allowed), leaving the machine to the projections that serve.
                 """)
         var rest: Double = ProjectionSettings().rebuildRest
+        @Flag(
+            help: """
+                Switch the new generation in although retention dropped months of the log before it was \
+                created, so that it counts fewer of them than the generation it replaces.
+                """)
+        var acceptShorterHistory = false
 
         func run() async throws {
             guard let definition = Projections.named(name) else {
@@ -64,7 +70,7 @@ struct ProjectionsCommand: AsyncParsableCommand {
             }
             let migrations = try loadMigrations()
             guard rest.isFinite, (0...100).contains(rest) else { throw ValidationError("--rest must be a number from 0 to 100") }
-            let (batchSize, inBatches, rest) = (batchSize, inBatches, rest)
+            let (batchSize, inBatches, rest, accept) = (batchSize, inBatches, rest, acceptShorterHistory)
             let result = try await withDatabase { pool, logger in
                 try await Migrator(pool: pool, logger: logger).migrate(migrations)
                 let store = ProjectionStore(pool: pool, logger: logger)
@@ -78,7 +84,7 @@ struct ProjectionsCommand: AsyncParsableCommand {
                 }
                 let bar = ProgressBar(total: total)
                 let generation = try await ProjectionRunner(store: store, settings: settings, logger: logger)
-                    .rebuild(definition) { bar.update($0) }
+                    .rebuild(definition, acceptShorterHistory: accept) { bar.update($0) }
                 bar.finish(generation)
                 return generation
             }

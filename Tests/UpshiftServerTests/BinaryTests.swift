@@ -55,15 +55,15 @@ import UpshiftWire
     ///
     /// It waits on a thread of its own: the cooperative pool has a thread per core, and a command that waits
     /// on this process (the fake App Store answers here) must not find them all blocked waiting for it.
-    static func command(_ arguments: [String], databaseURL: String) async throws
+    static func command(_ arguments: [String], databaseURL: String, environment: [String: String] = [:]) async throws
         -> (status: Int32, output: String, error: String, took: Duration)
     {
         try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try run(arguments, databaseURL: databaseURL) }) }.start()
+            Thread { continuation.resume(with: Result { try run(arguments, databaseURL: databaseURL, extra: environment) }) }.start()
         }
     }
 
-    private static func run(_ arguments: [String], databaseURL: String) throws
+    private static func run(_ arguments: [String], databaseURL: String, extra: [String: String]) throws
         -> (status: Int32, output: String, error: String, took: Duration)
     {
         let process = Process()
@@ -71,6 +71,7 @@ import UpshiftWire
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = databaseURL
+        for (name, value) in extra { environment[name] = value }
         process.environment = environment
         let (output, errors) = (Pipe(), Pipe())
         process.standardOutput = output

@@ -35,6 +35,8 @@ import UpshiftTestSupport
         ("UPSHIFT_BODY_BUDGET_BYTES", "2097151"), ("UPSHIFT_BODY_BUDGET_BYTES", "32MiB"),
         ("UPSHIFT_PROJECTION_MAX_XID_SECONDS", "0.1"), ("UPSHIFT_PROJECTION_MAX_XID_SECONDS", "5s"),
         ("UPSHIFT_READER_CONCURRENCY", "0"), ("UPSHIFT_BACKTEST_CONCURRENCY", "65"), ("UPSHIFT_READER_RATE", "-1"),
+        // Events up to 30 days old are still accepted: a month must outlive that.
+        ("UPSHIFT_RETENTION_MONTHS", "1"), ("UPSHIFT_RETENTION_MONTHS", "0"), ("UPSHIFT_RETENTION_MONTHS", "six"),
     ]
 
     /// The server-wide body budget: 32 MiB unless set.
@@ -54,6 +56,21 @@ import UpshiftTestSupport
         } throws: { error in
             "\(error)".contains(name) || (name == "DATABASE_URL" && error is DatabaseSettings.ParseError)
         }
+    }
+
+    /// Retention is off unless `UPSHIFT_RETENTION_MONTHS` is set, and then needs an absolute export folder.
+    @Test func retentionNeedsAnAbsoluteExportFolder() throws {
+        var environment = Self.base
+        #expect(try AppConfiguration.fromEnvironment(environment).retention == nil)
+        environment["UPSHIFT_RETENTION_MONTHS"] = "3"
+        for folder in [nil, "", "archives"] {
+            environment["UPSHIFT_EXPORT_DIR"] = folder
+            #expect { try AppConfiguration.fromEnvironment(environment) } throws: { "\($0)".contains("UPSHIFT_EXPORT_DIR") }
+        }
+        environment["UPSHIFT_EXPORT_DIR"] = "/var/lib/upshift/archives"
+        let retention = try AppConfiguration.fromEnvironment(environment).retention
+        #expect(retention?.months == 3 && retention?.directory.path == "/var/lib/upshift/archives")
+        #expect(retention?.interval == .seconds(86_400))
     }
 
     /// The operator token is a secret: its errors name the variable and the rule, never the value.

@@ -15,7 +15,7 @@ import UpshiftTestSupport
         "apps", "api_keys", "dashboard_sessions", "releases", "policies", "rules", "rule_records", "store_sync", "streams",
     ]
     /// The bookkeeping of each node's own feed and runner (transaction ids and snapshots are per node).
-    static let local: Set<String> = ["projections", "projection_dead_letters", "schema_migrations"]
+    static let local: Set<String> = ["projections", "projection_dead_letters", "log_retention", "schema_migrations"]
 
     @Test func everyTableFitsTheDistributedLayout() async throws {
         let harness = try await Harness.make()

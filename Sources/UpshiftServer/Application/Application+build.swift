@@ -123,6 +123,7 @@ func buildRouter(
         router.addRoutes(
             EventExportController(
                 exporter: EventExporter(pool: parts.reads, logger: parts.logger, scanLimit: EventExportController.scanLimit),
+                retention: LogRetention(pool: parts.reads, logger: parts.logger),
                 snapshot: parts.snapshot, readers: readers
             ).routes(authentication: authentication), atPath: "/v1/apps/:app")
         router.addRoutes(
@@ -193,6 +194,14 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
             projections: projections, backtests: backtests, catalog: catalog)
         scheduler.rulesInterval = configuration.projections.rulesInterval
         services.append(scheduler)
+        // Retention waits for the projections, so it runs where they do, one instance at a time.
+        if let retention = configuration.retention {
+            services.append(
+                LogRetentionWorker(
+                    settings: retention, retention: LogRetention(pool: projections, logger: parts.logger),
+                    exporter: EventExporter(pool: projections, logger: parts.logger), database: configuration.database,
+                    clock: configuration.clock, metrics: parts.metrics, logger: parts.logger))
+        }
     }
     return services
 }

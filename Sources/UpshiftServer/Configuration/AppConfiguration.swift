@@ -48,6 +48,8 @@ public struct AppConfiguration: Sendable {
     public var storeSync: AppStoreSyncSettings?
     /// Where `upshift releases import` and the store sync ask the App Store (`UPSHIFT_STORE_LOOKUP_URL`).
     public var storeLookup = AppStoreImporter.Settings()
+    /// Retention of the event log (`UPSHIFT_RETENTION_MONTHS`); nil: the log keeps everything.
+    public var retention: RetentionSettings?
 
     public init(database: DatabaseSettings) {
         self.database = database
@@ -174,6 +176,22 @@ public struct AppConfiguration: Sendable {
             var sync = AppStoreSyncSettings(interval: .milliseconds(Int64((seconds * 1000).rounded())))
             sync.importer = configuration.storeLookup
             configuration.storeSync = sync
+        }
+        if let months = try read.integer("UPSHIFT_RETENTION_MONTHS", in: 0...1_200) {
+            guard months >= RetentionSettings.minimumMonths else {
+                throw ConfigurationError.invalid(
+                    "UPSHIFT_RETENTION_MONTHS", String(months),
+                    expected: "at least \(RetentionSettings.minimumMonths): events up to 30 days old are still accepted")
+            }
+            guard let folder = try read.text("UPSHIFT_EXPORT_DIR"), folder.hasPrefix("/") else {
+                throw ConfigurationError(
+                    description: "UPSHIFT_RETENTION_MONTHS needs UPSHIFT_EXPORT_DIR: an absolute path to the folder each month is archived in before it is dropped")
+            }
+            var retention = RetentionSettings(months: months, directory: URL(fileURLWithPath: folder, isDirectory: true))
+            if let seconds = try read.decimal("UPSHIFT_RETENTION_INTERVAL", in: 1...86_400) {
+                retention.interval = .milliseconds(Int64((seconds * 1000).rounded()))
+            }
+            configuration.retention = retention
         }
         if let bytes = try read.integer("UPSHIFT_MAX_HEAD_BYTES", in: 1024...(1 << 20)) {
             configuration.connections.maximumHeadBytes = bytes

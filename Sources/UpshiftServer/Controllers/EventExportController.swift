@@ -11,6 +11,8 @@ import UpshiftStore
 /// says where the next export resumes; every row carries its own cursor too, so that an answer cut off
 /// midway resumes after its last whole row.
 ///
+/// A `since` before the last event retention dropped is `410`: the events after it are no longer whole.
+///
 /// `Upshift-Complete: true` says the answer reached the newest final event; `false`, that it stopped at
 /// `limit` rows or after ``scanLimit`` events of the log, and the next answer goes on.
 ///
@@ -18,6 +20,7 @@ import UpshiftStore
 /// written as they are read; the answer counts as one of the token's reads until its body is written.
 struct EventExportController {
     let exporter: EventExporter
+    let retention: LogRetention
     let snapshot: CatalogSnapshot
     let readers: ReaderShares
 
@@ -47,6 +50,7 @@ struct EventExportController {
             guard let cursor = FeedPosition(cursor: text) else {
                 throw ProblemDetails.badRequest("since must be a cursor tx_id:position that an export gave, such as 0:0", field: "since")
             }
+            try await retention.requireWhole(after: cursor, field: "since")
             since = cursor
         }
         let limit = try query.integer("limit", default: Self.defaultLimit, range: 1...Self.maximumLimit)

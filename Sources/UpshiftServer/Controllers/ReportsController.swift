@@ -42,7 +42,7 @@ struct ReportsController {
             throw FieldError("from", "the range covers at most \(AdoptionReport.maximumDays) days", kind: .inconsistent)
         }
         let report = try await reports.adoption(app: app, platform: platform, from: from, to: to)
-        return try respond(request, report, csv: report.csv, name: "adoption", dataAsOf: report.dataAsOf)
+        return try await respond(request, report, csv: report.csv, name: "adoption", dataAsOf: report.dataAsOf)
     }
 
     /// `GET …/reports/releases/{version}?platform=`
@@ -52,7 +52,7 @@ struct ReportsController {
         guard let report = try await reports.release(app: app, platform: platform, version: version) else {
             throw ProblemDetails.notFound("no release \(version) of app \(app) on \(platform) (yet)")
         }
-        return try respond(
+        return try await respond(
             request, report, csv: report.csv, name: "release-\(version.normalized)", dataAsOf: report.dataAsOf)
     }
 
@@ -61,7 +61,7 @@ struct ReportsController {
         let (app, platform, query) = try scope(request, context, allowed: ["platform", "targetVersion"])
         let target = try version(query, "targetVersion")
         let report = try await reports.funnels(app: app, platform: platform, target: target)
-        return try respond(request, report, csv: report.csv, name: "prompts", dataAsOf: report.dataAsOf)
+        return try await respond(request, report, csv: report.csv, name: "prompts", dataAsOf: report.dataAsOf)
     }
 
     /// `GET …/reports/minimum-impact?platform=&version=[&window=]`
@@ -74,7 +74,7 @@ struct ReportsController {
             "window", default: MinimumImpactReport.defaultWindowDays,
             range: 1...MinimumImpactReport.maximumWindowDays)
         let report = try await reports.minimumImpact(app: app, platform: platform, minimum: minimum, windowDays: window)
-        return try respond(request, report, csv: report.csv, name: "minimum-impact", dataAsOf: report.dataAsOf)
+        return try await respond(request, report, csv: report.csv, name: "minimum-impact", dataAsOf: report.dataAsOf)
     }
 
     /// The app (known), the required platform and the query; unknown parameters are refused.
@@ -111,11 +111,15 @@ struct ReportsController {
     /// `Data-As-Of`: the report's `dataAsOf` (RFC 3339, UTC, milliseconds); absent while it is null.
     static let dataAsOfHeader = HTTPField.Name("Data-As-Of")!
 
+    /// `Events-From`: the instant from which the figures count events, when retention had dropped months
+    /// of the log before a projection they read was built; absent when they count the whole log.
+    static let eventsFromHeader = HTTPField.Name("Events-From")!
+
     /// The report as JSON (keys sorted), or as its CSV (when it has one) for `Accept: text/csv`; with
-    /// `Data-As-Of`.
+    /// `Data-As-Of` and `Events-From`.
     func respond(
         _ request: Request, _ report: some Encodable, csv: String?, name: String, dataAsOf: Date?
-    ) throws -> Response {
+    ) async throws -> Response {
         let accept = request.headers[.accept] ?? ""
         var response: Response
         if let csv, accept.contains("text/csv") {
@@ -132,6 +136,7 @@ struct ReportsController {
             response = try JSONResponse.make(report, encoder: encoder)
         }
         if let dataAsOf { response.headers[Self.dataAsOfHeader] = Timestamp.format(dataAsOf) }
+        if let from = try await reports.store.eventsFrom() { response.headers[Self.eventsFromHeader] = Timestamp.format(from) }
         return response
     }
 }

@@ -168,10 +168,18 @@ public final class ProjectionRunner: Service, Sendable {
     /// Rebuilds `definition` into a new generation from the start of the log, reporting progress after
     /// each batch, and switches it in once caught up (`upshift projections rebuild`). When another
     /// process already runs that generation, follows its progress instead.
+    /// With `acceptShorterHistory`, the generation replaces the active one although retention had
+    /// dropped months of the log it read (``ProjectionStore/ShorterHistory``).
     public func rebuild(
-        _ definition: any ProjectionDefinition, progress: @escaping @Sendable (ProjectionGeneration) -> Void
+        _ definition: any ProjectionDefinition, acceptShorterHistory: Bool = false,
+        progress: @escaping @Sendable (ProjectionGeneration) -> Void
     ) async throws -> ProjectionGeneration {
+        if !acceptShorterHistory, let from = try await store.shorterHistory(definition) {
+            // Refused before anything is built: the new generation would not be switched in.
+            throw ProjectionStore.ShorterHistory(projection: definition.name, generation: nil, from: from)
+        }
         let building = try await store.beginRebuild(definition)
+        if acceptShorterHistory { _ = try await store.acceptShorterHistory(definition) }
         progress(building)
         while true {
             let outcome = try await store.lead(definition, generation: building.generation, limit: settings.batchTimeout) { leader in
@@ -238,6 +246,7 @@ public final class ProjectionRunner: Service, Sendable {
         // feeds of every projection in the cluster, while it writes. The first is small; each next one
         // follows how long the last took (at most `batchSize` events).
         var limit = min(settings.batchSize, Backfill.firstTargetedWrite)
+        var refused = false
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }
             let seen = signal.count
@@ -252,12 +261,18 @@ public final class ProjectionRunner: Service, Sendable {
             }
             if events.isEmpty {
                 if current.state == .building {
-                    try await store.activate(leader.definition, generation: leader.generation)
-                    logger.notice("projection rebuilt and switched in", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
-                    current = try await leader.current() ?? current
-                    progress?(current)
-                    if untilActive { return .stopped }
-                    continue
+                    do {
+                        try await store.activate(leader.definition, generation: leader.generation)
+                        logger.notice("projection rebuilt and switched in", metadata: ["projection": "\(name)", "generation": "\(leader.generation)"])
+                        current = try await leader.current() ?? current
+                        progress?(current)
+                        if untilActive { return .stopped }
+                        continue
+                    } catch let refusal as ProjectionStore.ShorterHistory where !untilActive {
+                        // It keeps following the feed beside the active one, and is switched in once accepted.
+                        if !refused { logger.warning("projection rebuilt but not switched in", metadata: ["reason": "\(refusal)"]) }
+                        refused = true
+                    }
                 }
                 await signal.wait(after: seen, timeout: settings.pollInterval)
                 // Notice a switch made elsewhere (a rebuild by the CLI retires this generation).

@@ -59,6 +59,7 @@ extension ProblemDetails {
         switch error.kind {
         case .invalid: ProblemDetails(.invalidField, detail: error.description, field: error.field)
         case .inconsistent: ProblemDetails(.inconsistentField, detail: error.description, field: error.field)
+        case .gone: ProblemDetails(.gone, detail: error.description, field: error.field)
         }
     }
 

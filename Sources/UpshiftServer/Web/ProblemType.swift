@@ -9,6 +9,7 @@ enum ProblemType: String, CaseIterable, Sendable {
     case unauthorized
     case forbidden
     case notFound = "not-found"
+    case gone
     case methodNotAllowed = "method-not-allowed"
     case requestTimeout = "request-timeout"
     case exists
@@ -33,6 +34,7 @@ enum ProblemType: String, CaseIterable, Sendable {
         case .unauthorized: .unauthorized
         case .forbidden: .forbidden
         case .notFound: .notFound
+        case .gone: .gone
         case .methodNotAllowed: .methodNotAllowed
         case .requestTimeout: .requestTimeout
         case .exists: .conflict
@@ -55,6 +57,7 @@ enum ProblemType: String, CaseIterable, Sendable {
         case .unauthorized: "Unauthorized"
         case .forbidden: "Forbidden"
         case .notFound: "Not found"
+        case .gone: "Gone"
         case .methodNotAllowed: "Method not allowed"
         case .requestTimeout: "Request timeout"
         case .exists: "Already exists"

@@ -88,10 +88,72 @@ public struct ProjectionStore: Sendable {
         }
     }
 
-    /// Switches `generation` in as the active one, then drops the tables of the one it replaces.
+    /// The generation read a shorter history than the one it would replace: retention had dropped months
+    /// of the log when it was created (docs/OPERATIONS.md, "Retention"). It is switched in only once the
+    /// operator accepts that (``acceptShorterHistory(_:)``).
+    public struct ShorterHistory: Error, CustomStringConvertible {
+        public let projection: String
+        /// nil: refused before a generation was created.
+        public let generation: Int?
+        public let from: Date
+
+        public init(projection: String, generation: Int?, from: Date) {
+            self.projection = projection
+            self.generation = generation
+            self.from = from
+        }
+
+        public var description: String {
+            """
+            \(generation.map { "generation \($0)" } ?? "a new generation") of \(projection) would hold events from \
+            \(Timestamp.format(from)) only (the log's earlier months were dropped by retention), less than the \
+            generation it would replace: it is switched in with `upshift projections rebuild \(projection) \
+            --accept-shorter-history`
+            """
+        }
+    }
+
+    /// The instant a generation of `definition` created now would hold events from, when that is later
+    /// than the active generation's start: nil when it would read as much of the log.
+    public func shorterHistory(_ definition: any ProjectionDefinition) async throws -> Date? {
+        let rows = try await pool.query(
+            """
+            SELECT r.kept_from FROM log_retention r
+            JOIN projections a ON a.name = \(definition.name) AND a.state = 'active'
+            WHERE r.kept_from > coalesce(a.history_from, '-infinity')
+            """, logger: logger)
+        for try await from in rows.decode(Date.self) { return from }
+        return nil
+    }
+
+    /// Lets the building generation of `definition` replace the active one although it read a shorter
+    /// history (``ShorterHistory``); false when none is building.
+    public func acceptShorterHistory(_ definition: any ProjectionDefinition) async throws -> Bool {
+        let rows = try await pool.query(
+            """
+            UPDATE projections SET shorter_history_accepted = true, updated_at = now()
+            WHERE name = \(definition.name) AND state = 'building' RETURNING generation
+            """, logger: logger)
+        var found = false
+        for try await _ in rows.decode(Int.self) { found = true }
+        return found
+    }
+
+    /// Switches `generation` in as the active one, then drops the tables of the one it replaces. Throws
+    /// ``ShorterHistory`` when it read a shorter history than the active one and that was not accepted.
     public func activate(_ definition: any ProjectionDefinition, generation: Int) async throws {
         let retired: [Int] = try await pool.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
+            for try await (from, accepted) in try await connection.query(
+                """
+                SELECT b.history_from, b.shorter_history_accepted FROM projections b
+                JOIN projections a ON a.name = b.name AND a.state = 'active' AND a.generation <> b.generation
+                WHERE b.name = \(definition.name) AND b.generation = \(generation)
+                  AND b.history_from > coalesce(a.history_from, '-infinity')
+                """, logger: logger
+            ).decode((Date, Bool).self) where !accepted {
+                throw ShorterHistory(projection: definition.name, generation: generation, from: from)
+            }
             let rows = try await connection.query(
                 """
                 UPDATE projections SET state = 'retired', updated_at = now()
@@ -286,9 +348,9 @@ public struct ProjectionStore: Sendable {
         }
         try await connection.query(
             """
-            INSERT INTO projections (name, generation, version, state, activated_at)
+            INSERT INTO projections (name, generation, version, state, activated_at, history_from)
             VALUES (\(definition.name), \(generation), \(definition.version), \(state.rawValue),
-                    CASE WHEN \(state.rawValue) = 'active' THEN now() END)
+                    CASE WHEN \(state.rawValue) = 'active' THEN now() END, (SELECT kept_from FROM log_retention))
             """, logger: logger)
         logger.info(
             "projection generation created",

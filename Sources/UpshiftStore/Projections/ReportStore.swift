@@ -77,6 +77,16 @@ public struct ReportStore: Sendable {
         }
     }
 
+    /// The instant from which the active generations count events: nil when each read the log from its
+    /// first event; after retention dropped months before a generation was built, the latest such start
+    /// (docs/OPERATIONS.md, "Retention").
+    public func eventsFrom() async throws -> Date? {
+        for try await from in try await pool.query(
+            "SELECT max(history_from) FROM projections WHERE state = 'active'", logger: logger
+        ).decode(Date?.self) { return from }
+        return nil
+    }
+
     /// `adoption_daily` cells of an app and platform within [from, to].
     public func adoption(app: AppID, platform: Platform, from: UTCDay, to: UTCDay) async throws
         -> ReportRead<[(day: UTCDay, version: String, sortKey: String, installs: Int)]>

@@ -1,0 +1,216 @@
+import Foundation
+import PostgresNIO
+import Synchronization
+import Testing
+import UpshiftCore
+import UpshiftServer
+import UpshiftStore
+import UpshiftTestSupport
+import UpshiftWire
+
+/// Retention of the log (docs/OPERATIONS.md, "Retention") through `serve` and the CLI: expired months are
+/// archived, checked, detached and dropped with their event ids while the reports keep their figures and
+/// the catalog its history; a month waits for a projection that has not applied it and for an export
+/// folder that fails; an export cursor before the drop is `410`; a rebuild that would count fewer months
+/// is switched in only when the operator accepts it.
+@Suite(.serverTimeLimit) struct RetentionTests {
+    static func at(_ text: String) -> Date { Timestamp.parse(text)! }
+
+    static func folder() throws -> URL {
+        let folder = TestEnvironment.scratch("retention-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    static func partitionExists(_ harness: Harness, _ name: String) async throws -> Bool {
+        try await harness.count("SELECT (to_regclass(\(name)) IS NOT NULL)::int::int8") == 1
+    }
+
+    static func configuration(_ harness: Harness, folder: URL) -> AppConfiguration {
+        var configuration = harness.configuration()
+        var retention = RetentionSettings(months: 2, directory: folder)
+        retention.interval = .milliseconds(300)
+        retention.pruneBatch = 7  // several batches of the key walk
+        configuration.retention = retention
+        return configuration
+    }
+
+    @Test func expiredMonthsAreArchivedAndDroppedWhileReportsAndTheCatalogKeepWhatTheyHad() async throws {
+        let harness = try await Harness.make(now: Self.at("2026-01-15T12:00:00Z"))
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let posted: [(String, Int)] = [
+            ("2026-01-15T12:00:00Z", 6), ("2026-02-10T12:00:00Z", 4), ("2026-03-20T12:00:00Z", 5), ("2026-04-20T12:00:00Z", 3),
+        ]
+        // Posted month by month without retention, as the months went by.
+        let early = try await harness.run { server in
+            var cursor = "0:0"
+            for (time, count) in posted {
+                harness.clock.set(Self.at(time))
+                try await harness.sql { client in
+                    _ = try await client.query("SELECT upshift_ensure_event_partitions(\(Self.at(time)), \(Self.at(time)))")
+                }
+                let events = (0..<count).map { clientEvent(occurredAt: Self.at(time).addingTimeInterval(Double($0)), install: UUID()) }
+                #expect(try await server.postEvents(events, key: harness.ingestKey).status == 200)
+                if time.hasPrefix("2026-01") {
+                    // A policy written in January: the catalog's history and the rules read it after the drop.
+                    let policy = try await server.send(
+                        .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                        json: .object(["enabled": .bool(true), "minimumVersion": .string("1.0.0")]), headers: [("If-Match", "\"0\"")])
+                    #expect(policy.status == 200, "\(policy.text)")
+                    try await harness.waitForProjections()
+                    let page = try await server.send(.GET, "/v1/apps/expenses/events/export?limit=3", key: harness.adminKey)
+                    cursor = page.headers["Upshift-Cursor"].first ?? "0:0"
+                }
+            }
+            try await harness.waitForProjections()
+            return cursor
+        }
+        let januaryIds = try await harness.count("SELECT count(*)::int8 FROM event_ids WHERE occurred_at < '2026-02-01'")
+        #expect(januaryIds == 6)
+        let before = try await harness.count("SELECT count(*)::int8 FROM event_log WHERE occurred_at < '2026-04-01'")
+
+        harness.clock.set(Self.at("2026-06-10T12:00:00Z"))
+        try await harness.run(Self.configuration(harness, folder: folder)) { server in
+            // Kept: the current month and the two before it, and April (its first day + 3 months has not passed).
+            try await Waits.until("March dropped", timeout: .seconds(120)) {
+                try await !Self.partitionExists(harness, "event_log_y2026m03")
+            }
+            #expect(try await Self.partitionExists(harness, "event_log_y2026m04"))
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE occurred_at < '2026-04-01'") == 0)
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE occurred_at >= '2026-04-01' AND install_id IS NOT NULL") == 3)
+            // Each dropped month is a whole archive: its rows, a checksum sha256sum accepts.
+            var archived = 0
+            for month in ["2026_01", "2026_02", "2026_03"] {
+                let file = "event_log_\(month).copy.gz"
+                let rows = try String(contentsOf: folder.appendingPathComponent(file + ".rows"), encoding: .utf8)
+                archived += Int(rows.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+                let check = Process()
+                check.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                check.arguments = ["sha256sum", "-c", file + ".sha256"]
+                check.currentDirectoryURL = folder
+                check.standardOutput = FileHandle.nullDevice
+                try check.run()
+                check.waitUntilExit()
+                #expect(check.terminationStatus == 0, "\(file)")
+            }
+            #expect(archived == before)
+            // A dropped month's archive is not overwritten by an empty one.
+            let again = try await BinaryTests.command(
+                ["log", "export", "--month", "2026-02", "--directory", folder.path], databaseURL: harness.databaseURL)
+            #expect(again.status != 0 && again.error.contains("dropped by retention"), "\(again.error)")
+            #expect(try String(contentsOf: folder.appendingPathComponent("event_log_2026_02.copy.gz.rows"), encoding: .utf8) == "4\n")
+            // The ids go with their events; April's stay, so a resend of one is still a duplicate.
+            try await Waits.until("event ids pruned", timeout: .seconds(30)) {
+                try await harness.count("SELECT count(*)::int8 FROM event_ids WHERE occurred_at < '2026-04-01'") == 0
+            }
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_ids") == 3)
+
+            // The reports keep January's figures (the projections had applied it), and say nothing of a shorter history.
+            let january = try await server.send(
+                .GET, "/v1/apps/expenses/reports/adoption?platform=ios&from=2026-01-15&to=2026-01-15", key: harness.readKey)
+            #expect(january.status == 200)
+            #expect(january.headers["Events-From"].isEmpty)
+            #expect(try january.value()["days"]?.arrayValue?.first?["activeInstalls"]?.intValue == 6, "\(january.text)")
+            // The catalog's history still holds January's policy.
+            let history = try await server.send(.GET, "/v1/apps/expenses/history", key: harness.readKey)
+            #expect(history.text.contains("policy_replaced"), "\(history.text)")
+
+            // An export that resumes before the drop would skip events that are gone: 410, naming since.
+            let gone = try await server.send(.GET, "/v1/apps/expenses/events/export?since=\(early)", key: harness.adminKey)
+            #expect(gone.status == 410, "\(gone.text)")
+            #expect(try gone.value()["field"] == .string("since"))
+            let cli = try await BinaryTests.command(
+                ["log", "export", "--app", "expenses", "--since", early], databaseURL: harness.databaseURL)
+            #expect(cli.status != 0 && cli.error.contains("--since") && cli.error.contains("dropped by retention"), "\(cli.error)")
+            let whole = try await server.send(.GET, "/v1/apps/expenses/events/export", key: harness.adminKey)
+            #expect(whole.status == 200)
+            #expect(whole.text.split(separator: "\n").count == 3, "\(whole.text)")
+
+            // A rebuild would count from April only: refused unless the operator accepts it.
+            let refused = try await BinaryTests.command(["projections", "rebuild", "adoption"], databaseURL: harness.databaseURL)
+            #expect(refused.status != 0 && refused.error.contains("--accept-shorter-history"), "\(refused.error)")
+            let accepted = try await BinaryTests.command(
+                ["projections", "rebuild", "adoption", "--accept-shorter-history"], databaseURL: harness.databaseURL)
+            #expect(accepted.status == 0, "\(accepted.error)")
+            let after = try await server.send(
+                .GET, "/v1/apps/expenses/reports/adoption?platform=ios&from=2026-01-15&to=2026-01-15", key: harness.readKey)
+            #expect(after.headers["Events-From"].first == "2026-04-01T00:00:00.000Z", "\(after.headers)")
+            #expect(try after.value()["days"]?.arrayValue?.first?["activeInstalls"]?.intValue == 0, "\(after.text)")
+        }
+    }
+
+    /// A month stays while a projection has not applied it, and while its archive cannot be written (the
+    /// folder is missing); each is counted, and the next pass drops it once both hold.
+    @Test func aMonthWaitsForAProjectionBehindAndForAFailedExport() async throws {
+        let harness = try await Harness.make(now: Self.at("2026-06-10T12:00:00Z"))
+        try await harness.sql { client in
+            try await client.withConnection { connection in
+                _ = try await connection.query("SELECT upshift_ensure_event_partitions('2026-02-01', '2026-02-01')", logger: TestEnvironment.logger)
+                for hour in 0..<4 {
+                    try await insertEvent(
+                        on: connection, app: "expenses", install: UUID(), at: Self.at("2026-02-03T00:00:00Z").addingTimeInterval(Double(hour * 3_600)),
+                        version: "1.0")
+                }
+            }
+        }
+        let root = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = root.appendingPathComponent("archives")
+        var configuration = Self.configuration(harness, folder: folder)
+        // The adoption projection holds its first batch until the test lets it go.
+        let held = Mutex(true)
+        configuration.projections.beforeCommit = { name in
+            while name == "adoption", held.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try await harness.run(configuration) { server in
+            try await Waits.until("a pass waits for the projection", timeout: .seconds(120)) {
+                (try await server.metric(#"upshift_retention_months_total{outcome="waiting"}"#) ?? 0) >= 1
+            }
+            #expect(try await Self.partitionExists(harness, "event_log_y2026m02"))
+            held.withLock { $0 = false }
+            try await Waits.until("a pass fails to archive", timeout: .seconds(120)) {
+                (try await server.metric(#"upshift_retention_months_total{outcome="export_failed"}"#) ?? 0) >= 1
+            }
+            #expect(try await Self.partitionExists(harness, "event_log_y2026m02"))
+            #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE occurred_at < '2026-03-01' AND install_id IS NOT NULL") == 4)
+            #expect(try await harness.count("SELECT count(*)::int8 FROM log_retention") == 0)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try await Waits.until("February dropped", timeout: .seconds(120)) {
+                try await !Self.partitionExists(harness, "event_log_y2026m02")
+            }
+            #expect(try String(contentsOf: folder.appendingPathComponent("event_log_2026_02.copy.gz.rows"), encoding: .utf8) == "4\n")
+            #expect((try await server.metric(#"upshift_retention_months_total{outcome="dropped"}"#) ?? 0) >= 1)
+        }
+    }
+
+    /// `serve` refuses a retention shorter than two months, naming the variable, before it touches anything.
+    @Test func serveRefusesARetentionBelowTwoMonths() async throws {
+        let harness = try await Harness.make()
+        let refused = try await BinaryTests.command(
+            ["serve"], databaseURL: harness.databaseURL, environment: ["UPSHIFT_RETENTION_MONTHS": "1", "UPSHIFT_EXPORT_DIR": "/tmp"])
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("UPSHIFT_RETENTION_MONTHS") && refused.error.contains("at least 2"), "\(refused.error)")
+    }
+
+    /// A month's table detached but not dropped (the instance died in between: it was archived and checked
+    /// before it was detached) is dropped by the next pass.
+    @Test func aTableDetachedButNotDroppedIsDroppedNext() async throws {
+        let harness = try await Harness.make(now: Self.at("2026-06-10T12:00:00Z"))
+        try await harness.sql { client in
+            try await client.withConnection { connection in
+                _ = try await connection.query("SELECT upshift_ensure_event_partitions('2026-01-01', '2026-01-01')", logger: TestEnvironment.logger)
+                try await insertEvent(on: connection, app: "expenses", install: UUID(), at: Self.at("2026-01-05T00:00:00Z"), version: "1.0")
+                // A detached table the worker did not drop yet (its process died in between).
+                try await connection.query("ALTER TABLE event_log DETACH PARTITION event_log_y2026m01", logger: TestEnvironment.logger)
+            }
+        }
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await harness.run(Self.configuration(harness, folder: folder)) { _ in
+            try await Waits.until("January's table dropped", timeout: .seconds(120)) {
+                try await !Self.partitionExists(harness, "event_log_y2026m01")
+            }
+        }
+    }
+}
