@@ -55,14 +55,14 @@ struct LogCommand: AsyncParsableCommand {
             let exported: (events: Int, resume: String)
             if let output {
                 do {
-                    exported = try await WholeFile.write(URL(fileURLWithPath: output)) { try await export(to: $0) }
+                    exported = try await WholeFile.write(URL(fileURLWithPath: output)) { file in try await export { try await file.write($0) } }
                 } catch let error as CocoaError {
                     throw CommandFailure(description: "--output: cannot write \(output): \(error.localizedDescription)")
                 } catch let error as POSIXError {
                     throw CommandFailure(description: "--output: cannot write \(output): \(error.localizedDescription)")
                 }
             } else {
-                exported = try await export(to: .standardOutput)
+                exported = try await export { try FileHandle.standardOutput.write(contentsOf: $0) }
             }
             FileHandle.standardError.write(
                 Data("exported \(exported.events) events of \(app ?? ""); resume with --since \(exported.resume)\n".utf8))
@@ -97,8 +97,8 @@ struct LogCommand: AsyncParsableCommand {
             print("\(written.file.path): \(written.rows) events of \(month), sha256 \(written.sha256)")
         }
 
-        /// Writes the export to `file`; returns how many events it wrote and the cursor to resume from.
-        private func export(to file: FileHandle) async throws -> (events: Int, resume: String) {
+        /// Writes the export through `output`; returns how many events it wrote and the cursor to resume from.
+        private func export(_ output: @escaping @Sendable (Data) async throws -> Void) async throws -> (events: Int, resume: String) {
             let (app, since, limit, format, gzip) = (try AppID.named(app ?? ""), FeedPosition(cursor: since)!, limit, format, gzip)
             return try await withDatabase { pool, logger in
                 let exporter = EventExporter(pool: pool, logger: logger)
@@ -110,12 +110,12 @@ struct LogCommand: AsyncParsableCommand {
                     throw CommandFailure(description: error.description)
                 }
                 let stream = gzip ? try GzipStream() : nil
-                func write(_ bytes: ByteBuffer) throws { try file.write(contentsOf: Data(bytes.readableBytesView)) }
+                func write(_ bytes: ByteBuffer) async throws { try await output(Data(bytes.readableBytesView)) }
                 let events = try await exporter.write(range, as: format) { page in
                     let bytes = ByteBuffer(string: page)
-                    try write(try stream?.compress(bytes) ?? bytes)
+                    try await write(try stream?.compress(bytes) ?? bytes)
                 }
-                if let stream { try write(try stream.finish()) }
+                if let stream { try await write(try stream.finish()) }
                 return (events, range.through.cursor)
             }
         }

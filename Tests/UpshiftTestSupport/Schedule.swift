@@ -23,7 +23,7 @@ extension Tag {
 /// suites that carry its tag.
 public enum Schedule {
     public static let timed = "AppEditTests|AppStoreImportTests|CatalogPropagationTests|HostileInputTests|IngestionTests|OperatorMetricsTests|OutageTests|ProjectionRunnerTests|RebuildEquivalenceTests|ShutdownTests"
-    public static let alone = "ClientSDKTests|ConnectionLimitsTests|HostLossTests|HotPathTests|ProjectionXidHoldTests|ReplicaReportsTests|RolloutScheduleEndpointTests|SimulationTests|TwoInstancesTests"
+    public static let alone = "ClientSDKTests|ConnectionLimitsTests|HostLossTests|HotPathTests|ProjectionXidHoldTests|ReplicaReportsTests|RetentionTests|RolloutScheduleEndpointTests|SimulationTests|TwoInstancesTests"
 }
 
 /// A suite that runs by itself among the suites of its process: it waits for the one before it to end.

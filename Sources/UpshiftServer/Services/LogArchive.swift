@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOPosix
 import UpshiftCore
 import UpshiftStore
 
@@ -35,13 +36,13 @@ public enum LogArchive {
         var digest = SHA256Stream()
         let rows = try await WholeFile.write(file) { handle in
             let gzip = try GzipStream()
-            func write(_ bytes: ByteBuffer) throws {
+            func write(_ bytes: ByteBuffer) async throws {
                 let data = Data(bytes.readableBytesView)
                 digest.update(data)
-                try handle.write(contentsOf: data)
+                try await handle.write(data)
             }
-            let rows = try await exporter.writeArchive(of: month) { try write(try gzip.compress($0)) }
-            try write(try gzip.finish())
+            let rows = try await exporter.writeArchive(of: month) { try await write(try gzip.compress($0)) }
+            try await write(try gzip.finish())
             let expected = try await exporter.count(of: month)
             guard rows == expected else {
                 throw ArchiveMismatch(description: "\(month): wrote \(rows) rows, the log holds \(expected)")
@@ -50,10 +51,10 @@ public enum LogArchive {
         }
         let sha256 = digest.finish()
         _ = try await WholeFile.write(directory.appendingPathComponent(fileName(month) + ".sha256")) { handle in
-            try handle.write(contentsOf: Data("\(sha256)  \(fileName(month))\n".utf8))
+            try await handle.write(Data("\(sha256)  \(fileName(month))\n".utf8))
         }
         _ = try await WholeFile.write(directory.appendingPathComponent(fileName(month) + ".rows")) { handle in
-            try handle.write(contentsOf: Data("\(rows)\n".utf8))
+            try await handle.write(Data("\(rows)\n".utf8))
         }
         return Written(file: file, rows: rows, sha256: sha256)
     }
@@ -65,30 +66,46 @@ public enum LogArchive {
 }
 
 /// A file that has its name only once it is whole: written to `FILE.partial`, synced, renamed, and its folder
-/// synced; removed if anything fails.
+/// synced; removed if anything fails. Every write, the sync and the rename run on NIO's blocking thread pool:
+/// an `fsync` under a busy disk can take seconds, and on the concurrency pool's few threads it would hold
+/// back every request of the process meanwhile.
 public enum WholeFile {
+    /// Appends to the file being written, off the concurrency pool.
+    public struct Writer: Sendable {
+        let handle: FileHandle
+
+        public func write(_ data: Data) async throws {
+            let handle = handle
+            try await NIOThreadPool.singleton.runIfActive { try handle.write(contentsOf: data) }
+        }
+    }
+
     /// Writes `file` through `FILE.partial`: synced, renamed, and the folder synced, or removed on failure.
-    public static func write<T>(_ file: URL, _ body: (FileHandle) async throws -> T) async throws -> T {
+    public static func write<T>(_ file: URL, _ body: (Writer) async throws -> T) async throws -> T {
         let partial = file.appendingPathExtension("partial")
-        guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: partial.path])
+        let handle: FileHandle = try await NIOThreadPool.singleton.runIfActive {
+            guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: partial.path])
+            }
+            return try FileHandle(forWritingTo: partial)
         }
         do {
-            let handle = try FileHandle(forWritingTo: partial)
             let value: T
             do {
-                value = try await body(handle)
-                try handle.synchronize()
-                try handle.close()
+                value = try await body(Writer(handle: handle))
             } catch {
                 try? handle.close()
                 throw error
             }
-            guard rename(partial.path, file.path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            let folder = open(file.deletingLastPathComponent().path, O_RDONLY)
-            if folder >= 0 {
-                fsync(folder)
-                close(folder)
+            try await NIOThreadPool.singleton.runIfActive {
+                defer { try? handle.close() }
+                try handle.synchronize()
+                guard rename(partial.path, file.path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                let folder = open(file.deletingLastPathComponent().path, O_RDONLY)
+                if folder >= 0 {
+                    fsync(folder)
+                    close(folder)
+                }
             }
             return value
         } catch {
