@@ -292,6 +292,9 @@ public struct BacktestReport: Sendable, Encodable {
     /// Newest version first, then by OS.
     public var rows: [Row]
     public var dataAsOf: Date?
+    /// The instant from which the figures count events (the `eventsFrom` of what the report read); not in
+    /// the JSON: the answer's `Events-From` header says it.
+    public var eventsFrom: Date?
 
     init(app: AppID, platform: Platform, windowDays: Int, now: Date, rows: [Row], dataAsOf: Date?) {
         self.app = app

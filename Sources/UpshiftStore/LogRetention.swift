@@ -101,14 +101,6 @@ public struct LogRetention: Sendable {
         return names
     }
 
-    /// How many events the month's table holds.
-    public func count(_ partition: Partition) async throws -> Int {
-        for try await count in try await pool.query("SELECT count(*)::int8 FROM \(partition.table)", logger: logger).decode(Int.self) {
-            return count
-        }
-        return 0
-    }
-
     /// Records that `partition` is going (before it is detached): the log keeps events from the month's
     /// end, and no export may resume before its last position. The month's catalog events are kept
     /// (`catalog_events_kept`, which the view `catalog_events` reads) in the same transaction.

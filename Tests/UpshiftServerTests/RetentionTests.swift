@@ -47,6 +47,29 @@ import UpshiftWire
         }
     }
 
+    /// A log on 2026-06-10 whose January holds one event.
+    static func januaryWithOneEvent() async throws -> Harness {
+        let harness = try await Harness.make(now: at("2026-06-10T12:00:00Z"))
+        try await harness.sql { client in
+            try await client.withConnection { connection in
+                _ = try await connection.query("SELECT upshift_ensure_event_partitions('2026-01-01', '2026-01-01')", logger: TestEnvironment.logger)
+                try await insertEvent(on: connection, app: "expenses", install: UUID(), at: at("2026-01-05T00:00:00Z"), version: "1.0")
+            }
+        }
+        return harness
+    }
+
+    /// Runs `serve` with retention until January's table is gone.
+    static func serveUntilJanuaryIsDropped(_ harness: Harness) async throws {
+        let folder = try folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await harness.run(configuration(harness, folder: folder)) { _ in
+            try await Waits.until("January's table dropped", timeout: .seconds(120)) {
+                try await !partitionExists(harness, "event_log_y2026m01")
+            }
+        }
+    }
+
     static func configuration(_ harness: Harness, folder: URL) -> AppConfiguration {
         var configuration = harness.configuration()
         var retention = RetentionSettings(months: 2, directory: folder)
@@ -210,13 +233,7 @@ import UpshiftWire
     /// A `DETACH … CONCURRENTLY` cut short (cancelled while it waited for a reader: the partition stays
     /// "detach pending") is finished with `FINALIZE` and dropped by the next pass.
     @Test func aDetachCutShortIsFinishedAndDropped() async throws {
-        let harness = try await Harness.make(now: Self.at("2026-06-10T12:00:00Z"))
-        try await harness.sql { client in
-            try await client.withConnection { connection in
-                _ = try await connection.query("SELECT upshift_ensure_event_partitions('2026-01-01', '2026-01-01')", logger: TestEnvironment.logger)
-                try await insertEvent(on: connection, app: "expenses", install: UUID(), at: Self.at("2026-01-05T00:00:00Z"), version: "1.0")
-            }
-        }
+        let harness = try await Self.januaryWithOneEvent()
         try await harness.sql { client in
             try await client.withConnection { reader in
                 // A reader's open transaction makes the detach wait; cancelling it then leaves it pending.
@@ -244,33 +261,17 @@ import UpshiftWire
         #expect(
             try await harness.count(
                 "SELECT count(*)::int8 FROM pg_inherits WHERE inhrelid = 'event_log_y2026m01'::regclass AND inhdetachpending") == 1)
-        let folder = try Self.folder()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        try await harness.run(Self.configuration(harness, folder: folder)) { _ in
-            try await Waits.until("January's table dropped", timeout: .seconds(120)) {
-                try await !Self.partitionExists(harness, "event_log_y2026m01")
-            }
-        }
+        try await Self.serveUntilJanuaryIsDropped(harness)
     }
 
     /// A month's table detached but not dropped (the instance died in between: it was archived and checked
     /// before it was detached) is dropped by the next pass.
     @Test func aTableDetachedButNotDroppedIsDroppedNext() async throws {
-        let harness = try await Harness.make(now: Self.at("2026-06-10T12:00:00Z"))
+        let harness = try await Self.januaryWithOneEvent()
+        // A detached table the worker did not drop yet (its process died in between).
         try await harness.sql { client in
-            try await client.withConnection { connection in
-                _ = try await connection.query("SELECT upshift_ensure_event_partitions('2026-01-01', '2026-01-01')", logger: TestEnvironment.logger)
-                try await insertEvent(on: connection, app: "expenses", install: UUID(), at: Self.at("2026-01-05T00:00:00Z"), version: "1.0")
-                // A detached table the worker did not drop yet (its process died in between).
-                try await connection.query("ALTER TABLE event_log DETACH PARTITION event_log_y2026m01", logger: TestEnvironment.logger)
-            }
+            _ = try await client.query("ALTER TABLE event_log DETACH PARTITION event_log_y2026m01")
         }
-        let folder = try Self.folder()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        try await harness.run(Self.configuration(harness, folder: folder)) { _ in
-            try await Waits.until("January's table dropped", timeout: .seconds(120)) {
-                try await !Self.partitionExists(harness, "event_log_y2026m01")
-            }
-        }
+        try await Self.serveUntilJanuaryIsDropped(harness)
     }
 }

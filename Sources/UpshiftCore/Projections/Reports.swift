@@ -56,6 +56,13 @@ public struct AdoptionReport: Sendable, Equatable, Encodable {
     public var to: String
     public var days: [Day]
     @ReportTimestamp public var dataAsOf: Date?
+    /// The instant from which the figures count events (the `eventsFrom` of what the report read); not in
+    /// the JSON: the answer's `Events-From` header says it.
+    public var eventsFrom: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case app, platform, from, to, days, dataAsOf
+    }
 
     /// `rows` are `adoption_daily` cells in the range, in any order; every day of the range appears.
     public init(
@@ -133,6 +140,9 @@ public struct ReleaseReport: Sendable, Equatable, Encodable {
     public var curve: [CurvePoint]
     public var health: ReleaseHealth
     @ReportTimestamp public var dataAsOf: Date?
+    /// The instant from which the figures count events (the `eventsFrom` of what the report read); not in
+    /// the JSON: the answer's `Events-From` header says it.
+    public var eventsFrom: Date?
 
     /// The rank k = ⌈q · cohort⌉ whose T is the q-quantile by nearest rank; nil for an empty cohort.
     public static func rank(quantile: Double, cohort: Int) -> Int? {
@@ -255,6 +265,13 @@ public struct PromptFunnelReport: Sendable, Equatable, Encodable {
     public var platform: Platform
     public var funnels: [Funnel]
     @ReportTimestamp public var dataAsOf: Date?
+    /// The instant from which the figures count events (the `eventsFrom` of what the report read); not in
+    /// the JSON: the answer's `Events-From` header says it.
+    public var eventsFrom: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case app, platform, funnels, dataAsOf
+    }
 
     public init(app: AppID, platform: Platform, funnels: [Funnel], dataAsOf: Date?) {
         self.app = app
@@ -318,6 +335,13 @@ public struct MinimumImpactReport: Sendable, Equatable, Encodable {
     public var byVersion: [Row]
     public var byOS: [Row]
     @ReportTimestamp public var dataAsOf: Date?
+    /// The instant from which the figures count events (the `eventsFrom` of what the report read); not in
+    /// the JSON: the answer's `Events-From` header says it.
+    public var eventsFrom: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case app, platform, candidateMinimum, windowDays, activeInstalls, below, unableToUpdate, byVersion, byOS, dataAsOf
+    }
 
     /// Whether an install on `os` could install some release ≥ `minimum`: a live, released one on the
     /// live channel whose OS range admits it (an install that did not report its OS is assumed able).

@@ -42,6 +42,6 @@ extension ReportsController {
         let proposed = try CatalogInput.proposal(body, to: current, platform: platform, now: now)
         let report = try await reports.backtest(
             app: app, platform: platform, windowDays: window, now: now, current: current, proposed: proposed)
-        return try await respond(request, report, csv: nil, name: "preview", dataAsOf: report.dataAsOf)
+        return try respond(request, report, csv: nil, name: "preview", dataAsOf: report.dataAsOf, eventsFrom: report.eventsFrom)
     }
 }

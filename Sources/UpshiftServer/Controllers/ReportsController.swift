@@ -42,7 +42,7 @@ struct ReportsController {
             throw FieldError("from", "the range covers at most \(AdoptionReport.maximumDays) days", kind: .inconsistent)
         }
         let report = try await reports.adoption(app: app, platform: platform, from: from, to: to)
-        return try await respond(request, report, csv: report.csv, name: "adoption", dataAsOf: report.dataAsOf)
+        return try respond(request, report, csv: report.csv, name: "adoption", dataAsOf: report.dataAsOf, eventsFrom: report.eventsFrom)
     }
 
     /// `GET …/reports/releases/{version}?platform=`
@@ -52,8 +52,9 @@ struct ReportsController {
         guard let report = try await reports.release(app: app, platform: platform, version: version) else {
             throw ProblemDetails.notFound("no release \(version) of app \(app) on \(platform) (yet)")
         }
-        return try await respond(
-            request, report, csv: report.csv, name: "release-\(version.normalized)", dataAsOf: report.dataAsOf)
+        return try respond(
+            request, report, csv: report.csv, name: "release-\(version.normalized)", dataAsOf: report.dataAsOf,
+            eventsFrom: report.eventsFrom)
     }
 
     /// `GET …/reports/prompts?platform=[&targetVersion=]`
@@ -61,7 +62,7 @@ struct ReportsController {
         let (app, platform, query) = try scope(request, context, allowed: ["platform", "targetVersion"])
         let target = try version(query, "targetVersion")
         let report = try await reports.funnels(app: app, platform: platform, target: target)
-        return try await respond(request, report, csv: report.csv, name: "prompts", dataAsOf: report.dataAsOf)
+        return try respond(request, report, csv: report.csv, name: "prompts", dataAsOf: report.dataAsOf, eventsFrom: report.eventsFrom)
     }
 
     /// `GET …/reports/minimum-impact?platform=&version=[&window=]`
@@ -74,7 +75,7 @@ struct ReportsController {
             "window", default: MinimumImpactReport.defaultWindowDays,
             range: 1...MinimumImpactReport.maximumWindowDays)
         let report = try await reports.minimumImpact(app: app, platform: platform, minimum: minimum, windowDays: window)
-        return try await respond(request, report, csv: report.csv, name: "minimum-impact", dataAsOf: report.dataAsOf)
+        return try respond(request, report, csv: report.csv, name: "minimum-impact", dataAsOf: report.dataAsOf, eventsFrom: report.eventsFrom)
     }
 
     /// The app (known), the required platform and the query; unknown parameters are refused.
@@ -118,8 +119,8 @@ struct ReportsController {
     /// The report as JSON (keys sorted), or as its CSV (when it has one) for `Accept: text/csv`; with
     /// `Data-As-Of` and `Events-From`.
     func respond(
-        _ request: Request, _ report: some Encodable, csv: String?, name: String, dataAsOf: Date?
-    ) async throws -> Response {
+        _ request: Request, _ report: some Encodable, csv: String?, name: String, dataAsOf: Date?, eventsFrom: Date?
+    ) throws -> Response {
         let accept = request.headers[.accept] ?? ""
         var response: Response
         if let csv, accept.contains("text/csv") {
@@ -136,7 +137,7 @@ struct ReportsController {
             response = try JSONResponse.make(report, encoder: encoder)
         }
         if let dataAsOf { response.headers[Self.dataAsOfHeader] = Timestamp.format(dataAsOf) }
-        if let from = try await reports.store.eventsFrom() { response.headers[Self.eventsFromHeader] = Timestamp.format(from) }
+        if let eventsFrom { response.headers[Self.eventsFromHeader] = Timestamp.format(eventsFrom) }
         return response
     }
 }

@@ -15,7 +15,9 @@ struct ReportService: Sendable {
 
     func adoption(app: AppID, platform: Platform, from: UTCDay, to: UTCDay) async throws -> AdoptionReport {
         let read = try await store.adoption(app: app, platform: platform, from: from, to: to)
-        return AdoptionReport(app: app, platform: platform, from: from, to: to, rows: read.value, dataAsOf: read.dataAsOf)
+        var report = AdoptionReport(app: app, platform: platform, from: from, to: to, rows: read.value, dataAsOf: read.dataAsOf)
+        report.eventsFrom = read.eventsFrom
+        return report
     }
 
     /// Nil when the app has no such release (yet).
@@ -31,15 +33,19 @@ struct ReportService: Sendable {
             previous: previous.map {
                 ReleaseHealth.Input(version: $0.version.normalized, releasedAt: $0.releasedAt, days: figures.previousHealth)
             }, now: now)
-        return ReleaseReport(
+        var report = ReleaseReport(
             app: app, platform: platform, version: version.normalized, releasedAt: figures.releasedAt, now: now,
             cohort: figures.cohort, updatedByDay: figures.updatedByDay, medianMilliseconds: figures.medianMilliseconds,
             p90Milliseconds: figures.p90Milliseconds, health: health, dataAsOf: read.dataAsOf)
+        report.eventsFrom = read.eventsFrom
+        return report
     }
 
     func funnels(app: AppID, platform: Platform, target: Version?) async throws -> PromptFunnelReport {
         let read = try await store.funnels(app: app, platform: platform, target: target)
-        return PromptFunnelReport(app: app, platform: platform, funnels: read.value, dataAsOf: read.dataAsOf)
+        var report = PromptFunnelReport(app: app, platform: platform, funnels: read.value, dataAsOf: read.dataAsOf)
+        report.eventsFrom = read.eventsFrom
+        return report
     }
 
     /// The policy backtest of `proposed` against `current` (both as the check would serve them) at `now`.
@@ -59,18 +65,22 @@ struct ReportService: Sendable {
         let read = try await store.backtestInstalls(
             app: app, platform: platform, since: since, idsBelow: idsBelow,
             channelMatters: Backtest.channelMatters(platform: platform, catalogs: [current, proposed]))
-        return try await Backtest.run(
+        var report = try await Backtest.run(
             app: app, platform: platform, windowDays: windowDays, now: now, current: current, proposed: proposed,
             counts: read.value.counts, installs: read.value.installs, dataAsOf: read.dataAsOf)
+        report.eventsFrom = read.eventsFrom
+        return report
     }
 
     func minimumImpact(app: AppID, platform: Platform, minimum: Version, windowDays: Int) async throws -> MinimumImpactReport {
         let now = clock.now()
         let since = now.addingTimeInterval(-Double(windowDays) * 86_400)
         let read = try await store.activeInstalls(app: app, platform: platform, since: since)
-        return MinimumImpactReport(
+        var report = MinimumImpactReport(
             app: app, platform: platform, minimum: minimum, windowDays: windowDays,
             releases: snapshot.app(app)?.catalog.releases[platform] ?? [], now: now, groups: read.value,
             dataAsOf: read.dataAsOf)
+        report.eventsFrom = read.eventsFrom
+        return report
     }
 }

@@ -9,6 +9,10 @@ public struct ReportRead<Value: Sendable>: Sendable {
     /// The `recorded_at` of the newest event the projections the report read had applied, in the same
     /// snapshot as `value`: the oldest of them when it read several, nil while one has applied none.
     public var dataAsOf: Date?
+    /// The instant from which those projections count events, in the same snapshot: the latest start of
+    /// the ones read when retention had dropped months of the log before they were built; nil when they
+    /// count the whole log (docs/OPERATIONS.md, "Retention").
+    public var eventsFrom: Date?
 }
 
 /// The report queries (docs/PROJECTIONS.md, "What the reports count"), over the active generation of
@@ -62,29 +66,21 @@ public struct ReportStore: Sendable {
             try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
             var generations: [String: Int] = [:]
             var recorded: [String: Date?] = [:]
-            for try await (name, generation, maxRecordedAt) in try await connection.query(
-                "SELECT name, generation, max_recorded_at FROM projections WHERE state = 'active'", logger: logger
-            ).decode((String, Int, Date?).self) {
+            var historyFrom: [String: Date] = [:]
+            for try await (name, generation, maxRecordedAt, from) in try await connection.query(
+                "SELECT name, generation, max_recorded_at, history_from FROM projections WHERE state = 'active'", logger: logger
+            ).decode((String, Int, Date?, Date?).self) {
                 generations[name] = generation
                 recorded[name] = maxRecordedAt
+                historyFrom[name] = from
             }
             for name in projections where generations[name] == nil { throw NotReady(projection: name) }
             let value = try await body(connection, Tables(generations: generations))
             // The oldest of the projections read; one that has applied nothing makes it nil.
             let times = projections.map { recorded[$0] ?? nil }
             let dataAsOf = times.contains { $0 == nil } ? nil : times.compactMap { $0 }.min()
-            return ReportRead(value: value, dataAsOf: dataAsOf)
+            return ReportRead(value: value, dataAsOf: dataAsOf, eventsFrom: projections.compactMap { historyFrom[$0] }.max())
         }
-    }
-
-    /// The instant from which the active generations count events: nil when each read the log from its
-    /// first event; after retention dropped months before a generation was built, the latest such start
-    /// (docs/OPERATIONS.md, "Retention").
-    public func eventsFrom() async throws -> Date? {
-        for try await from in try await pool.query(
-            "SELECT max(history_from) FROM projections WHERE state = 'active'", logger: logger
-        ).decode(Date?.self) { return from }
-        return nil
     }
 
     /// `adoption_daily` cells of an app and platform within [from, to].
@@ -143,7 +139,7 @@ public struct ReportStore: Sendable {
             }
             return figures
         }
-        return found.value.map { ReportRead(value: $0, dataAsOf: found.dataAsOf) }
+        return found.value.map { ReportRead(value: $0, dataAsOf: found.dataAsOf, eventsFrom: found.eventsFrom) }
     }
 
     /// The health cohorts of `versions` (``HealthCohortCell``, from `release_health`), and whether each has
