@@ -148,6 +148,10 @@ import UpshiftWire
                 .GET, "/v1/apps/expenses/reports/adoption?platform=ios&from=2026-01-15&to=2026-01-15", key: harness.readKey)
             #expect(january.status == 200)
             #expect(january.headers["Events-From"].isEmpty)
+            var browser = DashboardTests.Browser(server: server)
+            _ = try await browser.signIn(harness.readKey)
+            let overview = "/dashboard/apps/expenses?platform=ios&days=180"
+            #expect(try await !browser.get(overview).text.contains("id=\"events-from\""))
             #expect(try january.value()["days"]?.arrayValue?.first?["activeInstalls"]?.intValue == 6, "\(january.text)")
             // The catalog's history still holds January's policy.
             let history = try await server.send(.GET, "/v1/apps/expenses/history", key: harness.readKey)
@@ -173,6 +177,9 @@ import UpshiftWire
             let after = try await server.send(
                 .GET, "/v1/apps/expenses/reports/adoption?platform=ios&from=2026-01-15&to=2026-01-15", key: harness.readKey)
             #expect(after.headers["Events-From"].first == "2026-04-01T00:00:00.000Z", "\(after.headers)")
+            // The dashboard's adoption says it too.
+            let page = try await browser.get(overview).text
+            #expect(page.contains("Counted from events since <time datetime=\"2026-04-01T00:00:00.000Z\">2026-04-01 00:00 UTC</time>"))
             #expect(try after.value()["days"]?.arrayValue?.first?["activeInstalls"]?.intValue == 0, "\(after.text)")
         }
     }

@@ -32,13 +32,23 @@ enum Figures {
     }
 
     /// How fresh the figures of a page are: the `dataAsOf` of its reports (the oldest, when it shows
-    /// several; nil while one has applied no event), so that replica lag and projection lag show.
-    static func dataAsOf(_ dates: Date?...) -> HTML {
+    /// several; nil while one has applied no event), so that replica lag and projection lag show. With
+    /// the `eventsFrom` of its reports (the latest that is set), as their `Events-From` header says it: from
+    /// when they count events, once retention dropped older months their projections never read.
+    static func dataAsOf(_ dates: Date?..., eventsFrom: Date?...) -> HTML {
+        var since: HTML = ""
+        if let latest = eventsFrom.compactMap({ $0 }).max() {
+            let stamp = Timestamp.format(latest)
+            since = """
+                <p class="muted" id="events-from">Counted from events since <time datetime="\(stamp)">\(minute(latest))</time>: \
+                older months of the log were dropped by retention</p>
+                """
+        }
         guard !dates.contains(where: { $0 == nil }), let oldest = dates.compactMap({ $0 }).min() else {
-            return "<p class=\"muted\" id=\"data-as-of\">Data as of: no event applied yet</p>"
+            return "<p class=\"muted\" id=\"data-as-of\">Data as of: no event applied yet</p>\(since)"
         }
         let stamp = Timestamp.format(oldest)
         let shown = stamp.prefix(19).replacingOccurrences(of: "T", with: " ")
-        return "<p class=\"muted\" id=\"data-as-of\">Data as of <time datetime=\"\(stamp)\">\(shown) UTC</time></p>"
+        return "<p class=\"muted\" id=\"data-as-of\">Data as of <time datetime=\"\(stamp)\">\(shown) UTC</time></p>\(since)"
     }
 }

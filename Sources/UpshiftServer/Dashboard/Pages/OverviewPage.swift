@@ -78,7 +78,7 @@ enum OverviewPage {
         return """
             \(saved)\(warnings)\(pending)<div class="choices" aria-label="Platform">Platform: \(platforms)</div>
             <div class="choices" aria-label="Range">Range: \(ranges)</div>
-            <h2 id="adoption">Adoption</h2>\(model.pending == nil ? Figures.dataAsOf(model.report.dataAsOf) : "")
+            <h2 id="adoption">Adoption</h2>\(model.pending == nil ? Figures.dataAsOf(model.report.dataAsOf, eventsFrom: model.report.eventsFrom) : "")
             <figure aria-labelledby="adoption">\(chart.svg)</figure>
             <ul class="legend" aria-label="Versions, newest first">\(legend)</ul>
             <details><summary>Adoption as a table</summary><div class="scroll"><table><thead><tr><th scope="col">Day</th>\

@@ -65,7 +65,7 @@ enum ReleasePage {
                 """
         return """
             <p class="muted">Released \(report.releasedAt). Cohort: installs seen below \(report.version) before the release.</p>
-            \(Figures.dataAsOf(report.dataAsOf, model.funnels.dataAsOf))
+            \(Figures.dataAsOf(report.dataAsOf, model.funnels.dataAsOf, eventsFrom: report.eventsFrom, model.funnels.eventsFrom))
             <div class="figures">\(boxes)</div>
             <h2 id="curve">Time to update</h2>
             <figure aria-labelledby="curve">\(CurveChart(points: report.curve).svg)</figure>

@@ -146,7 +146,7 @@ enum RolloutPage {
         let byReason = reasons.map { row("reason \($0)", report.today.reasons[$0] ?? 0, report.proposed.reasons[$0] ?? 0) }
         return """
             <section aria-labelledby="backtest"><h3 id="backtest">What the check would answer: \(title)</h3>
-            \(Figures.dataAsOf(report.dataAsOf))
+            \(Figures.dataAsOf(report.dataAsOf, eventsFrom: report.eventsFrom))
             <div class="figures"><div class="figure"><b>\(Figures.count(report.installs))</b><span>installs active in \(report.windowDays) days</span></div>\
             <div class="figure"><b id="backtest-changed">\(Figures.count(report.changed))</b><span>would get another answer</span></div></div>
             <div class="scroll"><table><thead><tr><th scope="col">Answer</th><th class="n" scope="col">Today</th>\
@@ -260,7 +260,7 @@ enum RolloutPage {
         }
         return """
             <section aria-labelledby="impact"><h3 id="impact">Impact of minimum \(impact.candidateMinimum)</h3>
-            \(Figures.dataAsOf(impact.dataAsOf))
+            \(Figures.dataAsOf(impact.dataAsOf, eventsFrom: impact.eventsFrom))
             <div class="figures"><div class="figure"><b>\(Figures.count(impact.activeInstalls))</b><span>active in \(impact.windowDays) days</span></div>\
             <div class="figure"><b id="impact-below">\(Figures.count(impact.below))</b><span>below \(impact.candidateMinimum)</span></div>\
             <div class="figure"><b id="impact-blocked">\(Figures.count(impact.wouldBeBlocked))</b><span>would see a blocking screen</span></div>\
