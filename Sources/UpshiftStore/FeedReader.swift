@@ -27,15 +27,41 @@ public struct FeedReader: Sendable {
         }
     }
 
-    static func read(on connection: StoreConnection, after position: FeedPosition, limit: Int, logger: Logger)
-        async throws -> [ProjectionEvent]
-    {
+    /// Below `keptThrough` (the last place in the feed a dropped event had, ``LogRetention``), the catalog
+    /// events kept from dropped months are read too, each at its place.
+    static func read(
+        on connection: StoreConnection, after position: FeedPosition, limit: Int, keptThrough: FeedPosition? = nil,
+        logger: Logger
+    ) async throws -> [ProjectionEvent] {
+        if let keptThrough, position < keptThrough {
+            return try await readWithKept(on: connection, after: position, limit: limit, logger: logger)
+        }
         // The ORDER BY names the table's columns: the output column `tx_id::text` would sort as text.
         let rows = try await connection.query(
             """
             SELECT \(columns) FROM event_log
             WHERE (tx_id, position) > (\(String(position.transaction))::text::xid8, \(position.position))
               AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY event_log.tx_id, event_log.position
+            LIMIT \(limit)
+            """ as SQL, logger: logger)
+        return try await decode(rows, reserving: limit)
+    }
+
+    /// The log's events after `position` and the kept catalog events (`catalog_events_kept`) after it, in the
+    /// feed's order: what a generation built after months were dropped reads first.
+    private static func readWithKept(on connection: StoreConnection, after position: FeedPosition, limit: Int, logger: Logger)
+        async throws -> [ProjectionEvent]
+    {
+        let after: SQL = "(\(String(position.transaction))::text::xid8, \(position.position))"
+        let rows = try await connection.query(
+            """
+            SELECT \(columns) FROM (
+                SELECT \(rowColumns) FROM event_log
+                WHERE (tx_id, position) > \(after) AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+                UNION ALL
+                \(keptCatalogEvents) AND (tx_id, position) > \(after)
+            ) AS event_log
             ORDER BY event_log.tx_id, event_log.position
             LIMIT \(limit)
             """ as SQL, logger: logger)
@@ -57,6 +83,17 @@ public struct FeedReader: Sendable {
         for try await count in rows.decode(Int.self) { return count }
         return 0
     }
+
+    /// The log's columns that `columns` reads, for a union with ``keptCatalogEvents``.
+    static let rowColumns: SQL =
+        "tx_id, position, event_id, occurred_at, recorded_at, app_id, type, install_id, platform, app_version, data"
+
+    /// The catalog events kept from dropped months with their places in the feed, as rows of the log
+    /// (``rowColumns``); a condition may follow (`AND …`).
+    static let keptCatalogEvents: SQL = """
+        SELECT tx_id, position, event_id, occurred_at, recorded_at, app_id, type, NULL::uuid, NULL::text, NULL::text, data
+        FROM catalog_events_kept WHERE tx_id IS NOT NULL
+        """
 
     /// What a projection reads of an event (`ProjectionEvent`), each column named as `decode` reads it.
     static let columns: SQL = """

@@ -109,8 +109,8 @@ public struct LogRetention: Sendable {
             try await connection.query(
                 """
                 INSERT INTO catalog_events_kept
-                    (event_id, occurred_at, recorded_at, app_id, type, stream_id, stream_version, data)
-                SELECT event_id, occurred_at, recorded_at, app_id, type, stream_id, stream_version, data
+                    (event_id, occurred_at, recorded_at, app_id, type, stream_id, stream_version, data, tx_id, position)
+                SELECT event_id, occurred_at, recorded_at, app_id, type, stream_id, stream_version, data, tx_id, position
                 FROM \(partition.table) WHERE stream_id IS NOT NULL
                 ON CONFLICT DO NOTHING
                 """, logger: logger)

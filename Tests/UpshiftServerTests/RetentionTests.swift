@@ -102,6 +102,10 @@ import UpshiftWire
                         .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
                         json: .object(["enabled": .bool(true), "minimumVersion": .string("1.0.0")]), headers: [("If-Match", "\"0\"")])
                     #expect(policy.status == 200, "\(policy.text)")
+                    // And a release: the release report of a rebuilt generation still knows it.
+                    let release = try await server.send(
+                        .POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: DashboardTests.release("2.0"))
+                    #expect(release.status == 201, "\(release.text)")
                     try await harness.waitForProjections()
                     let page = try await server.send(.GET, "/v1/apps/expenses/events/export?limit=3", key: harness.adminKey)
                     cursor = page.headers["Upshift-Cursor"].first ?? "0:0"
@@ -181,6 +185,27 @@ import UpshiftWire
             let page = try await browser.get(overview).text
             #expect(page.contains("Counted from events since <time datetime=\"2026-04-01T00:00:00.000Z\">2026-04-01 00:00 UTC</time>"))
             #expect(try after.value()["days"]?.arrayValue?.first?["activeInstalls"]?.intValue == 0, "\(after.text)")
+            // A rebuilt release_cohorts reads the catalog events kept from January first, as the feed had them:
+            // the release added then still has its report (its cohort counts from April's events).
+            let cohorts = try await BinaryTests.command(
+                ["projections", "rebuild", "release_cohorts", "--accept-shorter-history"], databaseURL: harness.databaseURL)
+            #expect(cohorts.status == 0, "\(cohorts.error)")
+            let release = try await server.send(.GET, "/v1/apps/expenses/reports/releases/2.0?platform=ios", key: harness.readKey)
+            #expect(release.status == 200, "\(release.text)")
+            #expect(try release.value()["releasedAt"] == .string("2026-01-01T00:00:00.000Z"), "\(release.text)")
+            #expect(release.headers["Events-From"].first == "2026-04-01T00:00:00.000Z", "\(release.headers)")
+            // So does a set-based catch-up (a long log's rebuild), which reads the releases in one statement.
+            let backfilled = try await harness.sql { client in
+                var settings = ProjectionSettings()
+                settings.backfillThreshold = 0
+                let runner = ProjectionRunner(
+                    store: ProjectionStore(client: client, logger: TestEnvironment.logger), settings: settings,
+                    logger: TestEnvironment.logger)
+                return try await runner.rebuild(try #require(Projections.named("release_cohorts")), acceptShorterHistory: true) { _ in }
+            }
+            #expect(backfilled.state == .active)
+            let afterCatchUp = try await server.send(.GET, "/v1/apps/expenses/reports/releases/2.0?platform=ios", key: harness.readKey)
+            #expect(afterCatchUp.status == 200 && afterCatchUp.text.contains("2026-01-01T00:00:00"), "\(afterCatchUp.text)")
         }
     }
 

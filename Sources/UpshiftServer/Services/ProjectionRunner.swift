@@ -247,11 +247,12 @@ public final class ProjectionRunner: Service, Sendable {
         // follows how long the last took (at most `batchSize` events).
         var limit = min(settings.batchSize, Backfill.firstTargetedWrite)
         var refused = false
+        let keptThrough = try await leader.keptThrough()
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }
             let seen = signal.count
             let checkpoint = current.checkpoint
-            let events = try await leader.read(after: checkpoint, limit: limit)
+            let events = try await leader.read(after: checkpoint, limit: limit, keptThrough: keptThrough)
             if current.state == .active {
                 let behind =
                     events.count < limit

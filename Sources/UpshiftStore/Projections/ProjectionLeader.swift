@@ -21,11 +21,27 @@ public struct ProjectionLeader: Sendable {
         }
     }
 
-    /// The next at most `limit` events of the gap-free feed after `position`, on the leader's connection.
-    public func read(after position: FeedPosition, limit: Int) async throws -> [ProjectionEvent] {
+    /// The next at most `limit` events of the gap-free feed after `position`, on the leader's connection;
+    /// below `keptThrough` (``keptThrough()``) with the catalog events kept from dropped months.
+    public func read(after position: FeedPosition, limit: Int, keptThrough: FeedPosition? = nil) async throws -> [ProjectionEvent] {
         let logger = self.logger
         return try await bounded { connection in
-            try await FeedReader.read(on: connection, after: position, limit: limit, logger: logger)
+            try await FeedReader.read(on: connection, after: position, limit: limit, keptThrough: keptThrough, logger: logger)
+        }
+    }
+
+    /// The last place in the feed a dropped event had (``LogRetention``); nil while retention dropped
+    /// nothing. Only a generation that starts below it (one built after the drop) has kept catalog events
+    /// ahead of it: retention drops no month a generation has not passed.
+    public func keptThrough() async throws -> FeedPosition? {
+        let logger = self.logger
+        return try await bounded { connection in
+            for try await (tx, position) in try await connection.query(
+                "SELECT dropped_tx::text, dropped_pos FROM log_retention", logger: logger
+            ).decode((String, Int64).self) {
+                return FeedPosition(transaction: UInt64(tx) ?? 0, position: position)
+            }
+            return nil
         }
     }
 

@@ -230,14 +230,19 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
     }
 
     public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
-        // The releases as the fold reads them from the catalog events, and the first release of each
-        // app: the fold reads an app's events (and dead-letters those it cannot read) only after it.
+        // The releases as the fold reads them from the catalog events (those kept from dropped months
+        // first, as the feed reads them), and the first release of each app: the fold reads an app's
+        // events (and dead-letters those it cannot read) only after it.
         let releaseKinds = [CatalogEvent.Kind.releaseAdded.rawValue, CatalogEvent.Kind.releaseUpdated.rawValue]
         let barriers = try await FeedReader.decode(
             connection.query(
                 """
-                SELECT \(FeedReader.columns) FROM event_log e
-                WHERE \(backfill.included) AND e.install_id IS NULL AND e.type = ANY(\(releaseKinds)::text[])
+                SELECT \(FeedReader.columns) FROM (
+                    SELECT \(FeedReader.rowColumns) FROM event_log e
+                    WHERE \(backfill.included) AND e.install_id IS NULL AND e.type = ANY(\(releaseKinds)::text[])
+                    UNION ALL
+                    \(FeedReader.keptCatalogEvents) AND type = ANY(\(releaseKinds)::text[])
+                ) AS e
                 ORDER BY e.tx_id, e.position
                 """ as SQL, logger: backfill.logger))
         var releases: [TrackedRelease.Key: TrackedRelease] = [:]
