@@ -26,13 +26,17 @@ extension FeedPosition {
     /// The cursor of an export: `tx_id:position`, both decimal (`0:0` is before the first event).
     public var cursor: String { "\(transaction):\(position)" }
 
-    /// The position of `cursor` (`tx_id:position`); nil unless it is two decimal numbers in range, with
-    /// nothing else around them.
+    /// The position of `cursor` (`tx_id:position`); nil unless it is two decimal numbers of at most 20 and
+    /// 19 digits (`^[0-9]{1,20}:[0-9]{1,19}$`), with nothing else around them. A number past what the log
+    /// can hold (`xid8`, `bigint`) reads as the largest, which is what it means: a `tx_id` past every
+    /// transaction (an export answers that such a cursor is ahead of the log), a position past every event
+    /// of its transaction.
     public init?(cursor: some StringProtocol) {
         let parts = cursor.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 20 && $0.utf8.allSatisfy { (48...57).contains($0) } }),
-            let transaction = UInt64(parts[0]), let position = Int64(parts[1])
-        else { return nil }
+        guard parts.count == 2, zip(parts, [20, 19]).allSatisfy({ part, digits in
+            !part.isEmpty && part.utf8.count <= digits && part.utf8.allSatisfy { (48...57).contains($0) }
+        }) else { return nil }
+        let (transaction, position) = (UInt64(parts[0]) ?? .max, Int64(parts[1]) ?? .max)
         self.init(transaction: transaction, position: position)
     }
 }

@@ -12,12 +12,16 @@ import UpshiftCore
             #expect(position.map { FeedPosition(cursor: $0.cursor) } == position, "\(text)")
         }
         #expect(FeedPosition(cursor: "1109172:4") == FeedPosition(transaction: 1_109_172, position: 4))
+        // Past what the log can number: the largest, after every transaction or every event of one.
+        #expect(FeedPosition(cursor: "18446744073709551616:0") == FeedPosition(transaction: .max, position: 0))
+        #expect(FeedPosition(cursor: "99999999999999999999:9999999999999999999") == FeedPosition(transaction: .max, position: .max))
+        #expect(FeedPosition(cursor: "7:9223372036854775808") == FeedPosition(transaction: 7, position: .max))
         #expect(FeedPosition.start.cursor == "0:0")
     }
 
     @Test(arguments: [
         "", ":", "1:", ":1", "1", "1:2:3", "-1:0", "1:-2", "+1:0", " 1:0", "1:0 ", "1/0", "a:b", "1.0:2", "0x1:0",
-        "18446744073709551616:0", "0:9223372036854775808", "1:２", String(repeating: "1", count: 21) + ":0",
+        "1:２", String(repeating: "1", count: 21) + ":0", "0:" + String(repeating: "0", count: 20),
     ])
     func anythingElseIsNoCursor(_ text: String) {
         #expect(FeedPosition(cursor: text) == nil)
