@@ -13,7 +13,7 @@ public struct ProjectionSettings: Sendable {
     /// The longest a transaction of the runner that writes (a batch, a write of a catch-up's step) may hold
     /// a transaction id (`UPSHIFT_PROJECTION_MAX_XID_SECONDS`): while one does, every feed in the cluster
     /// waits for it (docs/ARCHITECTURE.md, "The horizon is cluster-wide"). Each such transaction is sized
-    /// by how long the last one took to take about a fifth of this (``xidTarget``), so that a slower machine,
+    /// by how long the last ones took to take about a fifth of this (``xidTarget``), so that a slower machine,
     /// a larger event or a colder cache still leaves it well within the bound.
     public var maximumXidHold: Duration = .seconds(5)
     /// A statement of a runner (a read, or a whole batch) taking longer has its connection closed, and

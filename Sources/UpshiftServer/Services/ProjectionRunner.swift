@@ -244,18 +244,18 @@ public final class ProjectionRunner: Service, Sendable {
         }
         // Batches are sized by time, as a catch-up's writes: each holds a transaction id, and with it the
         // feeds of every projection in the cluster, while it writes. The first is small; each next one
-        // follows how long the last took (at most `batchSize` events).
-        var limit = min(settings.batchSize, Backfill.firstTargetedWrite)
+        // follows how long the last ones took (at most `batchSize` events, `WriteSizer`).
+        var sizer = WriteSizer(maximum: settings.batchSize)
         var refused = false
         let keptThrough = try await leader.keptThrough()
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }
             let seen = signal.count
             let checkpoint = current.checkpoint
-            let events = try await leader.read(after: checkpoint, limit: limit, keptThrough: keptThrough)
+            let events = try await leader.read(after: checkpoint, limit: sizer.rows, keptThrough: keptThrough)
             if current.state == .active {
                 let behind =
-                    events.count < limit
+                    events.count < sizer.rows
                     ? events.count : try await leader.backlog(after: checkpoint, cap: Lag.cap)
                 lag.events.set(behind)
                 lag.seconds.set(events.first.map { max(0, Date().timeIntervalSince($0.recordedAt)) } ?? 0)
@@ -290,8 +290,8 @@ public final class ProjectionRunner: Service, Sendable {
                 // one that was quick (the live load, a few events at a time) leaves the limit as it is.
                 let took = ContinuousClock.now - began
                 let target = settings.xidTarget(rebuilding: current.state == .building)
-                if batch.count >= limit || took > target {
-                    limit = Backfill.nextRowsPerWrite(after: batch.count, took: took, target: target, maximum: settings.batchSize)
+                if batch.count >= sizer.rows || took > target {
+                    sizer.record(rows: batch.count, took: took, target: target)
                 }
                 current = result.checkpoint
                 progress?(current)

@@ -32,10 +32,10 @@ public struct Backfill: Sendable {
         /// Rows per transaction of a step that writes a row per install (or more); with ``writeTarget``,
         /// the most.
         public var rowsPerWrite = 20_000
-        /// When set, the rows of each such transaction follow how long the last one took, so that each
+        /// When set, the rows of each such transaction follow how long the last ones took, so that each
         /// holds a transaction id (and with it every feed, docs/ARCHITECTURE.md, "The horizon is
         /// cluster-wide") about this long: for a rebuild, beside projections that serve
-        /// (``nextRowsPerWrite(after:took:target:maximum:)``).
+        /// (``WriteSizer``).
         public var writeTarget: Duration?
         /// After each step, a pause this many times as long as the step (0: none), leaving the machine
         /// to the projections that serve meanwhile; above 0 the statements also run without parallel
@@ -178,7 +178,7 @@ public struct Backfill: Sendable {
         guard index > progress.committed else { return }
         let started = ContinuousClock.now
         let logger = logger
-        var rows = options.writeTarget == nil ? options.rowsPerWrite : min(options.rowsPerWrite, Self.firstTargetedWrite)
+        var sizer = WriteSizer(maximum: options.rowsPerWrite)
         try await connection.transaction(logger: logger) { connection in
             try await connection.query("CLOSE ALL", logger: logger)
             try await connection.query("DECLARE backfill_rows NO SCROLL CURSOR WITH HOLD FOR \(select)", logger: logger)
@@ -187,6 +187,7 @@ public struct Backfill: Sendable {
             var first = true
             while true {
                 let began = ContinuousClock.now
+                let rows = options.writeTarget == nil ? options.rowsPerWrite : sizer.rows
                 let last = try await connection.transaction(logger: logger) { connection in
                     if first && progress.interrupted == index { try await connection.query(clear, logger: logger) }
                     let last = try await write(connection, rows) < rows
@@ -199,8 +200,7 @@ public struct Backfill: Sendable {
                 first = false
                 if last { break }
                 if let target = options.writeTarget {
-                    rows = Self.nextRowsPerWrite(
-                        after: rows, took: ContinuousClock.now - began, target: target, maximum: options.rowsPerWrite)
+                    sizer.record(rows: rows, took: ContinuousClock.now - began, target: target)
                 }
                 try await options.afterWrite?(projection, name)
             }
@@ -210,18 +210,6 @@ public struct Backfill: Sendable {
             throw error
         }
         try await finished(step: index, name, started: started)
-    }
-
-    /// Rows of the first write of a step with a ``Options/writeTarget``.
-    public static let firstTargetedWrite = 1_000
-
-    /// Rows of the next write after one of `rows` rows that took `took`, so that it takes about
-    /// `target`: in proportion, growing at most twofold from one write to the next, between 100 and
-    /// `maximum`.
-    public static func nextRowsPerWrite(after rows: Int, took: Duration, target: Duration, maximum: Int) -> Int {
-        let ratio = took > .zero ? target / took : 2
-        let next = Double(rows) * min(2, ratio)
-        return max(min(100, maximum), min(maximum, next.isFinite ? Int(next) : maximum))
     }
 
     /// Counts step `index` as done, in the transaction that commits it.
