@@ -89,3 +89,12 @@ extension Event {
         return nil
     }
 }
+
+/// The types of events only the server writes: a client that posts one is refused (`reserved_type`).
+public enum ServerEventType: String, Sendable, CaseIterable {
+    /// A check the server answered, with the install that asked.
+    case checked
+    /// An install's events were erased (docs/OPERATIONS.md, "Erasure"): a mark in the log that holds no
+    /// identifier of the install, only the erasure's id.
+    case installForgotten = "install_forgotten"
+}

@@ -34,12 +34,11 @@ public struct EventValidator: Sendable {
         }
         let id = try uuid(event, .id)
         guard let typeName = event[.type] else { throw EventRejection.missing(.type) }
+        if let reserved = ServerEventType(rawValue: typeName) {
+            throw EventRejection(code: "reserved_type", field: "type", message: "\(reserved.rawValue) events are written by the server only")
+        }
         guard let type = EventType(rawValue: typeName) else {
             throw EventRejection(code: "unknown_type", field: "type", message: "unknown event type")
-        }
-        guard type != .checked else {
-            throw EventRejection(
-                code: "reserved_type", field: "type", message: "checked events are written by the server only")
         }
         if let claimed = event[.appId], claimed != appId.rawValue {
             throw EventRejection(code: "app_mismatch", field: "appId", message: "appId is not the key's app")

@@ -86,19 +86,9 @@ public struct LogRetention: Sendable {
     /// event of `partition` yet, and each of `projections` that has no active generation at all (a first
     /// start has not created it yet: it will read the whole log): while there is one, the month stays.
     public func generationsBehind(_ partition: Partition, projections: [String]) async throws -> [String] {
-        let rows = try await pool.query(
-            """
-            SELECT p.name || ':' || p.generation FROM projections p
-            WHERE p.state IN ('active', 'building')
-              AND EXISTS (SELECT 1 FROM \(partition.table) e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos))
-            UNION ALL
-            SELECT n || ' (no active generation yet)' FROM unnest(\(projections)::text[]) AS n
-            WHERE NOT EXISTS (SELECT 1 FROM projections p WHERE p.name = n AND p.state = 'active')
-            ORDER BY 1
-            """, logger: logger)
-        var names: [String] = []
-        for try await name in rows.decode(String.self) { names.append(name) }
-        return names
+        try await ProjectionStore.generationsBehind(
+            "EXISTS (SELECT 1 FROM \(partition.table) e WHERE (e.tx_id, e.position) > (p.last_tx, p.last_pos))",
+            projections: projections, on: pool, logger: logger)
     }
 
     /// Records that `partition` is going (before it is detached): the log keeps events from the month's

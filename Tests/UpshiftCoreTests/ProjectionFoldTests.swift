@@ -32,6 +32,48 @@ import UpshiftCore
         #expect(UTCDay("2025-02-29") == nil && UTCDay("2025-1-01") == nil)
     }
 
+    /// Erasing an install takes out of adoption and health exactly what the fold counted of it: of open
+    /// days as their stored state says, of closed days (state pruned) from its erased events.
+    @Test func forgettingAnInstallTakesOutWhatTheFoldCountedOfIt() throws {
+        let start = try #require(Timestamp.parse("2026-03-01T08:00:00.000Z"))
+        let (install, other) = (UUID(), UUID())
+        var position: Int64 = 0
+        func event(_ install: UUID, day: Int, hours: Double, _ version: String, type: String = "launched") -> ProjectionEvent {
+            position += 1
+            let at = start.addingTimeInterval(Double(day) * 86_400 + hours * 3600)
+            return ProjectionEvent(
+                feedPosition: FeedPosition(transaction: 1, position: position), id: UUID(), occurredAt: at, recordedAt: at,
+                appId: "a", type: type, installId: install, platform: "ios", appVersion: version, osVersion: "17.2")
+        }
+        // Day 0 on 1.0 then 1.1 (in reverse occurrence order: the later wins), an exit of 1.1 on day 1, and
+        // day 45 (which closes days 0 and 1); the other install shares the cells (its events come before
+        // the close and after it, so that the close does not depend on the erased install).
+        let mine = [
+            event(install, day: 0, hours: 3, "1.1"), event(install, day: 0, hours: 1, "1.0"),
+            event(install, day: 1, hours: 2, "1.1"), event(install, day: 1, hours: 3, "1.1", type: "abnormal_exit"),
+            event(install, day: 45, hours: 1, "1.2"),
+        ]
+        let theirs = [event(other, day: 0, hours: 2, "1.1"), event(other, day: 45, hours: 2, "1.2")]
+        let both = AdoptionFold.fold([theirs[0]] + mine + [theirs[1]], stored: [:], maxRecordedAt: [:])
+        let without = AdoptionFold.fold(theirs, stored: [:], maxRecordedAt: [:])
+        // What the fold keeps of the install: the open day's state (days 0 and 1 are closed by day 45).
+        let horizon = try #require(AdoptionFold.horizon(maxRecordedAt: both.maxRecordedAt["a"]))
+        let stored = both.days.filter { $0.key.installId == install && $0.key.day >= horizon }
+        #expect(stored.count == 1)
+        let forgotten = AdoptionFold.forget(stored: stored, erased: mine, horizons: ["a": horizon])
+        // Counted with the install, less what forgetting takes out, is counted without it.
+        var cells = both.cells
+        for (cell, change) in forgotten.cells { cells[cell, default: 0] += change }
+        #expect(cells.filter { $0.value != 0 } == without.cells)
+        var health = both.health
+        for (cell, change) in forgotten.health {
+            let counts = health[cell] ?? HealthCounts(installs: 0, exited: 0)
+            health[cell] = HealthCounts(installs: counts.installs + change.installs, exited: counts.exited + change.exited)
+        }
+        #expect(health.filter { $0.value != HealthCounts(installs: 0, exited: 0) } == without.health)
+        #expect(forgotten.health.values.contains { $0.exited == -1 })
+    }
+
     @Test func aLaterEventOfTheDayMovesTheInstallToItsVersion() throws {
         let day = try #require(Timestamp.parse("2026-03-01T08:00:00.000Z"))
         let install = UUID()

@@ -41,6 +41,7 @@ import UpshiftTestSupport
         "POST /v1/apps/{app}/preview": .read,
         // Raw events carry install ids (personal data): what an admin token may read, as it may write.
         "GET /v1/apps/{app}/events/export": .write,
+        "DELETE /v1/apps/{app}/installs/{install}": .write, "GET /v1/apps/{app}/erasures/{erasure}": .write,
         "GET /dashboard": .anyone, "POST /dashboard/sign-in": .signIn, "POST /dashboard/sign-out": .session,
         "GET /dashboard/apps/{app}": .read, "GET /dashboard/apps/{app}/releases/{version}": .read,
         "GET /dashboard/apps/{app}/history": .read, "GET /dashboard/apps/{app}/rollout": .write,
@@ -161,6 +162,8 @@ import UpshiftTestSupport
             let path = pattern.split(separator: " ")[1]
                 .replacingOccurrences(of: "{app}", with: "expenses").replacingOccurrences(of: "{platform}", with: "ios")
                 .replacingOccurrences(of: "{version}", with: "1.0").replacingOccurrences(of: "{country}", with: "us")
+                .replacingOccurrences(of: "{install}", with: "da620824-1c1b-48be-b9cf-c5f90cc5b398")
+                .replacingOccurrences(of: "{erasure}", with: "0b7d2f4e-51c3-4f0e-9a8b-2d6c1e5f7a90")
             return Route(method: HTTPMethod(rawValue: route.method.rawValue), pattern: pattern, path: path, need: need)
         }
         // Sign-out ends the session it is sent with: last.

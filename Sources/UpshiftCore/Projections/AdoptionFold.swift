@@ -162,7 +162,6 @@ public enum AdoptionFold {
                 output.deadLetters.append(DeadLetter(event: event, error: error.description))
                 continue
             }
-            let exit = event.type == EventType.abnormalExit.rawValue
             let day = UTCDay(event.occurredAt)
             if let horizon = horizon(maxRecordedAt: maxRecorded), day < horizon {
                 output.closedDayEvents += 1
@@ -171,39 +170,74 @@ public enum AdoptionFold {
             let key = InstallDayKey(appId: event.appId, platform: facts.platform, installId: facts.install, day: day)
             let version = facts.version.normalized
             output.versionSortKeys[version] = facts.version.sortKey
-            guard let before = output.days[key] ?? stored[key] else {
-                let new = InstallDay(
-                    version: version, versionSortKey: facts.version.sortKey, osMajor: OSMajor.of(event.osVersion),
-                    lastAt: event.occurredAt, exited: exit ? [version] : [])
-                output.cells[AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: version), default: 0] += 1
-                let (cell, counts) = new.healthCell(key)
-                output.health[cell, default: HealthCounts(installs: 0, exited: 0)] += counts
-                output.days[key] = new
-                continue
-            }
-            var after = before
-            if exit, !after.exited.contains(version) { after.exited = (after.exited + [version]).sorted() }
-            // Ties in occurredAt go to the later event in the feed: this one.
-            if event.occurredAt >= before.lastAt {
-                after.version = version
-                after.versionSortKey = facts.version.sortKey
-                after.osMajor = OSMajor.of(event.osVersion)
-                after.lastAt = event.occurredAt
-            }
+            let before = output.days[key] ?? stored[key]
+            let after = merge(event, version: facts.version, into: before)
             guard after != before else { continue }
-            if before.version != after.version {
-                output.cells[AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: before.version), default: 0] -= 1
-                output.cells[AdoptionCell(appId: event.appId, platform: facts.platform, day: day, version: after.version), default: 0] += 1
+            if let before {
+                output.versionSortKeys[before.version] = before.versionSortKey
+                output.count(key, before, -1)
             }
-            output.versionSortKeys[before.version] = before.versionSortKey
-            let (old, removed) = before.healthCell(key)
-            let (cell, added) = after.healthCell(key)
-            output.health[old, default: HealthCounts(installs: 0, exited: 0)] -= removed
-            output.health[cell, default: HealthCounts(installs: 0, exited: 0)] += added
+            output.count(key, after, 1)
             output.days[key] = after
         }
         output.cells = output.cells.filter { $0.value != 0 }
         output.health = output.health.filter { !$0.value.isZero }
         return output
+    }
+
+    /// The install-day after `event` (of that install and day) given the state before it: the last event
+    /// of the day by `occurredAt` (ties go to the later in the feed, this one) gives the version and OS
+    /// major; an abnormal exit adds its version to `exited`.
+    static func merge(_ event: ProjectionEvent, version parsed: ParsedVersion, into before: InstallDay?) -> InstallDay {
+        let version = parsed.normalized
+        let exit = event.type == EventType.abnormalExit.rawValue
+        guard var after = before else {
+            return InstallDay(
+                version: version, versionSortKey: parsed.sortKey, osMajor: OSMajor.of(event.osVersion),
+                lastAt: event.occurredAt, exited: exit ? [version] : [])
+        }
+        if exit, !after.exited.contains(version) { after.exited = (after.exited + [version]).sorted() }
+        if event.occurredAt >= after.lastAt {
+            after.version = version
+            after.versionSortKey = parsed.sortKey
+            after.osMajor = OSMajor.of(event.osVersion)
+            after.lastAt = event.occurredAt
+        }
+        return after
+    }
+
+    /// What erasing installs takes out of the figures (docs/OPERATIONS.md, "Erasure"): −1 for each of
+    /// their install-days, from `stored` (their working state of the open days, as deleted) and, for days
+    /// before `horizon` (closed, their state pruned), from `erased` (their events the generation applied,
+    /// in feed order) as the fold counted them. Dead letters are not counted again.
+    public static func forget(stored: [InstallDayKey: InstallDay], erased: [ProjectionEvent], horizons: [AppID: UTCDay]) -> Output {
+        var closed: [InstallDayKey: InstallDay] = [:]
+        var versions = VersionCache()
+        for event in erased {
+            guard let facts = try? event.installFacts(&versions) else { continue }
+            let day = UTCDay(event.occurredAt)
+            guard let horizon = horizons[event.appId], day < horizon else { continue }
+            let key = InstallDayKey(appId: event.appId, platform: facts.platform, installId: facts.install, day: day)
+            closed[key] = merge(event, version: facts.version, into: closed[key])
+        }
+        var output = Output()
+        for (key, day) in stored.merging(closed, uniquingKeysWith: { open, _ in open }) {
+            output.versionSortKeys[day.version] = day.versionSortKey
+            output.count(key, day, -1)
+        }
+        output.cells = output.cells.filter { $0.value != 0 }
+        output.health = output.health.filter { !$0.value.isZero }
+        return output
+    }
+}
+
+extension AdoptionFold.Output {
+    /// Counts `day` (an install's state on its day) `sign` times in its adoption and health cells.
+    mutating func count(_ key: InstallDayKey, _ day: InstallDay, _ sign: Int) {
+        cells[AdoptionCell(appId: key.appId, platform: key.platform, day: key.day, version: day.version), default: 0] += sign
+        let (cell, counts) = day.healthCell(key)
+        var change = HealthCounts(installs: 0, exited: 0)
+        if sign > 0 { change += counts } else { change -= counts }
+        health[cell, default: HealthCounts(installs: 0, exited: 0)] += change
     }
 }

@@ -67,14 +67,19 @@ public struct ProjectionEvent: Sendable, Equatable {
         self.catalogData = catalogData
     }
 
+    /// The types of events without an install that projections pass over: the catalog's, and the mark of
+    /// an erasure.
+    public static let typesWithoutInstall: [String] =
+        CatalogEvent.Kind.allCases.map(\.rawValue) + [ServerEventType.installForgotten.rawValue]
+
     /// The install's event as a projection may count it: an install id, a platform and a valid version.
-    /// Catalog events (no install) yield nil; a client event without them is an error the projection
+    /// Events of ``typesWithoutInstall`` yield nil; a client event without them is an error the projection
     /// cannot apply (it goes to the dead letters).
     func installFacts(_ versions: inout VersionCache) throws(ProjectionError)
         -> (install: UUID, platform: Platform, version: ParsedVersion)?
     {
         guard let install = installId else {
-            if CatalogEvent.Kind(rawValue: type) != nil { return nil }
+            if Self.typesWithoutInstall.contains(type) { return nil }
             throw ProjectionError("event has no installId")
         }
         guard let platform = platform.flatMap(Platform.init(validating:)) else {

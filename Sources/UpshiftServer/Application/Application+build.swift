@@ -127,6 +127,10 @@ func buildRouter(
                 snapshot: parts.snapshot, readers: readers
             ).routes(authentication: authentication), atPath: "/v1/apps/:app")
         router.addRoutes(
+            ErasureController(
+                store: ErasureStore(pool: parts.reads, logger: parts.logger), snapshot: parts.snapshot, clock: configuration.clock
+            ).routes(authentication: authentication), atPath: "/v1/apps/:app")
+        router.addRoutes(
             DashboardPages(
                 sessions: SessionStore(pool: parts.hot, logger: parts.logger), keys: parts.keys, catalog: parts.catalogStore,
                 reports: reports, snapshot: parts.snapshot, clock: configuration.clock,
@@ -194,6 +198,12 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
             projections: projections, backtests: backtests, catalog: catalog)
         scheduler.rulesInterval = configuration.projections.rulesInterval
         services.append(scheduler)
+        // Erasure waits for the projections too, and runs where they do, one instance at a time.
+        services.append(
+            ErasureWorker(
+                store: ErasureStore(pool: projections, logger: parts.logger), settings: configuration.projections,
+                database: configuration.database, archives: configuration.retention?.directory, clock: configuration.clock,
+                metrics: parts.metrics, logger: parts.logger))
         // Retention waits for the projections, so it runs where they do, one instance at a time.
         if let retention = configuration.retention {
             services.append(

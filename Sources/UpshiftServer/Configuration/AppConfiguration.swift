@@ -155,6 +155,9 @@ public struct AppConfiguration: Sendable {
         if let events = try read.integer("UPSHIFT_BACKFILL_CHUNK_EVENTS", in: 1_000...1_000_000_000) {
             configuration.projections.backfillChunkEvents = events
         }
+        if let seconds = try read.decimal("UPSHIFT_ERASURE_INTERVAL", in: 0.1...86_400) {
+            configuration.projections.erasurePass = .milliseconds(Int64((seconds * 1_000).rounded()))
+        }
         if let seconds = try read.decimal("UPSHIFT_RULES_INTERVAL", in: 1...86_400) {
             configuration.projections.rulesInterval = seconds
         }

@@ -44,12 +44,19 @@ public struct ProjectionSettings: Sendable {
     /// about this long: a transaction that writes holds back every feed, so the projections that serve
     /// meanwhile wait about that long for their events; nil: always those maxima.
     public var rebuildWriteTarget: Duration? = .milliseconds(250)
+    /// How often a runner asks whether erased installs are to leave its figures (docs/OPERATIONS.md,
+    /// "Erasure").
+    public var erasureInterval: Duration = .seconds(1)
+    /// How often the erasure worker takes the open requests (`UPSHIFT_ERASURE_INTERVAL`, seconds), and
+    /// how long a pass waits for the projections to apply the installs' events before it leaves them to
+    /// the next.
+    public var erasurePass: Duration = .seconds(10)
     /// How often the rollout worker evaluates the rules (`UPSHIFT_RULES_INTERVAL`, seconds), by the
     /// application's clock.
     public var rulesInterval: TimeInterval = 300
     /// What each writing transaction is sized to take: a fifth of ``maximumXidHold``, and no more than
     /// ``rebuildWriteTarget`` for a rebuild beside projections that serve.
-    func xidTarget(rebuilding: Bool) -> Duration {
+    public func xidTarget(rebuilding: Bool) -> Duration {
         let bound = maximumXidHold / 5
         guard rebuilding, let rebuild = rebuildWriteTarget else { return bound }
         return min(bound, rebuild)

@@ -65,6 +65,109 @@ public enum LogArchive {
     }
 }
 
+extension LogArchive {
+    /// Rewrites each archive in `directory` (`event_log_YYYY_MM.copy.gz`) that holds events of `installs`
+    /// without them (docs/OPERATIONS.md, "Erasure of an install"): the file written whole under a temporary
+    /// name and renamed, then its `.sha256` and `.rows`. The rows read are checked against the archive's
+    /// `.rows` before the new file takes its name: an archive cut off or unreadable is left as it is and
+    /// fails the call (the worker retries). An archive that holds none of them is read and left untouched.
+    /// Returns the archives rewritten.
+    public static func forget(_ installs: [(appId: AppID, installId: UUID)], in directory: URL) async throws -> [Written] {
+        let keys = Set(installs.map { "\($0.appId)\t\($0.installId.uuidString.lowercased())" })
+        let names = try await NIOThreadPool.singleton.runIfActive {
+            try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                .filter { $0.wholeMatch(of: /event_log_[0-9]{4}_[0-9]{2}\.copy\.gz/) != nil }.sorted()
+        }
+        var rewritten: [Written] = []
+        for name in names {
+            let file = directory.appendingPathComponent(name)
+            var digest = SHA256Stream()
+            do {
+                let kept = try await WholeFile.write(file) { handle in
+                    try await rewrite(file, without: keys) { bytes in
+                        let data = Data(bytes.readableBytesView)
+                        digest.update(data)
+                        try await handle.write(data)
+                    }
+                }
+                let sha256 = digest.finish()
+                _ = try await WholeFile.write(directory.appendingPathComponent(name + ".sha256")) { handle in
+                    try await handle.write(Data("\(sha256)  \(name)\n".utf8))
+                }
+                _ = try await WholeFile.write(directory.appendingPathComponent(name + ".rows")) { handle in
+                    try await handle.write(Data("\(kept)\n".utf8))
+                }
+                rewritten.append(Written(file: file, rows: kept, sha256: sha256))
+            } catch is NothingToForget {
+                continue
+            }
+        }
+        return rewritten
+    }
+
+    /// The archive held none of the rows to forget: it keeps its file.
+    private struct NothingToForget: Error {}
+
+    /// Streams `file` through, gzipped again to `write`, without the rows whose app and install (COPY's
+    /// fourth and sixth columns) are among `keys`; returns the rows kept. Throws ``NothingToForget`` when
+    /// it dropped none, and ``ArchiveMismatch`` when the rows read differ from the `.rows` beside it.
+    private static func rewrite(
+        _ file: URL, without keys: Set<String>, to write: (ByteBuffer) async throws -> Void
+    ) async throws -> Int {
+        let input = try await NIOThreadPool.singleton.runIfActive { try FileHandle(forReadingFrom: file) }
+        defer { try? input.close() }
+        let (gunzip, gzip) = (try GunzipStream(), try GzipStream())
+        var (kept, dropped) = (0, 0)
+        var pending: [UInt8] = []
+        var output = ByteBuffer()
+        while true {
+            let piece = try await NIOThreadPool.singleton.runIfActive { try input.read(upToCount: 1 << 20) ?? Data() }
+            if piece.isEmpty { break }
+            pending.append(contentsOf: try gunzip.decompress(ByteBuffer(bytes: piece)).readableBytesView)
+            var start = pending.startIndex
+            while let end = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = pending[start...end]
+                if keys.contains(installKey(of: line)) {
+                    dropped += 1
+                } else {
+                    kept += 1
+                    output.writeBytes(line)
+                }
+                start = end + 1
+            }
+            pending.removeSubrange(..<start)
+            if output.readableBytes >= 1 << 20 {
+                try await write(try gzip.compress(output))
+                output.clear()
+            }
+        }
+        guard dropped > 0 else { throw NothingToForget() }
+        let listed = try await NIOThreadPool.singleton.runIfActive {
+            Int(try String(contentsOf: file.appendingPathExtension("rows"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        guard pending.isEmpty, kept + dropped == listed else {
+            throw ArchiveMismatch(
+                description: "\(file.lastPathComponent): read \(kept + dropped) rows, its .rows says \(listed.map(String.init) ?? "nothing")")
+        }
+        try await write(try gzip.compress(output))
+        try await write(try gzip.finish())
+        return kept
+    }
+
+    /// `app_id` and `install_id` of a row in COPY's text format, separated by a tab.
+    private static func installKey(of line: ArraySlice<UInt8>) -> String {
+        var fields: [ArraySlice<UInt8>] = []
+        var start = line.startIndex
+        for index in line.indices where line[index] == UInt8(ascii: "\t") {
+            fields.append(line[start..<index])
+            start = index + 1
+            if fields.count == 6 { break }
+        }
+        guard fields.count == 6 else { return "" }
+        return String(decoding: fields[3], as: UTF8.self) + "\t" + String(decoding: fields[5], as: UTF8.self)
+    }
+}
+
 /// A file that has its name only once it is whole: written to `FILE.partial`, synced, renamed, and its folder
 /// synced; removed if anything fails. Every write, the sync and the rename run on NIO's blocking thread pool:
 /// an `fsync` under a busy disk can take seconds, and on the concurrency pool's few threads it would hold

@@ -248,8 +248,26 @@ public final class ProjectionRunner: Service, Sendable {
         var sizer = WriteSizer(maximum: settings.batchSize)
         var refused = false
         let keptThrough = try await leader.keptThrough()
+        var erasuresAskedAt: ContinuousClock.Instant?
         while !Task.isCancelled {
             guard current.state != .retired else { return .retired }
+            // Erased installs leave the figures between batches, under the lock (at most once a second).
+            if erasuresAskedAt.map({ ContinuousClock.now - $0 >= settings.erasureInterval }) ?? true {
+                erasuresAskedAt = .now
+                let erasures = try await leader.pendingErasures()
+                if !erasures.isEmpty {
+                    do {
+                        try await leader.forget(erasures, from: current)
+                        logger.notice(
+                            "erased installs taken out of the projection",
+                            metadata: ["projection": "\(name)", "generation": "\(leader.generation)", "installs": "\(erasures.count)"])
+                    } catch is ProjectionLeader.CheckpointMoved {
+                        guard let reloaded = try await leader.current() else { return .retired }
+                        current = reloaded
+                    }
+                    continue
+                }
+            }
             let seen = signal.count
             let checkpoint = current.checkpoint
             let events = try await leader.read(after: checkpoint, limit: sizer.rows, keptThrough: keptThrough)

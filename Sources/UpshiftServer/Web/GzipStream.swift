@@ -39,3 +39,35 @@ public struct GzipStream {
         }
     }
 }
+
+/// One gzip member read in pieces (compress-nio's zlib, which checks the trailer's CRC-32 and length):
+/// ``decompress(_:)`` each piece of the file as it is read. Bytes after the member are ignored; a member cut
+/// off yields less, which the reader must notice (an archive's rows are checked against its `.rows`).
+public struct GunzipStream {
+    private let decompressor: ZlibDecompressor
+
+    public init() throws {
+        decompressor = try ZlibDecompressor(algorithm: .gzip)
+    }
+
+    /// All that `piece` decompresses to, given the pieces before it.
+    public func decompress(_ piece: ByteBuffer) throws -> ByteBuffer {
+        var input = piece
+        var output = ByteBuffer()
+        while input.readableBytes > 0 {
+            var chunk = ByteBufferAllocator().buffer(capacity: max(input.readableBytes * 4, 65_536))
+            do {
+                try decompressor.inflate(from: &input, to: &chunk)
+                output.writeBuffer(&chunk)
+                // Returned without an error: all of the input was taken, or the member ended before it.
+                return output
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                output.writeBuffer(&chunk)  // the output was full: keep it and go on
+            } catch let error as CompressNIOError where error == .inputBufferOverflow {
+                output.writeBuffer(&chunk)  // it needs the next piece
+                return output
+            }
+        }
+        return output
+    }
+}

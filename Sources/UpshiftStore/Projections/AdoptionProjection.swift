@@ -119,6 +119,36 @@ public struct AdoptionProjection: ProjectionDefinition {
                     last_at = excluded.last_at, exited = excluded.exited
                 """, logger: batch.logger)
         }
+        try await writeCells(output, in: batch, on: connection)
+        // Each app whose horizon moved: its new largest recorded_at, and its closed days' state pruned.
+        let moved = output.maxRecordedAt.filter { app, recorded in maxima[app].map { recorded > $0 } ?? true }
+        guard !moved.isEmpty else { return }
+        let movedApps = Array(moved.keys)
+        try await connection.query(
+            """
+            INSERT INTO \(batch.table("adoption_horizons")) AS h (app_id, max_recorded_at)
+            SELECT * FROM unnest(\(movedApps)::text[], \(movedApps.map { moved[$0]!.forPostgres })::timestamptz[])
+            ON CONFLICT (app_id) DO UPDATE SET max_recorded_at = excluded.max_recorded_at
+            """, logger: batch.logger)
+        let closing = movedApps.compactMap { app -> (AppID, String)? in
+            guard let after = AdoptionFold.horizon(maxRecordedAt: moved[app]) else { return nil }
+            if let before = AdoptionFold.horizon(maxRecordedAt: maxima[app]), after <= before { return nil }
+            return (app, after.description)
+        }
+        if !closing.isEmpty {
+            try await connection.query(
+                """
+                DELETE FROM \(batch.table("install_days")) d
+                USING unnest(\(closing.map(\.0))::text[], \(closing.map(\.1))::text[]) AS h(app_id, day)
+                WHERE d.app_id = h.app_id AND d.day < h.day::date
+                """, logger: batch.logger)
+        }
+    }
+
+    /// Moves the adoption and health cells by `output`'s changes; a cell back at zero leaves no row.
+    private func writeCells(_ output: AdoptionFold.Output, in batch: ProjectionBatch, on connection: StoreConnection)
+        async throws
+    {
         if !output.cells.isEmpty {
             let cells = Array(output.cells.keys)
             let table = batch.table("adoption_daily")
@@ -173,29 +203,34 @@ public struct AdoptionProjection: ProjectionDefinition {
                   AND h.day = u.day::date AND h.os_major = u.os_major
                 """, logger: batch.logger)
         }
-        // Each app whose horizon moved: its new largest recorded_at, and its closed days' state pruned.
-        let moved = output.maxRecordedAt.filter { app, recorded in maxima[app].map { recorded > $0 } ?? true }
-        guard !moved.isEmpty else { return }
-        let movedApps = Array(moved.keys)
-        try await connection.query(
+    }
+
+    /// The installs' working state goes, and each cell loses what their install-days counted: of the open
+    /// days, as their state says; of closed days (state pruned), as their erased events that it counted say.
+    public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
+        var stored: [InstallDayKey: InstallDay] = [:]
+        let rows = try await connection.query(
             """
-            INSERT INTO \(batch.table("adoption_horizons")) AS h (app_id, max_recorded_at)
-            SELECT * FROM unnest(\(movedApps)::text[], \(movedApps.map { moved[$0]!.forPostgres })::timestamptz[])
-            ON CONFLICT (app_id) DO UPDATE SET max_recorded_at = excluded.max_recorded_at
+            DELETE FROM \(batch.table("install_days")) d USING \(erased.pairs) AS k(app_id, install_id)
+            WHERE d.app_id = k.app_id AND d.install_id = k.install_id
+            RETURNING d.app_id, d.platform, d.install_id, d.day::text, d.version, d.version_key, d.os_major, d.last_at,
+                      d.exited
             """, logger: batch.logger)
-        let closing = movedApps.compactMap { app -> (AppID, String)? in
-            guard let after = AdoptionFold.horizon(maxRecordedAt: moved[app]) else { return nil }
-            if let before = AdoptionFold.horizon(maxRecordedAt: maxima[app]), after <= before { return nil }
-            return (app, after.description)
+        for try await row in rows.decode((AppID, Platform, UUID, String, String, String, String, Date, String).self) {
+            guard let day = UTCDay(row.3) else { continue }
+            stored[InstallDayKey(appId: row.0, platform: row.1, installId: row.2, day: day)] =
+                InstallDay(version: row.4, versionSortKey: row.5, osMajor: row.6, lastAt: row.7,
+                           exited: InstallDay.exited(fromText: row.8))
         }
-        if !closing.isEmpty {
-            try await connection.query(
-                """
-                DELETE FROM \(batch.table("install_days")) d
-                USING unnest(\(closing.map(\.0))::text[], \(closing.map(\.1))::text[]) AS h(app_id, day)
-                WHERE d.app_id = h.app_id AND d.day < h.day::date
-                """, logger: batch.logger)
-        }
+        var horizons: [AppID: UTCDay] = [:]
+        for try await (app, recorded) in try await connection.query(
+            """
+            SELECT app_id, max_recorded_at FROM \(batch.table("adoption_horizons"))
+            WHERE app_id = ANY(\(Array(Set(erased.installs.map(\.appId))))::text[])
+            """, logger: batch.logger
+        ).decode((AppID, Date).self) { horizons[app] = AdoptionFold.horizon(maxRecordedAt: recorded) }
+        let counted = erased.events.filter { !erased.uncountedByAdoption.contains($0.feedPosition) }
+        try await writeCells(AdoptionFold.forget(stored: stored, erased: counted, horizons: horizons), in: batch, on: connection)
     }
 
     /// `OSMajor.of` in SQL, of the text expression `osVersion`.

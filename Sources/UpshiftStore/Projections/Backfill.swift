@@ -350,12 +350,12 @@ public struct Backfill: Sendable {
             where: condition, versions: versions, on: connection)
     }
 
-    /// Why `ProjectionEvent.installFacts` refuses an event (NULL when it accepts it or skips it as a
-    /// catalog event), over the event `e` and its version `v` (LEFT JOIN `versions` on `app_version`).
+    /// Why `ProjectionEvent.installFacts` refuses an event (NULL when it accepts it or skips it as one
+    /// without an install), over the event `e` and its version `v` (LEFT JOIN `versions` on `app_version`).
     /// The texts are the fold's.
     static let installFactsError: SQL = """
         CASE WHEN e.install_id IS NULL THEN
-                CASE WHEN e.type = ANY(\(CatalogEvent.Kind.allCases.map(\.rawValue))::text[]) THEN NULL
+                CASE WHEN e.type = ANY(\(ProjectionEvent.typesWithoutInstall)::text[]) THEN NULL
                      ELSE 'event has no installId' END
              WHEN coalesce(e.platform, '') = '' THEN 'event has no platform'
              WHEN e.app_version IS NULL THEN 'appVersion is missing is not a version'

@@ -136,13 +136,54 @@ public struct InstallStateProjection: ProjectionDefinition {
             )
             SELECT * FROM hours UNION ALL SELECT * FROM days
             """ as SQL, logger: batch.logger)
+        try await deleteEmptied(cells, in: batch, on: connection)
+    }
+
+    /// The installs' rows go, and each activity cell loses the installs it counted of them.
+    public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
+        let (state, hourly, daily) = (
+            batch.table("install_state"), batch.table("install_activity"), batch.table("install_activity_daily")
+        )
+        let cells = try await connection.query(
+            """
+            WITH gone AS (
+                DELETE FROM \(state) s USING \(erased.pairs) AS k(app_id, install_id)
+                WHERE s.app_id = k.app_id AND s.install_id = k.install_id
+                RETURNING s.app_id, s.platform, \(Self.hour("s.last_seen")) AS hour, s.version,
+                          coalesce(s.os_version, '') AS os_version
+            ),
+            moves AS (
+                SELECT app_id, platform, hour, version, os_version, count(*)::int4 AS n FROM gone GROUP BY 1, 2, 3, 4, 5
+            ),
+            hours AS (
+                UPDATE \(hourly) a SET installs = a.installs - m.n FROM moves m
+                WHERE a.app_id = m.app_id AND a.platform = m.platform AND a.hour = m.hour AND a.version = m.version
+                  AND a.os_version = m.os_version
+                RETURNING false AS daily, a.app_id, a.platform, a.hour AS cell, a.version, a.os_version, a.installs
+            ),
+            days AS (
+                UPDATE \(daily) a SET installs = a.installs - m.n
+                FROM (SELECT app_id, platform, hour / 24 AS day, version, os_version, sum(n)::int4 AS n
+                      FROM moves GROUP BY 1, 2, 3, 4, 5) m
+                WHERE a.app_id = m.app_id AND a.platform = m.platform AND a.day = m.day AND a.version = m.version
+                  AND a.os_version = m.os_version
+                RETURNING true AS daily, a.app_id, a.platform, a.day AS cell, a.version, a.os_version, a.installs
+            )
+            SELECT * FROM hours UNION ALL SELECT * FROM days
+            """ as SQL, logger: batch.logger)
+        try await deleteEmptied(cells, in: batch, on: connection)
+    }
+
+    /// Deletes the activity cells among `cells` (rows of `daily, app_id, platform, cell, version,
+    /// os_version, installs` as they are now) that reached zero, as a rebuild would never write them.
+    private func deleteEmptied(_ cells: Rows, in batch: ProjectionBatch, on connection: StoreConnection) async throws {
+        let (hourly, daily) = (batch.table("install_activity"), batch.table("install_activity_daily"))
         var emptied: [Bool: [(String, String, Int, String, String)]] = [:]
         for try await (daily, app, platform, cell, version, os, installs)
             in cells.decode((Bool, String, String, Int, String, String, Int).self) where installs == 0
         {
             emptied[daily, default: []].append((app, platform, cell, version, os))
         }
-        // A cell that returns to zero is deleted, as a rebuild would never write it.
         for (isDaily, cells) in emptied {
             let (table, column): (SQLIdentifier, SQLIdentifier) = isDaily ? (daily, SQLIdentifier("day")) : (hourly, SQLIdentifier("hour"))
             try await connection.query(

@@ -24,6 +24,30 @@ public protocol ProjectionDefinition: Sendable {
     /// committed): the same rows and dead letters as `apply` over the same events in any batches. The
     /// steps must be the same, in the same order, on every attempt.
     func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws
+    /// Takes erased installs out of the generation's figures, as if the log had never held their events
+    /// (docs/OPERATIONS.md, "Erasure"): deletes their rows of per-install state and moves every figure by
+    /// what those rows counted. Their events that the log still holds (committed after the erasure's cut)
+    /// are applied again afterwards, by ``ProjectionLeader/forget(_:from:)``.
+    func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws
+}
+
+/// Installs whose events were erased from the log, as a projection generation takes them out of its figures.
+public struct ErasedInstalls: Sendable {
+    /// The installs, each with its app.
+    public var installs: [(appId: AppID, installId: UUID)]
+    /// Their events that the generation applied and the log no longer holds, in feed order.
+    public var events: [ProjectionEvent]
+    /// Those of `events` adoption did not count: their day had closed before the feed reached them.
+    public var uncountedByAdoption: Set<FeedPosition>
+
+    public init(installs: [(appId: AppID, installId: UUID)], events: [ProjectionEvent], uncountedByAdoption: Set<FeedPosition> = []) {
+        self.installs = installs
+        self.events = events
+        self.uncountedByAdoption = uncountedByAdoption
+    }
+
+    /// The installs as rows `(app_id, install_id)` of a FROM item (alias it).
+    public var pairs: SQL { "unnest(\(installs.map(\.appId))::text[], \(installs.map(\.installId))::uuid[])" }
 }
 
 extension ProjectionDefinition {

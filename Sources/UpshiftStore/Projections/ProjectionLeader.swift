@@ -128,6 +128,110 @@ public struct ProjectionLeader: Sendable {
         }
     }
 
+    /// An erasure this generation has yet to take out of its figures (``forget(_:from:)``).
+    public struct PendingErasure: Sendable {
+        let appId: AppID
+        let id: UUID
+        let installId: UUID
+        /// The install's events in transactions from here on were not erased (new data).
+        let cut: UInt64
+    }
+
+    /// Erasures whose events the log no longer holds and that this generation, created before they
+    /// were erased, has not corrected for yet: at most `limit`, oldest first.
+    public func pendingErasures(limit: Int = 100) async throws -> [PendingErasure] {
+        let (name, generation, logger) = (definition.name, generation, logger)
+        return try await bounded { connection in
+            var pending: [PendingErasure] = []
+            for try await (app, id, install, cut) in try await connection.query(
+                """
+                SELECT r.app_id, r.id, r.install_id, r.cut_tx::text FROM erasures r
+                WHERE r.done_at IS NULL AND r.erased_at IS NOT NULL AND r.install_id IS NOT NULL
+                  AND r.erased_at >= (SELECT created_at FROM projections WHERE name = \(name) AND generation = \(generation))
+                  AND NOT EXISTS (
+                      SELECT 1 FROM erasure_corrections c
+                      WHERE c.app_id = r.app_id AND c.erasure_id = r.id AND c.name = \(name) AND c.generation = \(generation))
+                ORDER BY r.erased_at LIMIT \(limit)
+                """, logger: logger
+            ).decode((AppID, UUID, UUID, String).self) {
+                pending.append(PendingErasure(appId: app, id: id, installId: install, cut: UInt64(cut) ?? 0))
+            }
+            return pending
+        }
+    }
+
+    /// Takes the installs of `erasures` out of the generation's figures, in one transaction at the
+    /// checkpoint `from` (a compare-and-set, as a batch's): the projection forgets their state
+    /// (``ProjectionDefinition/forget(_:in:on:)``), their erased events leave the dead letters, and their
+    /// events that the log still holds up to the checkpoint (committed after the cut: new data) are
+    /// applied again. The generation then counts as corrected for each.
+    public func forget(_ erasures: [PendingErasure], from: ProjectionGeneration) async throws {
+        guard !erasures.isEmpty else { return }
+        let (definition, generation, logger) = (definition, generation, logger)
+        let checkpoint: SQL = "(\(String(from.checkpoint.transaction))::text::xid8, \(from.checkpoint.position))"
+        let requests: SQL = """
+            unnest(\(erasures.map(\.appId))::text[], \(erasures.map(\.id))::uuid[], \(erasures.map(\.installId))::uuid[],
+                   \(erasures.map { String($0.cut) })::text[]) AS k(app_id, erasure_id, install_id, cut)
+            """
+        try await bounded { connection in
+            try await connection.transaction(logger: logger) { connection in
+                try await Self.advance(
+                    definition.name, generation: generation, from: from, to: from.checkpoint,
+                    maxRecordedAt: from.maxRecordedAt, events: 0, on: connection, logger: logger)
+                let erased = try await FeedReader.decode(
+                    connection.query(
+                        """
+                        SELECT \(FeedReader.columns) FROM (
+                            SELECT x.* FROM erasure_events x JOIN \(requests) USING (app_id, erasure_id)
+                        ) AS event_log
+                        WHERE (tx_id, position) <= \(checkpoint)
+                        ORDER BY event_log.tx_id, event_log.position
+                        """, logger: logger))
+                var uncounted: Set<FeedPosition> = []
+                for try await (tx, position) in try await connection.query(
+                    """
+                    SELECT x.tx_id::text, x.position FROM erasure_events x JOIN \(requests) USING (app_id, erasure_id)
+                    WHERE NOT x.adoption_counted AND (x.tx_id, x.position) <= \(checkpoint)
+                    """, logger: logger
+                ).decode((String, Int64).self) {
+                    uncounted.insert(FeedPosition(transaction: UInt64(tx) ?? 0, position: position))
+                }
+                var batch = ProjectionBatch(generation: generation, maxRecordedAt: from.maxRecordedAt, logger: logger)
+                try await definition.forget(
+                    ErasedInstalls(
+                        installs: erasures.map { ($0.appId, $0.installId) }, events: erased, uncountedByAdoption: uncounted),
+                    in: &batch, on: connection)
+                try await connection.query(
+                    """
+                    DELETE FROM projection_dead_letters d
+                    USING erasure_events x JOIN \(requests) USING (app_id, erasure_id)
+                    WHERE d.name = \(definition.name) AND d.generation = \(generation)
+                      AND d.tx_id = x.tx_id AND d.position = x.position
+                    """, logger: logger)
+                let kept = try await FeedReader.decode(
+                    connection.query(
+                        """
+                        SELECT \(FeedReader.columns) FROM (
+                            SELECT e.* FROM event_log e JOIN \(requests)
+                              ON e.app_id = k.app_id AND e.install_id = k.install_id AND e.tx_id >= k.cut::xid8
+                            WHERE e.tx_id >= \(String(erasures.map(\.cut).min() ?? 0))::text::xid8
+                        ) AS event_log
+                        WHERE (tx_id, position) <= \(checkpoint)
+                        ORDER BY event_log.tx_id, event_log.position
+                        """, logger: logger))
+                if !kept.isEmpty { try await definition.apply(kept, in: &batch, on: connection) }
+                try await ProjectionStore.storeDeadLetters(
+                    batch.deadLetters, projection: definition.name, generation: generation, on: connection, logger: logger)
+                try await connection.query(
+                    """
+                    INSERT INTO erasure_corrections (app_id, erasure_id, name, generation)
+                    SELECT app_id, erasure_id, \(definition.name), \(generation) FROM \(requests)
+                    ON CONFLICT DO NOTHING
+                    """, logger: logger)
+            }
+        }
+    }
+
     /// Moves the checkpoint from where `from` left it: a compare-and-set that throws ``CheckpointMoved``
     /// (and so rolls the transaction back) when another runner moved it first.
     private static func advance(

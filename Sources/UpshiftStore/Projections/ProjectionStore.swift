@@ -284,6 +284,26 @@ public struct ProjectionStore: Sendable {
     // MARK: Helpers
 
     /// Stores events a projection could not apply, and logs each.
+    /// The generations (`name:generation`, active or building) for which `behind` holds (over the row `p`
+    /// of `projections`), and each of `projections` that has no active generation at all (a first start
+    /// has not created it yet: it will read the whole log).
+    static func generationsBehind(_ behind: SQL, projections: [String], on pool: DatabasePool, logger: Logger)
+        async throws -> [String]
+    {
+        let rows = try await pool.query(
+            """
+            SELECT p.name || ':' || p.generation FROM projections p
+            WHERE p.state IN ('active', 'building') AND \(behind)
+            UNION ALL
+            SELECT n || ' (no active generation yet)' FROM unnest(\(projections)::text[]) AS n
+            WHERE NOT EXISTS (SELECT 1 FROM projections p WHERE p.name = n AND p.state = 'active')
+            ORDER BY 1
+            """, logger: logger)
+        var names: [String] = []
+        for try await name in rows.decode(String.self) { names.append(name) }
+        return names
+    }
+
     static func storeDeadLetters(
         _ dead: [DeadLetter], projection: String, generation: Int, on connection: StoreConnection, logger: Logger
     ) async throws {

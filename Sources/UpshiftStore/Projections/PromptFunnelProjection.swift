@@ -212,6 +212,37 @@ public struct PromptFunnelProjection: ProjectionDefinition {
             """, logger: batch.logger)
     }
 
+    /// The installs leave every funnel: their first-seen versions go, their rows are refreshed with no
+    /// step taken (so each funnel loses what they counted), and then go too, with their recorded updates.
+    public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
+        let (installs, pairs) = (batch.table("prompt_installs"), erased.pairs)
+        for table in ["prompt_versions", "prompt_updates"] {
+            try await connection.query(
+                """
+                DELETE FROM \(batch.table(table)) v USING \(pairs) AS k(app_id, install_id)
+                WHERE v.app_id = k.app_id AND v.install_id = k.install_id
+                """, logger: batch.logger)
+        }
+        try await connection.query(
+            """
+            UPDATE \(installs) p SET first_shown_at = NULL, dismissed_later = false, dismissed_skip = false,
+                update_started = false, first_started_at = NULL, first_started_recorded_at = NULL, blocked = false
+            FROM \(pairs) AS k(app_id, install_id)
+            WHERE p.app_id = k.app_id AND p.install_id = k.install_id
+            """, logger: batch.logger)
+        try await refresh(
+            """
+            touched(app_id, platform, install_id) AS (
+                SELECT DISTINCT p.app_id, p.platform, p.install_id
+                FROM \(installs) p JOIN \(pairs) AS k(app_id, install_id) USING (app_id, install_id))
+            """, in: batch, on: connection)
+        try await connection.query(
+            """
+            DELETE FROM \(installs) p USING \(pairs) AS k(app_id, install_id)
+            WHERE p.app_id = k.app_id AND p.install_id = k.install_id
+            """, logger: batch.logger)
+    }
+
     public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         let (shown, dismissed, started, blocked) = (
             EventType.promptShown.rawValue, EventType.promptDismissed.rawValue, EventType.updateStarted.rawValue,

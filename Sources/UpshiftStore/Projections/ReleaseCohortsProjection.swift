@@ -229,6 +229,21 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
             """, logger: batch.logger)
     }
 
+    /// The installs leave every cohort: their first-seen versions go, their rows are refreshed as rows
+    /// outside the cohort (so the figures lose what each counted), and then go too.
+    public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
+        try await connection.query(
+            """
+            DELETE FROM \(batch.table("cohort_versions")) v USING \(erased.pairs) AS k(app_id, install_id)
+            WHERE v.app_id = k.app_id AND v.install_id = k.install_id
+            """, logger: batch.logger)
+        let mine: SQL = "(ri.app_id, ri.install_id) IN (SELECT * FROM \(erased.pairs) AS k(app_id, install_id))"
+        try await connection.query(
+            "UPDATE \(batch.table("release_installs")) ri SET below = false WHERE \(mine)", logger: batch.logger)
+        try await refresh(where: mine, in: batch, on: connection)
+        try await connection.query("DELETE FROM \(batch.table("release_installs")) ri WHERE \(mine)", logger: batch.logger)
+    }
+
     public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         // The releases as the fold reads them from the catalog events (those kept from dropped months
         // first, as the feed reads them), and the first release of each app: the fold reads an app's

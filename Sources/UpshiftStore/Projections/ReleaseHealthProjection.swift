@@ -113,6 +113,32 @@ public struct ReleaseHealthProjection: ProjectionDefinition {
         }
     }
 
+    /// The installs' first events on each version go, and each cohort cell loses them (and their exits).
+    public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
+        let cohorts = batch.table("health_cohorts")
+        try await connection.query(
+            """
+            WITH gone AS (
+                DELETE FROM \(batch.table("health_versions")) v USING \(erased.pairs) AS k(app_id, install_id)
+                WHERE v.app_id = k.app_id AND v.install_id = k.install_id
+                RETURNING v.app_id, v.platform, v.version, v.os_major, (v.first_at AT TIME ZONE 'UTC')::date AS day,
+                          coalesce(v.exit_at < v.first_at + make_interval(secs => \(HealthCohort.exitWindow)), false) AS exited
+            )
+            UPDATE \(cohorts) h SET installs = h.installs - m.installs, exited = h.exited - m.exited
+            FROM (SELECT app_id, platform, version, os_major, day, count(*)::int4 AS installs,
+                         count(*) FILTER (WHERE exited)::int4 AS exited
+                  FROM gone GROUP BY 1, 2, 3, 4, 5) m
+            WHERE h.app_id = m.app_id AND h.platform = m.platform AND h.version = m.version AND h.os_major = m.os_major
+              AND h.day = m.day
+            """, logger: batch.logger)
+        // As in a batch: a cell back at zero leaves no row.
+        try await connection.query(
+            """
+            DELETE FROM \(cohorts) h
+            WHERE h.installs = 0 AND h.app_id = ANY(\(Array(Set(erased.installs.map(\.appId))))::text[])
+            """, logger: batch.logger)
+    }
+
     public func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws {
         let versions = try await VersionSpellings.load(
             ["e.app_version"], where: "e.install_id IS NOT NULL", backfill: backfill, on: connection)
