@@ -101,6 +101,14 @@ public struct ErasureStore: Sendable {
         return found
     }
 
+    /// Whether any request is open (one small index read: what a pass with nothing to do costs).
+    public func anyOpen() async throws -> Bool {
+        for try await _ in try await pool.query("SELECT 1 FROM erasures WHERE done_at IS NULL LIMIT 1", logger: logger).decode(Int.self) {
+            return true
+        }
+        return false
+    }
+
     /// Open requests whose install's events the log still holds, oldest first.
     public func toErase(limit: Int) async throws -> [Request] {
         var requests: [Request] = []

@@ -202,7 +202,8 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
         services.append(
             ErasureWorker(
                 store: ErasureStore(pool: projections, logger: parts.logger), settings: configuration.projections,
-                database: configuration.database, archives: configuration.retention?.directory, clock: configuration.clock,
+                database: configuration.database, readiness: parts.readiness, archives: configuration.retention?.directory,
+                clock: configuration.clock,
                 metrics: parts.metrics, logger: parts.logger))
         // Retention waits for the projections, so it runs where they do, one instance at a time.
         if let retention = configuration.retention {

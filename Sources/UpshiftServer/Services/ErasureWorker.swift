@@ -22,6 +22,7 @@ struct ErasureWorker: Service {
     let store: ErasureStore
     let settings: ProjectionSettings
     let database: DatabaseSettings
+    let readiness: Readiness
     /// Where retention writes its archives (`UPSHIFT_EXPORT_DIR`): those that hold an erased install are
     /// rewritten without it.
     let archives: URL?
@@ -32,12 +33,16 @@ struct ErasureWorker: Service {
     var batch = 1_000
 
     func run() async throws {
+        await cancelWhenGracefulShutdown { await readiness.reached(.migrations) }
         while !Task.isCancelledOrShuttingDown {
             do {
-                _ = try await AdvisoryLeadership.whileHolding(
-                    "upshift:erasure", settings: database, applicationName: "upshift-erasure", timeout: .seconds(10),
-                    logger: logger
-                ) { _ in try await pass() }
+                // The lock takes a connection of its own: only when a request is open.
+                if try await store.anyOpen() {
+                    _ = try await AdvisoryLeadership.whileHolding(
+                        "upshift:erasure", settings: database, applicationName: "upshift-erasure", timeout: .seconds(10),
+                        logger: logger
+                    ) { _ in try await pass() }
+                }
             } catch where Task.isCancelledOrShuttingDown {
                 return
             } catch {
