@@ -20,7 +20,7 @@ import UpshiftTestSupport
         // Installs with prompts, updates and several days, each erased one way.
         let byInstall = Dictionary(grouping: fleet) { $0["installId"]! }
         let busy = byInstall.filter { Set($0.value.map { $0["type"]! }).count >= 3 }.keys.sorted()
-        try #require(busy.count >= 3)
+        try #require(busy.count >= 4)
         let (early, late, resent) = (busy[0], busy[1], busy[2])
 
         // 1. Only the HTTP role: the events are logged, and the first erasure is requested before any
@@ -84,6 +84,12 @@ import UpshiftTestSupport
             _ = try await Self.waitUntilDone(try #require(try second.json()["id"] as? String), server: server, harness: harness)
             // The figures moved by exactly what the install counted.
             #expect(try await Self.adoptionTotal(harness) == before - daysOfLate)
+            // An export made afterwards holds neither erased install, and each erasure's mark.
+            let export = try await server.send(.GET, "/v1/apps/expenses/events/export?limit=100000", key: harness.adminKey)
+            #expect(export.status == 200)
+            let exported = String(decoding: export.body, as: UTF8.self)
+            #expect(exported.contains(busy[3]) && !exported.contains(early) && !exported.contains(late))
+            #expect(exported.components(separatedBy: "\"install_forgotten\"").count == 3)
 
             let third = try await server.send(.DELETE, "/v1/apps/expenses/installs/\(resent)", key: harness.adminKey)
             _ = try await Self.waitUntilDone(try #require(try third.json()["id"] as? String), server: server, harness: harness)

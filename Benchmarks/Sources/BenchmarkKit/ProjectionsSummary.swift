@@ -124,6 +124,37 @@ public struct ProjectionsSummary: Sendable {
         var longest: XidHold? { [catchUp, live, rebuild].compactMap { $0 }.max { $0.seconds < $1.seconds } }
     }
 
+    /// Installs erased (`upshift installs forget`) while the live load ran again (`--erase`).
+    public struct ErasureUnderLoad: Sendable, Equatable {
+        public var installs: Int
+        /// Their events in the log before.
+        public var events: Int
+        /// From the first request until every one was done; nil when they were not done within 30 minutes.
+        public var seconds: Double?
+        /// Their events from before the first request still in the log afterwards (0 when erased; the live
+        /// load's events of them since are new data).
+        public var eventsLeft: Int
+        /// Of the active generations, from the first request until all were done (or the load ended).
+        public var lag: LagSummary
+        public var eventsPerSecond: Double
+        public var non2xx: Int
+        public var loadSeconds: Int
+
+        public init(
+            installs: Int, events: Int, seconds: Double?, eventsLeft: Int, lag: LagSummary, eventsPerSecond: Double,
+            non2xx: Int, loadSeconds: Int
+        ) {
+            self.installs = installs
+            self.events = events
+            self.seconds = seconds
+            self.eventsLeft = eventsLeft
+            self.lag = lag
+            self.eventsPerSecond = eventsPerSecond
+            self.non2xx = non2xx
+            self.loadSeconds = loadSeconds
+        }
+    }
+
     /// A projection rebuilt from zero by the CLI while the live load ran again.
     public struct RebuildUnderLoad: Sendable, Equatable {
         public var projection: String
@@ -217,6 +248,7 @@ public struct ProjectionsSummary: Sendable {
     /// Nil in older recorded runs.
     public var xidHolds: XidHolds?
     public var rebuildUnderLoad: RebuildUnderLoad?
+    public var erasureUnderLoad: ErasureUnderLoad?
     /// Nil when skipped (`--shape-installs 0`), and in runs from before it.
     public var secondLog: SecondLog?
     public var live: Live
@@ -463,6 +495,15 @@ public struct ProjectionsSummary: Sendable {
                 out.line("    the rebuild outlasted the load: its lag is of the load's \(rebuild.loadSeconds - 5) s alone (--rebuild-duration longer to cover it)")
             }
             if rebuild.exitStatus != 0 || rebuild.non2xx != 0 { out.fail() }
+        }
+        if let erasure = erasureUnderLoad {
+            let lag = erasure.lag
+            let took = erasure.seconds.map { "\(Format.fixed($0, 1)) s, \(Format.fixed($0 * 1_000 / Double(max(erasure.installs, 1)), 1)) ms an install" } ?? "not done within 30 minutes"
+            out.line("erasure under load: \(erasure.installs) installs (\(erasure.events) events) erased with upshift installs forget, 5 s into a live run of \(erasure.loadSeconds) s")
+            out.line("    (\(Format.fixed(erasure.eventsPerSecond, 1)) events/s accepted, non-2xx \(erasure.non2xx)): all done in \(took); \(erasure.eventsLeft) of their earlier events left in the log")
+            out.line("    lag meanwhile, p50 / p99 / max: \(seconds(lag.p50)) / \(seconds(lag.p99)) / \(seconds(lag.maximum)) s; the events counted below")
+            out.line("    include those the erasures removed from the log after the projections had applied them")
+            if erasure.seconds == nil || erasure.eventsLeft != 0 || erasure.non2xx != 0 { out.fail() }
         }
         if let holds = xidHolds {
             out.line("transaction ids: sampled every 200 ms (pg_stat_activity.backend_xid); the longest hold of each phase:")

@@ -60,6 +60,8 @@ struct ProjectionsBenchmark {
     let rebuildDuration: Int
     /// Installs of the second catch-up's log (0: none).
     let shapeInstalls: Int
+    /// Installs erased under load (0: none).
+    let erase: Int
 
     static let app = "fleet"
     /// Releases 1.0.0 ... 1.9.0: days before the end of the history they came out, and the major of their
@@ -94,7 +96,7 @@ struct ProjectionsBenchmark {
 
     init(
         bench: Bench, events: Int, installs: Int, lagDuration: Int, reportDuration: Int, rebuild: ProjectionName?,
-        fold: Bool, rebuildLive: ProjectionName?, rebuildDuration: Int, shapeInstalls: Int
+        fold: Bool, rebuildLive: ProjectionName?, rebuildDuration: Int, shapeInstalls: Int, erase: Int = 0
     ) {
         self.bench = bench
         self.events = events
@@ -106,6 +108,7 @@ struct ProjectionsBenchmark {
         self.rebuildLive = rebuildLive
         self.rebuildDuration = rebuildDuration
         self.shapeInstalls = shapeInstalls
+        self.erase = erase
     }
 
     func run() throws -> Summary {
@@ -136,9 +139,12 @@ struct ProjectionsBenchmark {
         // The reports are measured while the live load runs: answers read from read models that move.
         let (live, reports) = try self.live(server, key: keys.ingest) { try self.reports(server, token: keys.read) }
         let rebuiltLive = try rebuildLive.map { try self.rebuildUnderLoad($0, server: server, key: keys.ingest) }
+        let erased = try erase > 0 ? eraseUnderLoad(erase, server: server, key: keys.ingest) : nil
         let deadLetters = try bench.sqlInteger("SELECT count(*) FROM projection_dead_letters")
-        let counted = try progress(reaching: bench.countEvents())
-        let finalEvents = try bench.countEvents()
+        // Events an erasure removed were applied before they left the log: they count as the log's.
+        let erasedEvents = erase > 0 ? try bench.sqlInteger("SELECT coalesce(sum(events), 0) FROM erasures") : 0
+        let counted = try progress(reaching: bench.countEvents() + erasedEvents)
+        let finalEvents = try bench.countEvents() + erasedEvents
         let usage = try bench.stop(server)
         catchUp.sampler.stop()
         let rss = RSSSamples(parsing: (try? String(contentsOfFile: bench.path("rss.txt"), encoding: .utf8)) ?? "")
@@ -167,6 +173,7 @@ struct ProjectionsBenchmark {
             live: XidHold.longest(holds, from: live.start, to: live.end),
             rebuild: rebuiltLive.flatMap { XidHold.longest(holds, from: $0.start, to: $0.end) })
         summary.rebuildUnderLoad = rebuiltLive?.figures
+        summary.erasureUnderLoad = erased
         summary.secondLog = shape
         return summary.render()
     }
@@ -580,40 +587,91 @@ struct ProjectionsBenchmark {
     /// of ``rebuildDuration`` seconds, while the lag of the active generations (the rebuilt projection's
     /// current one included) is sampled.
     private func rebuildUnderLoad(_ projection: ProjectionName, server: Server, key: String) throws -> RebuildUnderLoad {
-        let pool = bench.path("live-installs.csv")
-        let out = bench.path("rebuild-live-wrk.txt")
-        let samples = bench.path("rebuild-lag-samples.txt")
         let rebuildOut = bench.path("rebuild-live.txt")
-        let sampler = try startLagSampler(writingTo: samples, errors: bench.path("rebuild-lag-sampler.err"))
         log("rebuild under load: \(Self.liveEventsPerRequest) events x \(Self.liveRequestsPerSecond) requests/s for \(rebuildDuration)s; upshift projections rebuild \(projection.rawValue) 5 s in")
-        let load = try startLiveLoad(server, key: key, seconds: rebuildDuration, installs: pool, output: out)
+        var status: Int32 = 0
+        let loaded = try underLoad("rebuild", seconds: rebuildDuration, server: server, key: key) {
+            let rebuild = try Processes.start(
+                Command(bench.environment.upshift, ["projections", "rebuild", projection.rawValue], environment: [
+                    "DATABASE_URL": bench.database.description, "UPSHIFT_MIGRATIONS_DIR": bench.environment.migrations,
+                ]), what: "upshift projections rebuild", stdout: .file(rebuildOut), stderr: .append(rebuildOut))
+            status = rebuild.wait()
+        }
+        let figures = ProjectionsSummary.RebuildUnderLoad(
+            projection: projection.rawValue, seconds: loaded.end - loaded.start, exitStatus: status, lag: loaded.lag,
+            eventsPerSecond: loaded.run.events.perSecond, non2xx: loaded.run.non2xx, loadSeconds: rebuildDuration)
+        log("rebuild under load: \(projection.rawValue) in \(Format.fixed(loaded.end - loaded.start, 1)) s, exit \(status); lag p99 \(loaded.lag.p99.map { Format.fixed($0, 3) } ?? "-") s")
+        return RebuildUnderLoad(figures: figures, start: loaded.start, end: loaded.end)
+    }
+
+    /// `--erase N`: N installs of the log erased (`upshift installs forget`, one request each) 5 s into a third
+    /// live load of ``rebuildDuration`` seconds, timed from the first request until every one is done, while
+    /// the lag of the projections is sampled as before.
+    private func eraseUnderLoad(_ count: Int, server: Server, key: String) throws -> ProjectionsSummary.ErasureUnderLoad {
+        let installs = try bench.sqlValue(
+            "SELECT string_agg(install_id::text, ',') FROM (SELECT DISTINCT install_id FROM event_log WHERE install_id IS NOT NULL LIMIT \(count)) i"
+        ).split(separator: ",").map(String.init)
+        let events = try bench.sqlInteger(
+            "SELECT count(*) FROM event_log WHERE install_id = ANY('{\(installs.joined(separator: ","))}'::uuid[])")
+        log("erasure under load: \(installs.count) installs (\(events) events) 5 s into \(rebuildDuration)s of live load")
+        let environment = ["DATABASE_URL": bench.database.description, "UPSHIFT_MIGRATIONS_DIR": bench.environment.migrations]
+        var done: Double?
+        let loaded = try underLoad("erase", seconds: rebuildDuration, server: server, key: key) {
+            for install in installs {
+                let status = try Processes.run(
+                    Command(bench.environment.upshift, ["installs", "forget", "--app", Self.app, "--install", install], environment: environment),
+                    stdout: .append(bench.path("erase.txt")), stderr: .append(bench.path("erase.txt")))
+                guard status == 0 else { throw BenchFailure("upshift installs forget exited \(status) (output: \(bench.path("erase.txt")))") }
+            }
+            let requested = Date().timeIntervalSince1970
+            while Date().timeIntervalSince1970 - requested < 1_800 {
+                if try bench.sqlInteger("SELECT count(*) FROM erasures WHERE done_at IS NULL") == 0 {
+                    done = Date().timeIntervalSince1970
+                    break
+                }
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+        }
+        let seconds = done.map { $0 - loaded.start }
+        // The live load may post events of these installs meanwhile: new data, which stays.
+        let left = try bench.sqlInteger(
+            "SELECT count(*) FROM event_log WHERE install_id = ANY('{\(installs.joined(separator: ","))}'::uuid[]) AND recorded_at < to_timestamp(\(loaded.start))")
+        log("erasure under load: " + (seconds.map { "done in \(Format.fixed($0, 1)) s" } ?? "not done within 30 minutes") + "; \(left) of their events from before the requests left in the log")
+        return ProjectionsSummary.ErasureUnderLoad(
+            installs: installs.count, events: events, seconds: seconds, eventsLeft: left, lag: loaded.lag,
+            eventsPerSecond: loaded.run.events.perSecond, non2xx: loaded.run.non2xx, loadSeconds: rebuildDuration)
+    }
+
+    /// A live load of `seconds` (2,000 events/s, as the first) with the lag sampled, and `action` run 5 s into
+    /// it: the load's figures, and the lag from the action's start to its end (or the load's, when it
+    /// outlasts it).
+    private func underLoad(
+        _ name: String, seconds: Int, server: Server, key: String, action: () throws -> Void
+    ) throws -> (run: LiveRun, lag: LagSummary, start: Double, end: Double) {
+        let pool = bench.path("live-installs.csv")
+        let out = bench.path("\(name)-live-wrk.txt")
+        let samples = bench.path("\(name)-lag-samples.txt")
+        let sampler = try startLagSampler(writingTo: samples, errors: bench.path("\(name)-lag-sampler.err"))
+        let load = try startLiveLoad(server, key: key, seconds: seconds, installs: pool, output: out)
         Thread.sleep(forTimeInterval: 5)
         let start = Date().timeIntervalSince1970
-        let rebuild = try Processes.start(
-            Command(bench.environment.upshift, ["projections", "rebuild", projection.rawValue], environment: [
-                "DATABASE_URL": bench.database.description, "UPSHIFT_MIGRATIONS_DIR": bench.environment.migrations,
-            ]), what: "upshift projections rebuild", stdout: .file(rebuildOut), stderr: .append(rebuildOut))
-        let status = rebuild.wait()
+        try action()
         let end = Date().timeIntervalSince1970
         let loadStatus = load.wait()
         _ = sampler.stop()
         guard loadStatus == 0 else {
             printTail(of: out, lines: 40)
-            throw BenchFailure("wrk failed during the rebuild under load (output: \(out))")
+            throw BenchFailure("wrk failed during the \(name) under load (output: \(out))")
         }
         let run = try LiveRun(WrkSummary(parsing: String(contentsOfFile: out, encoding: .utf8)))
         // The requests in flight when wrk stopped are still stored and applied: the final count waits
         // for them, as after the first live run.
         let drain = try waitUntilCounted(limit: 120)
-        log("rebuild under load: " + (drain.map { "all counted \(Format.fixed($0, 1)) s after wrk stopped" } ?? "not all counted 120 s after wrk stopped"))
+        log("\(name) under load: " + (drain.map { "all counted \(Format.fixed($0, 1)) s after wrk stopped" } ?? "not all counted 120 s after wrk stopped"))
         let lag = LagSummary(
             LagSample.parse((try? String(contentsOfFile: samples, encoding: .utf8)) ?? ""), from: start,
-            to: min(end, start + Double(rebuildDuration) - 5))
-        let figures = ProjectionsSummary.RebuildUnderLoad(
-            projection: projection.rawValue, seconds: end - start, exitStatus: status, lag: lag,
-            eventsPerSecond: run.events.perSecond, non2xx: run.non2xx, loadSeconds: rebuildDuration)
-        log("rebuild under load: \(projection.rawValue) in \(Format.fixed(end - start, 1)) s, exit \(status); lag p99 \(lag.p99.map { Format.fixed($0, 3) } ?? "-") s")
-        return RebuildUnderLoad(figures: figures, start: start, end: end)
+            to: min(end, start + Double(seconds) - 5))
+        return (run, lag, start, end)
     }
 
     /// The lag sampler (scripts/bench.d/projections-lag.sql), until stopped.

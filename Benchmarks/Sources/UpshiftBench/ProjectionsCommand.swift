@@ -54,6 +54,12 @@ struct Projections: ParsableCommand {
     @Option(help: "Installs of the second catch-up's log (about 10 events each); 0 skips it.")
     var shapeInstalls = 1_000_000
 
+    @Option(help: """
+        After the live runs, erase this many installs (`upshift installs forget`) while the live load runs again for \
+        --rebuild-duration seconds, and time until every erasure is done; 0 skips it.
+        """)
+    var erase = 0
+
     func validate() throws {
         for (name, value) in [("events", events), ("installs", installs), ("lag-duration", lagDuration),
                               ("report-duration", reportDuration), ("rebuild-duration", rebuildDuration ?? 1)] where value <= 0 {
@@ -64,6 +70,7 @@ struct Projections: ParsableCommand {
         }
         guard installs >= 100 else { throw ValidationError("--installs must be at least 100") }
         guard !fold || rebuild != nil else { throw ValidationError("--fold needs --rebuild PROJECTION") }
+        guard erase >= 0 && erase <= 10_000 else { throw ValidationError("--erase must be 0 to 10000, not \(erase)") }
         guard shapeInstalls == 0 || shapeInstalls >= 100 else {
             throw ValidationError("--shape-installs must be 0 (no second catch-up) or at least 100, not \(shapeInstalls)")
         }
@@ -74,7 +81,7 @@ struct Projections: ParsableCommand {
             try ProjectionsBenchmark(
                 bench: bench, events: events, installs: installs, lagDuration: lagDuration,
                 reportDuration: reportDuration, rebuild: rebuild, fold: fold, rebuildLive: rebuildLive,
-                rebuildDuration: rebuildDuration ?? lagDuration, shapeInstalls: shapeInstalls
+                rebuildDuration: rebuildDuration ?? lagDuration, shapeInstalls: shapeInstalls, erase: erase
             ).run()
         }
     }

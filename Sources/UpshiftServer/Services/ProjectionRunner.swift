@@ -161,6 +161,10 @@ public final class ProjectionRunner: Service, Sendable {
         return { try await hook(name) }
     }
 
+    /// Erased installs a generation takes out of its figures in one transaction: each brings its rows and
+    /// its erased events, so a few keep the transaction well within the projections' bound.
+    static let erasuresPerTransaction = 20
+
     enum Outcome: Sendable {
         case retired, stopped
     }
@@ -254,8 +258,10 @@ public final class ProjectionRunner: Service, Sendable {
             // Erased installs leave the figures between batches, under the lock (at most once a second).
             if erasuresAskedAt.map({ ContinuousClock.now - $0 >= settings.erasureInterval }) ?? true {
                 erasuresAskedAt = .now
-                let erasures = try await leader.pendingErasures()
+                let erasures = try await leader.pendingErasures(limit: Self.erasuresPerTransaction)
                 if !erasures.isEmpty {
+                    // A full set may leave more: ask again at once.
+                    if erasures.count == Self.erasuresPerTransaction { erasuresAskedAt = nil }
                     do {
                         try await leader.forget(erasures, from: current)
                         logger.notice(

@@ -209,10 +209,12 @@ public struct AdoptionProjection: ProjectionDefinition {
     /// days, as their state says; of closed days (state pruned), as their erased events that it counted say.
     public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
         var stored: [InstallDayKey: InstallDay] = [:]
+        let days = batch.table("install_days")
+        let keys = try await erased.keys(in: days, on: connection, logger: batch.logger)
         let rows = try await connection.query(
             """
-            DELETE FROM \(batch.table("install_days")) d USING \(erased.pairs) AS k(app_id, install_id)
-            WHERE d.app_id = k.app_id AND d.install_id = k.install_id
+            DELETE FROM \(days) d USING \(keys) AS k(app_id, platform, install_id)
+            WHERE d.app_id = k.app_id AND d.platform = k.platform AND d.install_id = k.install_id
             RETURNING d.app_id, d.platform, d.install_id, d.day::text, d.version, d.version_key, d.os_major, d.last_at,
                       d.exited
             """, logger: batch.logger)

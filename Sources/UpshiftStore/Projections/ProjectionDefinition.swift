@@ -48,6 +48,38 @@ public struct ErasedInstalls: Sendable {
 
     /// The installs as rows `(app_id, install_id)` of a FROM item (alias it).
     public var pairs: SQL { "unnest(\(installs.map(\.appId))::text[], \(installs.map(\.installId))::uuid[])" }
+
+    /// The installs as rows `(app_id, platform, install_id)` of a FROM item (alias it), one for each platform
+    /// of their app that `table` holds: so that a statement finds their rows through a key led by
+    /// `(app_id, platform, install_id)` rather than reading every row of the app. The platforms are read
+    /// by skipping through that key, a probe each.
+    public func keys(in table: SQLIdentifier, on connection: StoreConnection, logger: Logger) async throws -> SQL {
+        var platforms: [AppID: [String]] = [:]
+        for app in Set(installs.map(\.appId)) {
+            for try await platform in try await connection.query(
+                """
+                WITH RECURSIVE p(platform) AS (
+                    SELECT min(platform) FROM \(table) WHERE app_id = \(app)
+                    UNION ALL
+                    SELECT (SELECT min(t.platform) FROM \(table) t WHERE t.app_id = \(app) AND t.platform > p.platform)
+                    FROM p WHERE p.platform IS NOT NULL
+                )
+                SELECT platform FROM p WHERE platform IS NOT NULL
+                """, logger: logger
+            ).decode(String.self) {
+                platforms[app, default: []].append(platform)
+            }
+        }
+        var rows: (apps: [AppID], platforms: [String], installs: [UUID]) = ([], [], [])
+        for install in installs {
+            for platform in platforms[install.appId] ?? [] {
+                rows.apps.append(install.appId)
+                rows.platforms.append(platform)
+                rows.installs.append(install.installId)
+            }
+        }
+        return "unnest(\(rows.apps)::text[], \(rows.platforms)::text[], \(rows.installs)::uuid[])"
+    }
 }
 
 extension ProjectionDefinition {

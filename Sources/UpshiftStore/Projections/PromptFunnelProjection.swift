@@ -215,31 +215,28 @@ public struct PromptFunnelProjection: ProjectionDefinition {
     /// The installs leave every funnel: their first-seen versions go, their rows are refreshed with no
     /// step taken (so each funnel loses what they counted), and then go too, with their recorded updates.
     public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
-        let (installs, pairs) = (batch.table("prompt_installs"), erased.pairs)
+        let installs = batch.table("prompt_installs")
         for table in ["prompt_versions", "prompt_updates"] {
+            let keys = try await erased.keys(in: batch.table(table), on: connection, logger: batch.logger)
             try await connection.query(
                 """
-                DELETE FROM \(batch.table(table)) v USING \(pairs) AS k(app_id, install_id)
-                WHERE v.app_id = k.app_id AND v.install_id = k.install_id
+                DELETE FROM \(batch.table(table)) v USING \(keys) AS k(app_id, platform, install_id)
+                WHERE v.app_id = k.app_id AND v.platform = k.platform AND v.install_id = k.install_id
                 """, logger: batch.logger)
         }
+        let keys = try await erased.keys(in: installs, on: connection, logger: batch.logger)
         try await connection.query(
             """
             UPDATE \(installs) p SET first_shown_at = NULL, dismissed_later = false, dismissed_skip = false,
                 update_started = false, first_started_at = NULL, first_started_recorded_at = NULL, blocked = false
-            FROM \(pairs) AS k(app_id, install_id)
-            WHERE p.app_id = k.app_id AND p.install_id = k.install_id
+            FROM \(keys) AS k(app_id, platform, install_id)
+            WHERE p.app_id = k.app_id AND p.platform = k.platform AND p.install_id = k.install_id
             """, logger: batch.logger)
-        try await refresh(
-            """
-            touched(app_id, platform, install_id) AS (
-                SELECT DISTINCT p.app_id, p.platform, p.install_id
-                FROM \(installs) p JOIN \(pairs) AS k(app_id, install_id) USING (app_id, install_id))
-            """, in: batch, on: connection)
+        try await refresh("touched(app_id, platform, install_id) AS (SELECT * FROM \(keys) AS k(app_id, platform, install_id))", in: batch, on: connection)
         try await connection.query(
             """
-            DELETE FROM \(installs) p USING \(pairs) AS k(app_id, install_id)
-            WHERE p.app_id = k.app_id AND p.install_id = k.install_id
+            DELETE FROM \(installs) p USING \(keys) AS k(app_id, platform, install_id)
+            WHERE p.app_id = k.app_id AND p.platform = k.platform AND p.install_id = k.install_id
             """, logger: batch.logger)
     }
 

@@ -232,12 +232,15 @@ public struct ReleaseCohortsProjection: ProjectionDefinition {
     /// The installs leave every cohort: their first-seen versions go, their rows are refreshed as rows
     /// outside the cohort (so the figures lose what each counted), and then go too.
     public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
+        let versions = batch.table("cohort_versions")
+        let cohortKeys = try await erased.keys(in: versions, on: connection, logger: batch.logger)
         try await connection.query(
             """
-            DELETE FROM \(batch.table("cohort_versions")) v USING \(erased.pairs) AS k(app_id, install_id)
-            WHERE v.app_id = k.app_id AND v.install_id = k.install_id
+            DELETE FROM \(versions) v USING \(cohortKeys) AS k(app_id, platform, install_id)
+            WHERE v.app_id = k.app_id AND v.platform = k.platform AND v.install_id = k.install_id
             """, logger: batch.logger)
-        let mine: SQL = "(ri.app_id, ri.install_id) IN (SELECT * FROM \(erased.pairs) AS k(app_id, install_id))"
+        let keys = try await erased.keys(in: batch.table("release_installs"), on: connection, logger: batch.logger)
+        let mine: SQL = "(ri.app_id, ri.platform, ri.install_id) IN (SELECT * FROM \(keys) AS k(app_id, platform, install_id))"
         try await connection.query(
             "UPDATE \(batch.table("release_installs")) ri SET below = false WHERE \(mine)", logger: batch.logger)
         try await refresh(where: mine, in: batch, on: connection)

@@ -115,12 +115,13 @@ public struct ReleaseHealthProjection: ProjectionDefinition {
 
     /// The installs' first events on each version go, and each cohort cell loses them (and their exits).
     public func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws {
-        let cohorts = batch.table("health_cohorts")
+        let (versions, cohorts) = (batch.table("health_versions"), batch.table("health_cohorts"))
+        let keys = try await erased.keys(in: versions, on: connection, logger: batch.logger)
         try await connection.query(
             """
             WITH gone AS (
-                DELETE FROM \(batch.table("health_versions")) v USING \(erased.pairs) AS k(app_id, install_id)
-                WHERE v.app_id = k.app_id AND v.install_id = k.install_id
+                DELETE FROM \(versions) v USING \(keys) AS k(app_id, platform, install_id)
+                WHERE v.app_id = k.app_id AND v.platform = k.platform AND v.install_id = k.install_id
                 RETURNING v.app_id, v.platform, v.version, v.os_major, (v.first_at AT TIME ZONE 'UTC')::date AS day,
                           coalesce(v.exit_at < v.first_at + make_interval(secs => \(HealthCohort.exitWindow)), false) AS exited
             )
