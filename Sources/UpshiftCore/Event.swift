@@ -94,7 +94,7 @@ extension Event {
 public enum ServerEventType: String, Sendable, CaseIterable {
     /// A check the server answered, with the install that asked.
     case checked
-    /// An install's events were erased (docs/OPERATIONS.md, "Erasure"): a mark in the log that holds no
+    /// An install's events were erased (docs/OPERATIONS.md, "Erasure of an install"): a mark in the log that holds no
     /// identifier of the install, only the erasure's id.
     case installForgotten = "install_forgotten"
 }

@@ -3,7 +3,7 @@ import Logging
 import PostgresNIO
 import UpshiftCore
 
-/// A request to erase an install (docs/OPERATIONS.md, "Erasure"), as `GET /v1/apps/{app}/erasures/{id}`
+/// A request to erase an install (docs/OPERATIONS.md, "Erasure of an install"), as `GET /v1/apps/{app}/erasures/{id}`
 /// shows it: no install id, only its SHA-256.
 public struct Erasure: Sendable, Equatable {
     public enum Status: String, Sendable { case pending, done }

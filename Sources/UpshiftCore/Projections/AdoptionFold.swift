@@ -206,7 +206,7 @@ public enum AdoptionFold {
         return after
     }
 
-    /// What erasing installs takes out of the figures (docs/OPERATIONS.md, "Erasure"): −1 for each of
+    /// What erasing installs takes out of the figures (docs/OPERATIONS.md, "Erasure of an install"): −1 for each of
     /// their install-days, from `stored` (their working state of the open days, as deleted) and, for days
     /// before `horizon` (closed, their state pruned), from `erased` (their events the generation applied,
     /// in feed order) as the fold counted them. Dead letters are not counted again.

@@ -45,7 +45,7 @@ public struct ProjectionSettings: Sendable {
     /// meanwhile wait about that long for their events; nil: always those maxima.
     public var rebuildWriteTarget: Duration? = .milliseconds(250)
     /// How often a runner asks whether erased installs are to leave its figures (docs/OPERATIONS.md,
-    /// "Erasure").
+    /// "Erasure of an install").
     public var erasureInterval: Duration = .seconds(1)
     /// How often the erasure worker takes the open requests (`UPSHIFT_ERASURE_INTERVAL`, seconds), and
     /// how long a pass waits for the projections to apply the installs' events before it leaves them to

@@ -3,7 +3,7 @@ import Hummingbird
 import UpshiftCore
 import UpshiftStore
 
-/// Erasure of an install (docs/OPERATIONS.md, "Erasure"), with an admin token:
+/// Erasure of an install (docs/OPERATIONS.md, "Erasure of an install"), with an admin token:
 ///
 /// - `DELETE /v1/apps/{app}/installs/{install}`: `202` with the request (`id`, `status: pending`); a repeat
 ///   while it is open answers the same request.

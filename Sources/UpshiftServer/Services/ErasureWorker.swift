@@ -5,7 +5,7 @@ import ServiceLifecycle
 import UpshiftCore
 import UpshiftStore
 
-/// Erasure of installs (docs/OPERATIONS.md, "Erasure"): every ``ProjectionSettings/erasurePass``, one
+/// Erasure of installs (docs/OPERATIONS.md, "Erasure of an install"): every ``ProjectionSettings/erasurePass``, one
 /// instance (an advisory lock) takes the open requests as one batch and
 ///
 /// 1. finds their events with one scan of the log, below a cut (the oldest transaction still running:

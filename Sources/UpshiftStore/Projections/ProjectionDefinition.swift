@@ -25,7 +25,7 @@ public protocol ProjectionDefinition: Sendable {
     /// steps must be the same, in the same order, on every attempt.
     func backfill(_ backfill: Backfill, on connection: StoreConnection) async throws
     /// Takes erased installs out of the generation's figures, as if the log had never held their events
-    /// (docs/OPERATIONS.md, "Erasure"): deletes their rows of per-install state and moves every figure by
+    /// (docs/OPERATIONS.md, "Erasure of an install"): deletes their rows of per-install state and moves every figure by
     /// what those rows counted. Their events that the log still holds (committed after the erasure's cut)
     /// are applied again afterwards, by ``ProjectionLeader/forget(_:from:)``.
     func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws
