@@ -64,14 +64,15 @@ import UpshiftTestSupport
             }
         }
         let later = sampleFleet(now: harness.clock.now().addingTimeInterval(86_400), installs: 60)
+        // A bound on a hang, not on speed: alone this takes 13 s, beside the other timed suites over 60 s.
         try await harness.run(configuration) { (_: Server) async throws in
-            try await harness.waitForProjections(timeout: .seconds(60))
+            try await harness.waitForProjections(timeout: .seconds(150))
             // Sessions ended while the runners wait for events: the next read notices and reconnects.
             for projection in Projections.all {
                 #expect(try await harness.terminateLeader(of: projection.name), "\(projection.name) had a leader")
             }
             try await postFleet(later, harness: harness, roles: [.http])
-            try await harness.waitForProjections(timeout: .seconds(60))
+            try await harness.waitForProjections(timeout: .seconds(150))
         }
         #expect(cuts.withLock { $0 } == 3)
         try await harness.expectAdoptionMatchesTheLog()
