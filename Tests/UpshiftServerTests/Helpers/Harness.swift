@@ -194,9 +194,15 @@ struct Server: Sendable {
         var etag: String? { headers["ETag"].first }
     }
 
-    /// A client that shows redirects instead of following them (the dashboard answers forms with 303).
+    /// The clients of every test. Each lets a pooled connection go after 20 s unused: well before the
+    /// server's idle timeout (60 s) closes it, since a request sent on a connection the server is closing
+    /// at that moment is reset (with both at 60 s, a test that waited a minute between requests failed).
+    static let client = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: .init(connectionPool: .init(idleTimeout: .seconds(20))))
+    /// As ``client``, showing redirects instead of following them (the dashboard answers forms with 303).
     static let withoutRedirects = HTTPClient(
-        eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        eventLoopGroupProvider: .singleton,
+        configuration: .init(redirectConfiguration: .disallow, connectionPool: .init(idleTimeout: .seconds(20))))
 
     func request(
         _ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: Data? = nil,
@@ -206,7 +212,7 @@ struct Server: Sendable {
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let client = followRedirects ? HTTPClient.shared : Self.withoutRedirects
+        let client = followRedirects ? Self.client : Self.withoutRedirects
         return try await Waits.named("\(method) \(path) on port \(port)") {
             let response = try await client.execute(request, timeout: timeout)
             let bytes = try await response.body.collect(upTo: 16 << 20)
