@@ -94,7 +94,17 @@ import UpshiftWire
                 try await harness.sql { client in
                     _ = try await client.query("SELECT upshift_ensure_event_partitions(\(Self.at(time)), \(Self.at(time)))")
                 }
-                let events = (0..<count).map { clientEvent(occurredAt: Self.at(time).addingTimeInterval(Double($0)), install: UUID()) }
+                var events = (0..<count).map { clientEvent(occurredAt: Self.at(time).addingTimeInterval(Double($0)), install: UUID()) }
+                if time.hasPrefix("2026-01") {
+                    // Two of January's installs on 2.0, one of which reports an abnormal exit: release health.
+                    events[0]["appVersion"] = "2.0"
+                    events[1]["appVersion"] = "2.0"
+                    var exit = events[0]
+                    exit["id"] = UUID().uuidString.lowercased()
+                    exit["type"] = "abnormal_exit"
+                    exit["occurredAt"] = Timestamp.format(Self.at(time).addingTimeInterval(60))
+                    events.append(exit)
+                }
                 #expect(try await server.postEvents(events, key: harness.ingestKey).status == 200)
                 if time.hasPrefix("2026-01") {
                     // A policy written in January: the catalog's history and the rules read it after the drop.
@@ -115,7 +125,7 @@ import UpshiftWire
             return cursor
         }
         let januaryIds = try await harness.count("SELECT count(*)::int8 FROM event_ids WHERE occurred_at < '2026-02-01'")
-        #expect(januaryIds == 6)
+        #expect(januaryIds == 7)
         let before = try await harness.count("SELECT count(*)::int8 FROM event_log WHERE occurred_at < '2026-04-01'")
 
         harness.clock.set(Self.at("2026-06-10T12:00:00Z"))
@@ -172,26 +182,40 @@ import UpshiftWire
             #expect(whole.status == 200)
             #expect(whole.text.split(separator: "\n").count == 3, "\(whole.text)")
 
-            // A rebuild would count from April only: refused unless the operator accepts it.
-            let refused = try await BinaryTests.command(["projections", "rebuild", "adoption"], databaseURL: harness.databaseURL)
+            // A rebuilt adoption reads the log from April, and takes over the days before it from the
+            // generation it replaces: every figure stays, January's health included, with no Events-From.
+            let adoption = "/v1/apps/expenses/reports/adoption?platform=ios&from=2026-01-01&to=2026-04-30"
+            let releaseReport = "/v1/apps/expenses/reports/releases/2.0?platform=ios"
+            let adoptionBefore = try await server.send(.GET, adoption, key: harness.readKey).value()
+            let healthBefore = try await server.send(.GET, releaseReport, key: harness.readKey).value()["health"]
+            #expect(healthBefore?["days"]?.arrayValue?.contains { $0["exited"]?.intValue == 1 } == true, "\(String(describing: healthBefore))")
+            let generations = "SELECT max(generation)::int8 FROM projections WHERE name = 'adoption' AND state = 'active'"
+            let replaced = try await harness.count(PostgresQuery(unsafeSQL: generations))
+            let carried = try await BinaryTests.command(["projections", "rebuild", "adoption"], databaseURL: harness.databaseURL)
+            #expect(carried.status == 0, "\(carried.error)")
+            #expect(try await harness.count(PostgresQuery(unsafeSQL: generations)) > replaced)
+            let adoptionAfter = try await server.send(.GET, adoption, key: harness.readKey)
+            #expect(adoptionAfter.headers["Events-From"].isEmpty, "\(adoptionAfter.headers)")
+            #expect(try adoptionAfter.value()["days"] == adoptionBefore["days"], "\(adoptionAfter.text)")
+            let january15 = try adoptionAfter.value()["days"]?.arrayValue?.first { $0["day"] == "2026-01-15" }
+            #expect(january15?["activeInstalls"]?.intValue == 6, "\(adoptionAfter.text)")
+            #expect(try await server.send(.GET, releaseReport, key: harness.readKey).value()["health"] == healthBefore)
+            #expect(try await !browser.get(overview).text.contains("id=\"events-from\""))
+
+            // release_cohorts takes nothing over (a cohort's figures are not closed by a day): a rebuild would
+            // count from April only, refused unless the operator accepts it.
+            let refused = try await BinaryTests.command(["projections", "rebuild", "release_cohorts"], databaseURL: harness.databaseURL)
             #expect(refused.status != 0 && refused.error.contains("--accept-shorter-history"), "\(refused.error)")
-            let accepted = try await BinaryTests.command(
-                ["projections", "rebuild", "adoption", "--accept-shorter-history"], databaseURL: harness.databaseURL)
-            #expect(accepted.status == 0, "\(accepted.error)")
-            let after = try await server.send(
-                .GET, "/v1/apps/expenses/reports/adoption?platform=ios&from=2026-01-15&to=2026-01-15", key: harness.readKey)
-            #expect(after.headers["Events-From"].first == "2026-04-01T00:00:00.000Z", "\(after.headers)")
-            // The dashboard's adoption says it too.
-            let page = try await browser.get(overview).text
-            #expect(page.contains("Counted from events since <time datetime=\"2026-04-01T00:00:00.000Z\">2026-04-01 00:00 UTC</time>"))
-            #expect(try after.value()["days"]?.arrayValue?.first?["activeInstalls"]?.intValue == 0, "\(after.text)")
-            // A rebuilt release_cohorts reads the catalog events kept from January first, as the feed had them:
-            // the release added then still has its report (its cohort counts from April's events).
+            // Accepted, it reads the catalog events kept from January first, as the feed had them: the release
+            // added then still has its report (its cohort counts from April's events).
             let cohorts = try await BinaryTests.command(
                 ["projections", "rebuild", "release_cohorts", "--accept-shorter-history"], databaseURL: harness.databaseURL)
             #expect(cohorts.status == 0, "\(cohorts.error)")
-            let release = try await server.send(.GET, "/v1/apps/expenses/reports/releases/2.0?platform=ios", key: harness.readKey)
+            let release = try await server.send(.GET, releaseReport, key: harness.readKey)
             #expect(release.status == 200, "\(release.text)")
+            // The dashboard's release page says from when it counts.
+            let page = try await browser.get("/dashboard/apps/expenses/releases/2.0?platform=ios").text
+            #expect(page.contains("Counted from events since <time datetime=\"2026-04-01T00:00:00.000Z\">2026-04-01 00:00 UTC</time>"), "\(page)")
             #expect(try release.value()["releasedAt"] == .string("2026-01-01T00:00:00.000Z"), "\(release.text)")
             #expect(release.headers["Events-From"].first == "2026-04-01T00:00:00.000Z", "\(release.headers)")
             // So does a set-based catch-up (a long log's rebuild), which reads the releases in one statement.

@@ -15,6 +15,18 @@ public struct AdoptionProjection: ProjectionDefinition {
 
     public init() {}
 
+    /// A day's figures depend on that day's events alone: those of the days a shorter log no longer holds
+    /// are taken over whole from a generation of this version.
+    public func carriedTables(fromVersion version: Int) -> [CarriedTable]? {
+        guard version == self.version else { return nil }
+        return [
+            CarriedTable("adoption_daily", columns: ["app_id", "platform", "day", "version", "version_key", "installs"]),
+            CarriedTable(
+                "health_daily",
+                columns: ["app_id", "platform", "version", "day", "os_major", "version_key", "installs", "exited"]),
+        ]
+    }
+
     public func createStatements(_ t: (String) -> SQLIdentifier) -> [SQL] {
         [
             """

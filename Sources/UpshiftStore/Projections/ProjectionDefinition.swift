@@ -29,6 +29,25 @@ public protocol ProjectionDefinition: Sendable {
     /// what those rows counted. Their events that the log still holds (committed after the erasure's cut)
     /// are applied again afterwards, by ``ProjectionLeader/forget(_:from:)``.
     func forget(_ erased: ErasedInstalls, in batch: inout ProjectionBatch, on connection: StoreConnection) async throws
+    /// The tables of closed aggregates, per app and UTC `day`, that a generation which read a shorter log
+    /// takes over from the active generation of `version` it replaces, for the days before the log it read
+    /// (docs/OPERATIONS.md, "Retention"); nil when it takes nothing over and needs the operator's consent
+    /// to be switched in. Rows of those days never change: the events of those days are gone, so
+    /// the new generation has none of them and the old one has nothing left to correct.
+    func carriedTables(fromVersion version: Int) -> [CarriedTable]?
+}
+
+/// A table a new generation copies from the one it replaces (``ProjectionDefinition/carriedTables(fromVersion:)``):
+/// its rows of the days before a date, one app at a time. It has `app_id` and `day` (a `date`) columns.
+public struct CarriedTable: Sendable {
+    public var table: String
+    /// Every column, named alike in both generations.
+    public var columns: [String]
+
+    public init(_ table: String, columns: [String]) {
+        self.table = table
+        self.columns = columns
+    }
 }
 
 /// Installs whose events were erased from the log, as a projection generation takes them out of its figures.
@@ -84,6 +103,7 @@ public struct ErasedInstalls: Sendable {
 
 extension ProjectionDefinition {
     public func batchLength(_ events: [ProjectionEvent]) -> Int { events.count }
+    public func carriedTables(fromVersion version: Int) -> [CarriedTable]? { nil }
 }
 
 /// What a batch knows and reports besides its table writes.

@@ -115,15 +115,60 @@ public struct ProjectionStore: Sendable {
 
     /// The instant a generation of `definition` created now would hold events from, when that is later
     /// than the active generation's start: nil when it would read as much of the log.
+    /// nil too when the new generation would take over the closed aggregates of the days it does not
+    /// read (``ProjectionDefinition/carriedTables(fromVersion:)``).
     public func shorterHistory(_ definition: any ProjectionDefinition) async throws -> Date? {
         let rows = try await pool.query(
             """
-            SELECT r.kept_from FROM log_retention r
+            SELECT r.kept_from, a.version FROM log_retention r
             JOIN projections a ON a.name = \(definition.name) AND a.state = 'active'
             WHERE r.kept_from > coalesce(a.history_from, '-infinity')
             """, logger: logger)
-        for try await from in rows.decode(Date.self) { return from }
+        for try await (from, version) in rows.decode((Date, Int).self) {
+            return definition.carriedTables(fromVersion: version) == nil ? from : nil
+        }
         return nil
+    }
+
+    /// Copies into `generation`, when it read a shorter history than the active generation, the closed
+    /// aggregates of the days before the log it read, from the active one (docs/OPERATIONS.md, "Retention").
+    /// One statement per app and table, each a short transaction of its own, and again from the start if
+    /// cut off (a row copied before is left as it is). Returns the generation copied from; nil when
+    /// nothing is to be carried or `definition` carries nothing over from that one.
+    private func carryOver(_ definition: any ProjectionDefinition, into generation: Int) async throws -> Int? {
+        var source: (generation: Int, version: Int, before: Date)?
+        for try await row in try await pool.query(
+            """
+            SELECT a.generation, a.version, b.history_from FROM projections b
+            JOIN projections a ON a.name = b.name AND a.state = 'active' AND a.generation <> b.generation
+            WHERE b.name = \(definition.name) AND b.generation = \(generation)
+              AND b.history_from > coalesce(a.history_from, '-infinity')
+            """, logger: logger
+        ).decode((Int, Int, Date).self) { source = row }
+        guard let source, let tables = definition.carriedTables(fromVersion: source.version) else { return nil }
+        var apps: [AppID] = []
+        for try await app in try await pool.query("SELECT app_id FROM apps ORDER BY app_id", logger: logger).decode(AppID.self) {
+            apps.append(app)
+        }
+        for table in tables {
+            let columns = SQL.joined(table.columns.map { "\(SQLIdentifier($0))" }, separator: ", ")
+            for app in apps {
+                try await pool.query(
+                    """
+                    INSERT INTO \(ProjectionTables.name(table.table, generation: generation)) (\(columns))
+                    SELECT \(columns) FROM \(ProjectionTables.name(table.table, generation: source.generation))
+                    WHERE app_id = \(app) AND day < (\(source.before)::timestamptz AT TIME ZONE 'UTC')::date
+                    ON CONFLICT DO NOTHING
+                    """, logger: logger)
+            }
+        }
+        logger.notice(
+            "projection generation took over the days before its history",
+            metadata: [
+                "projection": "\(definition.name)", "generation": "\(generation)", "from": "\(source.generation)",
+                "before": "\(Timestamp.format(source.before))",
+            ])
+        return source.generation
     }
 
     /// Lets the building generation of `definition` replace the active one although it read a shorter
@@ -139,20 +184,35 @@ public struct ProjectionStore: Sendable {
         return found
     }
 
-    /// Switches `generation` in as the active one, then drops the tables of the one it replaces. Throws
-    /// ``ShorterHistory`` when it read a shorter history than the active one and that was not accepted.
+    /// Switches `generation` in as the active one, then drops the tables of the one it replaces. When it
+    /// read a shorter history than the active one, it first takes over the closed aggregates of the days
+    /// it did not read (``carryOver(_:into:)``) and then counts events from where the active one did; a
+    /// definition that carries nothing over throws ``ShorterHistory`` unless that was accepted.
     public func activate(_ definition: any ProjectionDefinition, generation: Int) async throws {
+        let carriedFrom = try await carryOver(definition, into: generation)
         let retired: [Int] = try await pool.transaction(logger: logger) { [logger] connection in
             try await Self.lockRegistry(connection, logger: logger)
-            for try await (from, accepted) in try await connection.query(
+            var shorter: (from: Date, accepted: Bool, active: Int)?
+            for try await row in try await connection.query(
                 """
-                SELECT b.history_from, b.shorter_history_accepted FROM projections b
+                SELECT b.history_from, b.shorter_history_accepted, a.generation FROM projections b
                 JOIN projections a ON a.name = b.name AND a.state = 'active' AND a.generation <> b.generation
                 WHERE b.name = \(definition.name) AND b.generation = \(generation)
                   AND b.history_from > coalesce(a.history_from, '-infinity')
                 """, logger: logger
-            ).decode((Date, Bool).self) where !accepted {
-                throw ShorterHistory(projection: definition.name, generation: generation, from: from)
+            ).decode((Date, Bool, Int).self) { shorter = row }
+            if let shorter {
+                if shorter.active == carriedFrom {
+                    try await connection.query(
+                        """
+                        UPDATE projections b SET history_from = a.history_from
+                        FROM projections a
+                        WHERE b.name = \(definition.name) AND b.generation = \(generation)
+                          AND a.name = b.name AND a.generation = \(shorter.active)
+                        """, logger: logger)
+                } else if !shorter.accepted {
+                    throw ShorterHistory(projection: definition.name, generation: generation, from: shorter.from)
+                }
             }
             let rows = try await connection.query(
                 """
