@@ -3,7 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// `upshift bench-static`: the reference of the check benchmark (docs/ARCHITECTURE.md, "Performance
+/// `upshift bench-static`: the reference of the check benchmark (docs/BENCHMARKS.md, "Performance
 /// targets") — a trivial Hummingbird route that answers every GET with fixed bytes. Hidden: it is not part of
 /// the product, and not a route of the production server.
 struct BenchStatic: AsyncParsableCommand {

@@ -1,4 +1,4 @@
--- wrk script for `scripts/bench check`: GET requests of the check benchmark (docs/ARCHITECTURE.md,
+-- wrk script for `scripts/bench check`: GET requests of the check benchmark (docs/BENCHMARKS.md,
 -- "Performance targets").
 --
 --   wrk ... -s check.lua URL -- MODE [PACE_MS]

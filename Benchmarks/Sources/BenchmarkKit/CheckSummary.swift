@@ -1,5 +1,5 @@
 /// `scripts/bench check`: GET /v1/apps/{app}/check against nginx and a trivial Hummingbird route serving
-/// the same bytes, then a memory case (docs/ARCHITECTURE.md, "Performance targets": check endpoint and
+/// the same bytes, then a memory case (docs/BENCHMARKS.md, "Performance targets": check endpoint and
 /// memory).
 public struct CheckSummary: Sendable {
     /// One wrk run and how busy the CPUs were during it.

@@ -1,5 +1,5 @@
 /// `scripts/bench ingest`: POST /v1/events against raw PostgreSQL inserts into the same table, four
-/// cases side by side (docs/ARCHITECTURE.md, "Performance targets": the ingestion rows), and case (b)
+/// cases side by side (docs/BENCHMARKS.md, "Performance targets": the ingestion rows), and case (b)
 /// again beside a report load.
 public struct IngestSummary: Sendable {
     /// Case (a) or (c): pgbench inserting into event_log.

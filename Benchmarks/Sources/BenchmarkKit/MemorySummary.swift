@@ -1,5 +1,5 @@
 /// `scripts/bench memory`: the server-wide body budget under many slow gzip bodies beside polite clients
-/// and checks (docs/ARCHITECTURE.md, "Performance targets", memory: RSS ≤ 200 MB), and the bytes of the
+/// and checks (docs/BENCHMARKS.md, "Performance targets", memory: RSS ≤ 200 MB), and the bytes of the
 /// rate limiters' tables at their capacity.
 public struct MemorySummary: Sendable {
     /// The greedy connections and what they got.

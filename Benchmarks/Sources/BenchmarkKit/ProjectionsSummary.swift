@@ -1,5 +1,5 @@
 /// `scripts/bench projections`: catch-up of a bulk-loaded log, report latency, and projection lag under a
-/// steady live load (docs/ARCHITECTURE.md, "Performance targets": projection catch-up, lag, reports,
+/// steady live load (docs/BENCHMARKS.md, "Performance targets": projection catch-up, lag, reports,
 /// memory).
 public struct ProjectionsSummary: Sendable {
     /// The synthetic history loaded with SQL before `upshift serve` starts.
@@ -309,7 +309,7 @@ public struct ProjectionsSummary: Sendable {
         self.finalEvents = finalEvents
     }
 
-    /// What the performance targets ask of a run whose figures count (docs/ARCHITECTURE.md, "Performance
+    /// What the performance targets ask of a run whose figures count (docs/BENCHMARKS.md, "Performance
     /// targets"): a backlog of 10 M events, 5 minutes of live load.
     public static let fullEvents = 10_000_000
     public static let fullLagSeconds = 300

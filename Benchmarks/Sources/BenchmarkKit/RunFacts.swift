@@ -1,5 +1,5 @@
 /// What the head of every summary says about the run: when, where, what was measured, and whether
-/// PostgreSQL kept its durability (docs/ARCHITECTURE.md, "Performance targets": every table prints fsync
+/// PostgreSQL kept its durability (docs/BENCHMARKS.md, "Performance targets": every table prints fsync
 /// and synchronous_commit).
 public struct RunFacts: Sendable, Equatable {
     /// "2026-11-24 16:49:32 UTC"

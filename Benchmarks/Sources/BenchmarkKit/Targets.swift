@@ -1,4 +1,4 @@
-/// One performance target (docs/ARCHITECTURE.md, "Performance targets"): a bound on a measured value.
+/// One performance target (docs/BENCHMARKS.md, "Performance targets"): a bound on a measured value.
 public struct Target: Sendable, Equatable {
     public enum Comparison: Sendable, Equatable {
         case atLeast
@@ -23,7 +23,7 @@ public struct Target: Sendable, Equatable {
     public let unit: Unit
     /// "p99", "p95", or nil when the value is not a percentile.
     public let statistic: String?
-    /// The first cell of the row of the performance targets this target comes from (docs/ARCHITECTURE.md,
+    /// The first cell of the row of the performance targets this target comes from (docs/BENCHMARKS.md,
     /// "Performance targets"); `TargetsTests` finds the same row in the contract's table.
     public let designRow: String
     /// Its words in that row ("≥ 60%", "p99 ≤ 5 ms"), so that a test can hold the two side by side.
@@ -65,7 +65,7 @@ public struct Target: Sendable, Equatable {
     }
 }
 
-/// The performance targets (docs/ARCHITECTURE.md, "Performance targets"), the one table every summary
+/// The performance targets (docs/BENCHMARKS.md, "Performance targets"), the one table every summary
 /// takes its bounds from (BenchmarkKitTests checks it against the contract's own table).
 public enum Targets {
     /// Check without `install`: requests/s against the trivial Hummingbird route with the same bytes.

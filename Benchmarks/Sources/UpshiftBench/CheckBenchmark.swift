@@ -64,7 +64,7 @@ struct CheckBenchmark {
         // (e) memory: every other request carries about 15 KB of an ignored parameter (the head limit is
         // 16 KiB), the others are distinct valid questions (version, OS, locale, previous) about releases with
         // long notes; the cache has its default budget (64 MiB). Peak RSS against the 200 MB memory target
-        // (docs/ARCHITECTURE.md, "Performance targets").
+        // (docs/BENCHMARKS.md, "Performance targets").
         try createNotesCatalog()
         server = try bench.startServer(log: bench.path("e-serve.log"), settings: Self.serverSettings)
         let e = try wrk("e", url: server.url + "/v1/apps/bench-notes/check", mode: "memory")

@@ -4,7 +4,7 @@ import Foundation
 /// `scripts/bench ingest`: (a) pgbench with 100-row unnest INSERTs, (b) POST /v1/events with 100 events per
 /// request, (c) pgbench with 1-row INSERTs, (d) POST /v1/events with 1 event per request, (e) as (b) while
 /// one read token asks for a report again and again on 8 connections and for a backtest on 2 more, at the
-/// readers' default shares (docs/ARCHITECTURE.md, "Performance targets", row "ingestion beside readers").
+/// readers' default shares (docs/BENCHMARKS.md, "Performance targets", row "ingestion beside readers").
 struct IngestBenchmark {
     let bench: Bench
     let duration: Int

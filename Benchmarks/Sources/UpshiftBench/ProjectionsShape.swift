@@ -1,7 +1,7 @@
 import BenchmarkKit
 import Foundation
 
-/// The second catch-up of `scripts/bench projections`: the catch-up target (docs/ARCHITECTURE.md,
+/// The second catch-up of `scripts/bench projections`: the catch-up target (docs/BENCHMARKS.md,
 /// "Performance targets") on a log shaped unlike the main one. `shapeInstalls` installs with 3-20 events each
 /// (about 10) over 60 days, written install by install in a few large transactions, every event type, OS
 /// majors and update delays varying by install (scripts/bench.d/projections-load-installs.sql), on a database

@@ -2,7 +2,7 @@ import ArgumentParser
 import BenchmarkKit
 import Foundation
 
-/// The benchmarks of the performance targets (docs/ARCHITECTURE.md, "Performance targets"): Upshift and
+/// The benchmarks of the performance targets (docs/BENCHMARKS.md, "Performance targets"): Upshift and
 /// its raw reference, side by side on this machine, in one run. `scripts/bench` installs the tools,
 /// provisions PostgreSQL and builds `upshift`, then runs this.
 @main

@@ -91,7 +91,7 @@ import Testing
     }
 
     /// At the readers' default shares the ratio is judged against the "ingestion beside readers" target
-    /// (docs/ARCHITECTURE.md, "Performance targets"), the backtests show beside the reports, and the
+    /// (docs/BENCHMARKS.md, "Performance targets"), the backtests show beside the reports, and the
     /// token's `429`s are the share at work.
     @Test func aReaderAtTheDefaultSharesIsJudgedAgainstTheTarget() throws {
         var run = try Self.recordedWithReportLoad()
@@ -153,7 +153,7 @@ import Testing
     @Test func reproducesTheRecordedSummary() throws {
         let summary = try Self.recorded().render()
         var expected = try Recorded.lines("ingest/summary.txt")
-        // The bash version judged (b)/(a) against 0.50; the target is 60% (docs/ARCHITECTURE.md,
+        // The bash version judged (b)/(a) against 0.50; the target is 60% (docs/BENCHMARKS.md,
         // "Performance targets").
         let ratioLine = try #require(expected.firstIndex(of: "(b)/(a) rows/s = 0.20 MISS  (target >= 0.50)"))
         expected[ratioLine] = "(b)/(a) rows/s = 0.20 MISS  (target >= 0.60)"

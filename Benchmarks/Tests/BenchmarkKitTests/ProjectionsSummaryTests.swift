@@ -58,7 +58,7 @@ import Testing
         let summary = try Self.recorded().render()
         var expected = try Recorded.lines("projections/summary.txt")
         // The bash version gave the reports other than adoption no target; the target is p95 <= 100 ms
-        // (docs/ARCHITECTURE.md, "Performance targets").
+        // (docs/BENCHMARKS.md, "Performance targets").
         for (name, verdict) in [("release-1.5.0", "MISSED"), ("prompts", "MISSED"), ("minimum-impact", "met")] {
             let index = try #require(expected.firstIndex { $0.hasPrefix("report \(name), p50 / p95") })
             expected[index] = String(expected[index].prefix(86)) + "p95 <= 100 ms        " + verdict

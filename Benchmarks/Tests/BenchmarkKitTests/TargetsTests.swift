@@ -3,7 +3,7 @@ import Testing
 
 @testable import BenchmarkKit
 
-/// The targets every summary judges by are the contract's (docs/ARCHITECTURE.md, "Performance targets"):
+/// The targets every summary judges by are the contract's (docs/BENCHMARKS.md, "Performance targets"):
 /// each one's words stand in the row of the contract's table it names, and say the same bound.
 @Suite struct TargetsTests {
     /// The contract lives in shared/ beside the checkout (as the test data does: UPSHIFT_TESTDATA).
