@@ -59,6 +59,26 @@ public struct CatalogHistoryEntry: Sendable, Codable, Equatable {
     public var undecodable: String?
 }
 
+extension CatalogHistoryEntry {
+    init(_ event: CatalogEvent, version: Int, at: Date) {
+        self.init(
+            version: version, type: event.kind.rawValue, at: at, actor: event.actor, reason: event.reason,
+            platform: event.platform ?? event.release?.platform ?? event.rule?.platform,
+            releaseVersion: event.release?.version.text, rule: event.rule?.id, changes: event.changes, schedule: event.schedule,
+            undecodable: nil)
+    }
+}
+
+/// What a webhook of a catalog kind delivers (docs/openapi.yaml, `webhooks:`): the history entry of the
+/// write, and the release or policy as it stands after it.
+struct CatalogWebhookBody: Encodable {
+    let kind: String
+    let app: String
+    let entry: CatalogHistoryEntry
+    let release: Release?
+    let policy: Policy?
+}
+
 /// The catalog: apps, releases and policies as events on `app:{id}` streams plus current tables,
 /// written together in one transaction with optimistic concurrency (docs/ARCHITECTURE.md, "One transaction
 /// per write").
@@ -234,11 +254,7 @@ public struct CatalogStore: Sendable {
                         rule: nil, changes: [:], schedule: nil, undecodable: reason))
                 continue
             }
-            entries.append(
-                CatalogHistoryEntry(
-                    version: version, type: type, at: at, actor: event.actor, reason: event.reason,
-                    platform: event.platform ?? event.release?.platform ?? event.rule?.platform,
-                    releaseVersion: event.release?.version.text, rule: event.rule?.id, changes: event.changes, schedule: event.schedule, undecodable: nil))
+            entries.append(CatalogHistoryEntry(event, version: version, at: at))
         }
         return entries
     }
@@ -625,6 +641,12 @@ public struct CatalogStore: Sendable {
             VALUES (\(UUID()), \(now), \(now), \(appId), \(event.kind.rawValue), \("app:\(appId)"), \(streamVersion),
                     \(try CatalogCoding.json(event))::jsonb)
             """, logger: logger)
+        if let kind = WebhookKind.of(event.kind) {
+            let body = CatalogWebhookBody(
+                kind: kind.rawValue, app: appId.rawValue, entry: CatalogHistoryEntry(event, version: streamVersion, at: now),
+                release: event.release, policy: event.policy)
+            try await WebhookStore.enqueue(kind, body: try CatalogCoding.json(body), app: appId, now: now, on: connection, logger: logger)
+        }
         try await connection.query("SELECT pg_notify(\(Self.notifyChannel), \(appId))", logger: logger)
     }
 }

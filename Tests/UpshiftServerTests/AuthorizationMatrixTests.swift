@@ -42,6 +42,11 @@ import UpshiftTestSupport
         // Raw events carry install ids (personal data): what an admin token may read, as it may write.
         "GET /v1/apps/{app}/events/export": .write,
         "DELETE /v1/apps/{app}/installs/{install}": .write, "GET /v1/apps/{app}/erasures/{erasure}": .write,
+        // A webhook's URL may carry its receiver's secret: admin tokens only, reading too.
+        "POST /v1/apps/{app}/webhooks": .write, "GET /v1/apps/{app}/webhooks": .write,
+        "GET /v1/apps/{app}/webhooks/{webhook}": .write, "DELETE /v1/apps/{app}/webhooks/{webhook}": .write,
+        "POST /v1/apps/{app}/webhooks/{webhook}/rotate": .write, "POST /v1/apps/{app}/webhooks/{webhook}/enable": .write,
+        "POST /v1/apps/{app}/webhooks/{webhook}/test": .write, "GET /v1/apps/{app}/webhooks/{webhook}/deliveries": .write,
         "GET /dashboard": .anyone, "POST /dashboard/sign-in": .signIn, "POST /dashboard/sign-out": .session,
         "GET /dashboard/apps/{app}": .read, "GET /dashboard/apps/{app}/releases/{version}": .read,
         "GET /dashboard/apps/{app}/history": .read, "GET /dashboard/apps/{app}/rollout": .write,

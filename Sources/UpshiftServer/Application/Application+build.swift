@@ -131,6 +131,11 @@ func buildRouter(
                 store: ErasureStore(pool: parts.reads, logger: parts.logger), snapshot: parts.snapshot, clock: configuration.clock
             ).routes(authentication: authentication), atPath: "/v1/apps/:app")
         router.addRoutes(
+            WebhookController(
+                store: WebhookStore(pool: parts.reads, logger: parts.logger), snapshot: parts.snapshot,
+                settings: configuration.webhooks, clock: configuration.clock
+            ).routes(authentication: authentication), atPath: "/v1/apps/:app")
+        router.addRoutes(
             DashboardPages(
                 sessions: SessionStore(pool: parts.hot, logger: parts.logger), keys: parts.keys, catalog: parts.catalogStore,
                 reports: reports, snapshot: parts.snapshot, clock: configuration.clock,
@@ -204,6 +209,12 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
                 store: ErasureStore(pool: projections, logger: parts.logger), settings: configuration.projections,
                 database: configuration.database, readiness: parts.readiness, archives: configuration.retention?.directory,
                 clock: configuration.clock,
+                metrics: parts.metrics, logger: parts.logger))
+        // Webhooks are delivered where the rollout worker runs, one instance at a time.
+        services.append(
+            WebhookWorker(
+                store: WebhookStore(pool: projections, logger: parts.logger), settings: configuration.webhooks,
+                database: configuration.database, readiness: parts.readiness, clock: configuration.clock,
                 metrics: parts.metrics, logger: parts.logger))
         // Retention waits for the projections, so it runs where they do, one instance at a time.
         if let retention = configuration.retention {

@@ -50,6 +50,8 @@ public struct AppConfiguration: Sendable {
     public var storeLookup = AppStoreImporter.Settings()
     /// Retention of the event log (`UPSHIFT_RETENTION_MONTHS`); nil: the log keeps everything.
     public var retention: RetentionSettings?
+    /// Where and how webhooks are delivered (`UPSHIFT_WEBHOOK_*`).
+    public var webhooks = WebhookSettings()
 
     public init(database: DatabaseSettings) {
         self.database = database
@@ -196,6 +198,9 @@ public struct AppConfiguration: Sendable {
             }
             configuration.retention = retention
         }
+        if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_HTTP") { configuration.webhooks.allowHTTP = allow }
+        if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_PRIVATE") { configuration.webhooks.allowPrivate = allow }
+        if let interval = try read.seconds("UPSHIFT_WEBHOOK_INTERVAL") { configuration.webhooks.interval = interval }
         if let bytes = try read.integer("UPSHIFT_MAX_HEAD_BYTES", in: 1024...(1 << 20)) {
             configuration.connections.maximumHeadBytes = bytes
         }

@@ -40,6 +40,16 @@ struct EnvironmentReader {
         return number
     }
 
+    /// A switch: `1`, `true` or `yes` is on; `0`, `false` or `no` is off (any case).
+    func flag(_ name: String) throws -> Bool? {
+        guard let text = value(name) else { return nil }
+        switch text.lowercased() {
+        case "1", "true", "yes": return true
+        case "0", "false", "no": return false
+        default: throw ConfigurationError.invalid(name, text, expected: "1, true or yes; 0, false or no")
+        }
+    }
+
     /// Seconds, a decimal from 0.001 to 86,400.
     func seconds(_ name: String) throws -> Duration? {
         guard let seconds = try decimal(name, in: 0.001...86_400) else { return nil }

@@ -34,26 +34,9 @@ struct ErasureWorker: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown { await readiness.reached(.migrations) }
-        while !Task.isCancelledOrShuttingDown {
-            do {
-                // The lock takes a connection of its own: only when a request is open.
-                if try await store.anyOpen() {
-                    _ = try await AdvisoryLeadership.whileHolding(
-                        "upshift:erasure", settings: database, applicationName: "upshift-erasure", timeout: .seconds(10),
-                        logger: logger
-                    ) { _ in try await pass() }
-                }
-            } catch where Task.isCancelledOrShuttingDown {
-                return
-            } catch {
-                logger.error("erasure pass failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
-            }
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: settings.erasurePass) }
-            } catch {
-                return
-            }
-        }
+        await LockedJob(name: "erasure", database: database, logger: logger).run(
+            every: settings.erasurePass, due: { try await store.anyOpen() }
+        ) { _ in try await pass() }
     }
 
     /// One pass: ends the requests every generation corrected, then erases the open ones from the log.

@@ -32,22 +32,8 @@ struct LogRetentionWorker: Service {
     }
 
     func run() async throws {
-        while !Task.isCancelledOrShuttingDown {
-            do {
-                _ = try await AdvisoryLeadership.whileHolding(
-                    "upshift:retention", settings: database, applicationName: "upshift-retention", timeout: .seconds(10),
-                    logger: logger
-                ) { _ in try await pass() }
-            } catch where Task.isCancelledOrShuttingDown {
-                return
-            } catch {
-                logger.error("retention pass failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
-            }
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: settings.interval) }
-            } catch {
-                return
-            }
+        await LockedJob(name: "retention", database: database, logger: logger).run(every: settings.interval) { _ in
+            try await pass()
         }
     }
 

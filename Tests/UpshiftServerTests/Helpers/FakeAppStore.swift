@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import ServiceLifecycle
 import Synchronization
 import UpshiftTestSupport
 
@@ -69,7 +68,6 @@ final class FakeAppStore: Sendable {
 
     /// Runs a store for the duration of `body`.
     static func run<T: Sendable>(_ body: @Sendable (FakeAppStore) async throws -> T) async throws -> T {
-        let (ports, listening) = AsyncStream.makeStream(of: Int.self)
         let holder = Mutex<FakeAppStore?>(nil)
         let router = Router()
         router.get("/lookup") { request, _ -> Response in
@@ -85,30 +83,10 @@ final class FakeAppStore: Sendable {
             }
             return try await respond(answer)
         }
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in
-                if let port = channel.localAddress?.port { listening.yield(port) }
-                listening.finish()
-            }, logger: TestEnvironment.logger)
-        let services = ServiceGroup(
-            configuration: .init(services: [app], gracefulShutdownSignals: [], logger: TestEnvironment.logger))
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask {
-                defer { listening.finish() }
-                try await services.run()
-            }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else {
-                try await tasks.next()
-                throw HarnessError("the fake App Store stopped before it listened")
-            }
+        return try await LoopbackServer.run(router, name: "the fake App Store") { port in
             let store = FakeAppStore(port: port)
             holder.withLock { $0 = store }
-            defer { tasks.cancelAll() }
-            let value = try await body(store)
-            await services.triggerGracefulShutdown()
-            return value
+            return try await body(store)
         }
     }
 

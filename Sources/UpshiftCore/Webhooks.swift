@@ -1,0 +1,53 @@
+import Crypto
+import Foundation
+
+/// What a webhook subscription is told of (docs/OPERATIONS.md, "Webhooks").
+public enum WebhookKind: String, Sendable, Codable, CaseIterable {
+    /// A release added or changed (by a person, the API, a schedule or a rule).
+    case releaseChanged = "release.changed"
+    /// A platform's policy replaced.
+    case policyChanged = "policy.changed"
+
+    /// The kind a catalog event is delivered as; nil when no subscription can ask for it.
+    public static func of(_ kind: CatalogEvent.Kind) -> WebhookKind? {
+        switch kind {
+        case .releaseAdded, .releaseUpdated: .releaseChanged
+        case .policyReplaced: .policyChanged
+        case .appCreated, .appUpdated, .ruleReplaced, .ruleRemoved: nil
+        }
+    }
+}
+
+/// The `Upshift-Signature` header of a delivery: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`,
+/// with a second `v1` for the previous secret while a rotation's grace period lasts.
+public enum WebhookSignature {
+    public static func header(body: Data, at timestamp: Int, secrets: [String]) -> String {
+        (["t=\(timestamp)"] + secrets.map { "v1=\(sign(body: body, at: timestamp, secret: $0))" }).joined(separator: ",")
+    }
+
+    public static func sign(body: Data, at timestamp: Int, secret: String) -> String {
+        var message = Data("\(timestamp).".utf8)
+        message.append(body)
+        let code = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(secret.utf8)))
+        return Data(code).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// A new secret: 32 random bytes, hexadecimal, prefixed so that it is recognised when it leaks.
+    public static func newSecret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return "whsec_" + bytes.map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// When a failed delivery is tried again: 30 s × 2ⁿ after the n-th attempt (n from 0), at most an hour,
+/// ± 20 % jitter; none once the delivery is a day old.
+public enum WebhookBackoff {
+    public static let giveUpAfter: TimeInterval = 24 * 3_600
+
+    /// The delay after `attempts` attempts (1 after the first), with `jitter` in [-1, 1].
+    public static func delay(afterAttempts attempts: Int, jitter: Double) -> TimeInterval {
+        let base = min(3_600, 30 * pow(2, Double(max(0, min(attempts - 1, 20)))))
+        return base * (1 + 0.2 * max(-1, min(1, jitter)))
+    }
+}

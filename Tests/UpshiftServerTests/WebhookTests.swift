@@ -1,0 +1,269 @@
+import Foundation
+import Synchronization
+import Testing
+import UpshiftCore
+import UpshiftServer
+import UpshiftTestSupport
+
+/// Webhooks through `serve` to a receiver the test starts (docs/OPERATIONS.md, "Webhooks"): what a team's
+/// receiver gets, how it verifies it with the documented snippet, retries under the application's clock,
+/// and the addresses a subscription may not reach.
+@Suite(.serverTimeLimit) struct WebhookTests {
+    /// Host names the tests' resolver answers, as the test sets them.
+    final class Names: Sendable {
+        private let table = Mutex<[String: [String]]>([:])
+        func set(_ name: String, _ addresses: [String]) { table.withLock { $0[name] = addresses } }
+        func resolve(_ name: String) throws -> [String] {
+            guard let found = table.withLock({ $0[name] }) else { throw HarnessError("\(name) does not resolve") }
+            return found
+        }
+    }
+
+    static func configuration(_ harness: Harness, names: Names, allowPrivate: Bool) -> AppConfiguration {
+        var configuration = harness.configuration()
+        configuration.webhooks.allowHTTP = true
+        configuration.webhooks.allowPrivate = allowPrivate
+        configuration.webhooks.interval = .milliseconds(100)
+        configuration.webhooks.resolve = { try names.resolve($0) }
+        return configuration
+    }
+
+    static func subscribe(_ server: Server, _ harness: Harness, url: String, kinds: [String]) async throws -> Server.Reply {
+        try await server.send(
+            .POST, "/v1/apps/expenses/webhooks", key: harness.adminKey,
+            json: .object(["url": .string(url), "kinds": .array(kinds.map(JSONValue.string))]))
+    }
+
+    /// The documented Python verification (the first `python` block of the section "Webhooks" of
+    /// docs/OPERATIONS.md), run on what the receiver got: whether it accepts it.
+    static func pythonVerifies(secret: String, header: String, body: Data) async throws -> Bool {
+        let text = try String(
+            contentsOf: TestEnvironment.packageRoot.appendingPathComponent("docs/OPERATIONS.md"), encoding: .utf8)
+        let section = try #require(text.range(of: "\n## Webhooks\n")).upperBound
+        let start = try #require(text.range(of: "```python\n", range: section..<text.endIndex)).upperBound
+        let end = try #require(text.range(of: "\n```", range: start..<text.endIndex)).lowerBound
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let script = folder.appendingPathComponent("verify.py")
+        try String(text[start..<end]).write(to: script, atomically: true, encoding: .utf8)
+        let input = folder.appendingPathComponent("body")
+        try body.write(to: input)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "exec python3 \"$0\" \"$1\" \"$2\" < \"$3\"", script.path, secret, header, input.path]
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+
+    /// Whether `body` is valid under the schema `name` of docs/openapi.yaml, as check-jsonschema (the JSON
+    /// Schema validator scripts/test installs) judges it.
+    static func matchesSpec(_ body: Data, schema name: String) async throws -> Bool {
+        let root = TestEnvironment.packageRoot
+        let validator = root.appendingPathComponent(".fuzz/workflows/bin/check-jsonschema")
+        guard FileManager.default.isExecutableFile(atPath: validator.path) else {
+            Issue.record("no \(validator.path): scripts/test installs it")
+            return false
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let schema = folder.appendingPathComponent("schema.json")
+        let spec = root.appendingPathComponent("docs/openapi.yaml").absoluteString
+        try Data(#"{"$ref": "\#(spec)#/components/schemas/\#(name)"}"#.utf8).write(to: schema)
+        let instance = folder.appendingPathComponent("body.json")
+        try body.write(to: instance)
+        let process = Process()
+        process.executableURL = validator
+        process.arguments = ["--schemafile", schema.path, instance.path]
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+
+    /// A release written through the API reaches a subscription to `release.changed` as a signed JSON POST
+    /// that the documented Python snippet accepts (and refuses once a byte changes); a policy write does not
+    /// reach it. The secret is shown at creation only; after a rotation both secrets sign for a day.
+    @Test func aReleaseReachesItsSubscriberSignedAsTheDocsVerifyIt() async throws {
+        let harness = try await Harness.make()
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            try await harness.run(Self.configuration(harness, names: names, allowPrivate: true)) { server in
+                let url = "http://hooks.example.test:\(receiver.port)/hook"
+                let created = try await Self.subscribe(server, harness, url: url, kinds: ["release.changed"])
+                #expect(created.status == 201, "\(created.text)")
+                let secret = try #require(try created.value()["secret"]?.stringValue)
+                let id = try #require(try created.value()["id"]?.stringValue)
+                let shown = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)", key: harness.adminKey)
+                #expect(shown.status == 200 && !shown.text.contains(secret), "\(shown.text)")
+                #expect(try shown.value()["url"] == .string(url) && shown.value()["enabled"] == .bool(true), "\(shown.text)")
+                #expect(try await !server.send(.GET, "/v1/apps/expenses/webhooks", key: harness.adminKey).text.contains(secret))
+                #expect(try await server.send(.GET, "/v1/apps/expenses/webhooks", key: harness.readKey).status == 403)
+
+                let policy = try await server.send(
+                    .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                    json: .object(["enabled": .bool(true), "minimumVersion": .string("1.0.0")]), headers: [("If-Match", "\"0\"")])
+                #expect(policy.status == 200)
+                let release = try await server.send(
+                    .POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: DashboardTests.release("2.0"))
+                #expect(release.status == 201)
+                let got = try await receiver.waitFor(1)[0]
+                #expect(got.contentType == "application/json")
+                #expect(got.delivery.flatMap(UUID.init(uuidString:)) != nil, "\(String(describing: got.delivery))")
+                let body = try JSONValue.parse(got.body)
+                #expect(body["kind"] == "release.changed" && body["app"] == "expenses", "\(body)")
+                #expect(body["entry"]?["type"] == "release_added" && body["entry"]?["releaseVersion"] == "2.0", "\(body)")
+                #expect(body["release"]?["version"] == "2.0")
+                #expect(try await Self.matchesSpec(got.body, schema: "WebhookCatalogDelivery"), "\(body)")
+                #expect(try await !Self.matchesSpec(Data(#"{"kind":"release.changed"}"#.utf8), schema: "WebhookCatalogDelivery"))
+                #expect(!String(decoding: got.body, as: UTF8.self).contains(secret))
+                let signature = try #require(got.signature)
+                #expect(try await Self.pythonVerifies(secret: secret, header: signature, body: got.body))
+                var tampered = got.body
+                tampered[tampered.startIndex + 2] ^= 1
+                #expect(try await !Self.pythonVerifies(secret: secret, header: signature, body: tampered))
+                #expect(try await !Self.pythonVerifies(secret: "whsec_other", header: signature, body: got.body))
+
+                // Rotated: the new secret is shown once, and for a day both sign.
+                let rotated = try await server.send(.POST, "/v1/apps/expenses/webhooks/\(id)/rotate", key: harness.adminKey)
+                #expect(rotated.status == 200)
+                let newSecret = try #require(try rotated.value()["secret"]?.stringValue)
+                #expect(newSecret != secret)
+                let test = try await server.send(.POST, "/v1/apps/expenses/webhooks/\(id)/test", key: harness.adminKey)
+                #expect(test.status == 202, "\(test.text)")
+                let second = try await receiver.waitFor(2)[1]
+                #expect(try JSONValue.parse(second.body)["kind"] == "webhook.test")
+                #expect(try await Self.matchesSpec(second.body, schema: "WebhookTestDelivery"))
+                #expect(second.delivery == (try test.value()["delivery"]?.stringValue))
+                let header = try #require(second.signature)
+                #expect(header.split(separator: ",").filter { $0.hasPrefix("v1=") }.count == 2, "\(header)")
+                #expect(try await Self.pythonVerifies(secret: newSecret, header: header, body: second.body))
+                #expect(try await Self.pythonVerifies(secret: secret, header: header, body: second.body))
+                #expect(receiver.received.count == 2, "the policy write reached a subscription that did not ask for it")
+            }
+        }
+    }
+
+    /// A receiver that fails twice gets three attempts, each after its backoff by the application's clock,
+    /// all with one `Upshift-Delivery`; the deliveries API shows each attempt.
+    @Test func aReceiverThatFailsTwiceGetsThreeAttemptsWithOneDeliveryId() async throws {
+        let harness = try await Harness.make()
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            receiver.script([500, 503])
+            try await harness.run(Self.configuration(harness, names: names, allowPrivate: true)) { server in
+                let created = try await Self.subscribe(
+                    server, harness, url: "http://hooks.example.test:\(receiver.port)/hook", kinds: ["policy.changed"])
+                let id = try #require(try created.value()["id"]?.stringValue)
+                let policy = try await server.send(
+                    .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+                    json: .object(["enabled": .bool(true), "minimumVersion": .string("1.0.0")]), headers: [("If-Match", "\"0\"")])
+                #expect(policy.status == 200)
+                _ = try await receiver.waitFor(1)
+                // Not again before its backoff (30 s ± 20 %) has passed on the application's clock.
+                try await Task.sleep(for: .seconds(1))
+                #expect(receiver.received.count == 1)
+                harness.clock.advance(by: 37)
+                _ = try await receiver.waitFor(2)
+                try await Task.sleep(for: .seconds(1))
+                #expect(receiver.received.count == 2)
+                harness.clock.advance(by: 73)
+                let all = try await receiver.waitFor(3)
+                #expect(Set(all.map(\.delivery)).count == 1, "\(all.map(\.delivery))")
+                #expect(try JSONValue.parse(all[0].body)["kind"] == "policy.changed")
+                #expect(try await Self.matchesSpec(all[0].body, schema: "WebhookCatalogDelivery"))
+                try await Waits.until("the delivery recorded as delivered", timeout: .seconds(30)) {
+                    let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                    return try list.value()["deliveries"]?.arrayValue?.first?["state"] == "delivered"
+                }
+                let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                let delivery = try #require(try list.value()["deliveries"]?.arrayValue?.first)
+                #expect(delivery["id"]?.stringValue == all[0].delivery)
+                #expect(delivery["attempts"]?.arrayValue?.map { $0["status"]?.intValue } == [500, 503, 200], "\(list.text)")
+                #expect(try await server.metric("upshift_webhook_attempts_total{outcome=\"retry\"}") == 2)
+            }
+        }
+    }
+
+    /// Without UPSHIFT_WEBHOOK_ALLOW_PRIVATE, a URL whose host resolves to loopback is refused at creation,
+    /// naming the field; one that resolved elsewhere at creation and to loopback later (DNS rebinding) is
+    /// refused at delivery, recorded, and never reached. Bad fields are `400` naming them.
+    @Test func aPrivateAddressIsRefusedAtCreationAndAtDelivery() async throws {
+        let harness = try await Harness.make()
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("loopback.example.test", ["127.0.0.1"])
+            names.set("rebinding.example.test", ["93.184.215.14"])
+            try await harness.run(Self.configuration(harness, names: names, allowPrivate: false)) { server in
+                let refused = try await Self.subscribe(
+                    server, harness, url: "http://loopback.example.test:\(receiver.port)/hook", kinds: ["release.changed"])
+                #expect(refused.status == 400 && refused.text.contains("loopback"), "\(refused.text)")
+                #expect(try refused.value()["field"] == "url")
+                for (url, kinds, field) in [
+                    ("http://[::ffff:127.0.0.1]/hook", ["release.changed"], "url"),
+                    ("http://169.254.169.254/latest", ["release.changed"], "url"),
+                    ("ftp://hooks.example.test/", ["release.changed"], "url"),
+                    ("http://user:pw@rebinding.example.test/", ["release.changed"], "url"),
+                    ("http://rebinding.example.test/", ["adoption.sideways"], "kinds"),
+                    ("http://rebinding.example.test/", [], "kinds"),
+                ] {
+                    let reply = try await Self.subscribe(server, harness, url: url, kinds: kinds)
+                    let named = try reply.value()["field"]
+                    #expect(reply.status == 400 && named == .string(field), "\(url) \(kinds): \(reply.text)")
+                }
+
+                let created = try await Self.subscribe(
+                    server, harness, url: "http://rebinding.example.test:\(receiver.port)/hook", kinds: ["release.changed"])
+                #expect(created.status == 201, "\(created.text)")
+                let id = try #require(try created.value()["id"]?.stringValue)
+                names.set("rebinding.example.test", ["127.0.0.1"])
+                #expect(try await server.send(.POST, "/v1/apps/expenses/webhooks/\(id)/test", key: harness.adminKey).status == 202)
+                try await Waits.until("the refused attempt recorded", timeout: .seconds(30)) {
+                    let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                    return try list.value()["deliveries"]?.arrayValue?.first?["attempts"]?.arrayValue?.isEmpty == false
+                }
+                let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                let attempt = try #require(try list.value()["deliveries"]?.arrayValue?.first?["attempts"]?.arrayValue?.first)
+                #expect(attempt["status"] == nil && attempt["error"]?.stringValue?.contains("loopback") == true, "\(list.text)")
+                #expect(receiver.received.isEmpty)
+            }
+        }
+    }
+
+    /// A subscription whose attempts all fail for a day is disabled, saying why, and gets nothing more until
+    /// it is enabled again.
+    @Test func aSubscriptionFailingForADayIsDisabledUntilEnabled() async throws {
+        let harness = try await Harness.make()
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            receiver.script(Array(repeating: 500, count: 1_000))
+            try await harness.run(Self.configuration(harness, names: names, allowPrivate: true)) { server in
+                let created = try await Self.subscribe(
+                    server, harness, url: "http://hooks.example.test:\(receiver.port)/hook", kinds: ["release.changed"])
+                let id = try #require(try created.value()["id"]?.stringValue)
+                let path = "/v1/apps/expenses/webhooks/\(id)"
+                #expect(try await server.send(.POST, path + "/test", key: harness.adminKey).status == 202)
+                _ = try await receiver.waitFor(1)
+                harness.clock.advance(by: 25 * 3_600)
+                #expect(try await server.send(.POST, path + "/test", key: harness.adminKey).status == 202)
+                try await Waits.until("the subscription disabled", timeout: .seconds(30)) {
+                    try await server.send(.GET, path, key: harness.adminKey).value()["enabled"] == .bool(false)
+                }
+                let shown = try await server.send(.GET, path, key: harness.adminKey).value()
+                #expect(shown["disabledReason"]?.stringValue?.contains("status 500") == true, "\(shown)")
+                let before = receiver.received.count
+                #expect(try await server.send(.POST, path + "/test", key: harness.adminKey).status == 202)
+                try await Task.sleep(for: .seconds(1))
+                #expect(receiver.received.count == before)
+                receiver.script([])
+                let enabled = try await server.send(.POST, path + "/enable", key: harness.adminKey)
+                #expect(try enabled.value()["enabled"] == .bool(true))
+                _ = try await receiver.waitFor(before + 1)
+            }
+        }
+    }
+}
