@@ -94,10 +94,13 @@ import UpshiftTestSupport
                 let url = "http://hooks.example.test:\(receiver.port)/hook"
                 let created = try await Self.subscribe(server, harness, url: url, kinds: ["release.changed"])
                 #expect(created.status == 201, "\(created.text)")
+                #expect(try await Self.matchesSpec(created.body, schema: "WebhookWithSecret"), "\(created.text)")
                 let secret = try #require(try created.value()["secret"]?.stringValue)
                 let id = try #require(try created.value()["id"]?.stringValue)
                 let shown = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)", key: harness.adminKey)
                 #expect(shown.status == 200 && !shown.text.contains(secret), "\(shown.text)")
+                #expect(try await Self.matchesSpec(shown.body, schema: "Webhook"), "\(shown.text)")
+                #expect(try await !Self.matchesSpec(created.body, schema: "Webhook"), "a secret is not part of a Webhook")
                 #expect(try shown.value()["url"] == .string(url) && shown.value()["enabled"] == .bool(true), "\(shown.text)")
                 #expect(try await !server.send(.GET, "/v1/apps/expenses/webhooks", key: harness.adminKey).text.contains(secret))
                 #expect(try await server.send(.GET, "/v1/apps/expenses/webhooks", key: harness.readKey).status == 403)
@@ -180,6 +183,7 @@ import UpshiftTestSupport
                     return try list.value()["deliveries"]?.arrayValue?.first?["state"] == "delivered"
                 }
                 let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                #expect(try await Self.matchesSpec(list.body, schema: "WebhookDeliveryList"), "\(list.text)")
                 let delivery = try #require(try list.value()["deliveries"]?.arrayValue?.first)
                 #expect(delivery["id"]?.stringValue == all[0].delivery)
                 #expect(delivery["attempts"]?.arrayValue?.map { $0["status"]?.intValue } == [500, 503, 200], "\(list.text)")
@@ -226,6 +230,7 @@ import UpshiftTestSupport
                     return try list.value()["deliveries"]?.arrayValue?.first?["attempts"]?.arrayValue?.isEmpty == false
                 }
                 let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                #expect(try await Self.matchesSpec(list.body, schema: "WebhookDeliveryList"), "\(list.text)")
                 let attempt = try #require(try list.value()["deliveries"]?.arrayValue?.first?["attempts"]?.arrayValue?.first)
                 #expect(attempt["status"] == nil && attempt["error"]?.stringValue?.contains("loopback") == true, "\(list.text)")
                 #expect(receiver.received.isEmpty)
