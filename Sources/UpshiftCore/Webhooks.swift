@@ -7,13 +7,17 @@ public enum WebhookKind: String, Sendable, Codable, CaseIterable {
     case releaseChanged = "release.changed"
     /// A platform's policy replaced.
     case policyChanged = "policy.changed"
+    /// A rollout schedule applied a step, or a rule held one (the release's write by the rollout worker).
+    case scheduleStep = "schedule.step"
 
-    /// The kind a catalog event is delivered as; nil when no subscription can ask for it.
-    public static func of(_ kind: CatalogEvent.Kind) -> WebhookKind? {
-        switch kind {
-        case .releaseAdded, .releaseUpdated: .releaseChanged
-        case .policyReplaced: .policyChanged
-        case .appCreated, .appUpdated, .ruleReplaced, .ruleRemoved: nil
+    /// The kinds a catalog event is delivered as, each to the subscriptions that ask for it.
+    public static func of(_ event: CatalogEvent) -> [WebhookKind] {
+        switch event.kind {
+        case .releaseAdded, .releaseUpdated:
+            let step = event.schedule.map { $0.step != nil || $0.held != nil } ?? false
+            return step ? [.releaseChanged, .scheduleStep] : [.releaseChanged]
+        case .policyReplaced: return [.policyChanged]
+        case .appCreated, .appUpdated, .ruleReplaced, .ruleRemoved: return []
         }
     }
 }

@@ -641,7 +641,7 @@ public struct CatalogStore: Sendable {
             VALUES (\(UUID()), \(now), \(now), \(appId), \(event.kind.rawValue), \("app:\(appId)"), \(streamVersion),
                     \(try CatalogCoding.json(event))::jsonb)
             """, logger: logger)
-        if let kind = WebhookKind.of(event.kind) {
+        for kind in WebhookKind.of(event) {
             let body = CatalogWebhookBody(
                 kind: kind.rawValue, app: appId.rawValue, entry: CatalogHistoryEntry(event, version: streamVersion, at: now),
                 release: event.release, policy: event.policy)

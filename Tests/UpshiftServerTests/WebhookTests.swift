@@ -149,6 +149,34 @@ import UpshiftTestSupport
         }
     }
 
+    /// A step that a release's schedule applies when the application's clock reaches it reaches a
+    /// subscription to `schedule.step`, with the step and the percent it set; a person's writes do not.
+    @Test func aScheduleStepReachesItsSubscriber() async throws {
+        let harness = try await Harness.make(now: Timestamp.parse("2026-06-01T00:00:00Z")!)
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            try await harness.run(Self.configuration(harness, names: names, allowPrivate: true)) { server in
+                let created = try await Self.subscribe(
+                    server, harness, url: "http://hooks.example.test:\(receiver.port)/hook", kinds: ["schedule.step"])
+                #expect(created.status == 201, "\(created.text)")
+                let release = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: .object([
+                    "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-05-31T23:00:00Z"),
+                    "rolloutSchedule": .string("appStore"),
+                ]))
+                #expect(release.status == 201, "\(release.text)")
+                try await Task.sleep(for: .seconds(1))
+                #expect(receiver.received.isEmpty, "the release's creation is not a schedule's step")
+                harness.clock.advance(by: 86_400 + 60)
+                let got = try await receiver.waitFor(1)[0]
+                let body = try JSONValue.parse(got.body)
+                #expect(body["kind"] == "schedule.step" && body["entry"]?["actor"] == "schedule", "\(body)")
+                #expect(body["entry"]?["schedule"]?["percent"] == .number(2) && body["release"]?["rolloutPercent"] == .number(2), "\(body)")
+                #expect(try await Self.matchesSpec(got.body, schema: "WebhookCatalogDelivery"), "\(body)")
+            }
+        }
+    }
+
     /// A receiver that fails twice gets three attempts, each after its backoff by the application's clock,
     /// all with one `Upshift-Delivery`; the deliveries API shows each attempt.
     @Test func aReceiverThatFailsTwiceGetsThreeAttemptsWithOneDeliveryId() async throws {
