@@ -9,6 +9,19 @@ public enum WebhookKind: String, Sendable, Codable, CaseIterable {
     case policyChanged = "policy.changed"
     /// A rollout schedule applied a step, or a rule held one (the release's write by the rollout worker).
     case scheduleStep = "schedule.step"
+    /// A live rule acted (halted a release, raised a minimum), with the figures it saw and its backtest.
+    case ruleFired = "rule.fired"
+    /// A dry-run rule would have acted.
+    case ruleWouldFire = "rule.would_fire"
+
+    /// The kind a rule's record is delivered as; nil for the records no subscription can ask for.
+    public static func of(_ outcome: RuleRecord.Outcome) -> WebhookKind? {
+        switch outcome {
+        case .acted: .ruleFired
+        case .wouldAct: .ruleWouldFire
+        case .failed, .skipped, .idle, .standsAside: nil
+        }
+    }
 
     /// The kinds a catalog event is delivered as, each to the subscriptions that ask for it.
     public static func of(_ event: CatalogEvent) -> [WebhookKind] {

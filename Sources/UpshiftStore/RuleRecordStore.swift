@@ -13,13 +13,29 @@ public struct RuleRecordStore: Sendable {
         self.logger = logger
     }
 
+    /// Appends `record`; one that acted or would have queues its webhook deliveries in the same
+    /// transaction (docs/OPERATIONS.md, "Webhooks").
     public func append(_ record: RuleRecord, appId: AppID) async throws {
-        try await pool.query(
-            """
-            INSERT INTO rule_records (app_id, platform, rule_id, recorded_at, outcome, version, action, summary)
-            VALUES (\(appId), \(record.platform), \(record.ruleId), \(record.at), \(record.outcome.rawValue),
-                    \(record.version), \(record.action), \(record.summary))
-            """, logger: logger)
+        let kind = WebhookKind.of(record.outcome)
+        let body = try kind.map { try CatalogCoding.json(RuleWebhookBody(kind: $0.rawValue, app: appId.rawValue, record: record)) }
+        try await pool.transaction(logger: logger) { [logger] connection in
+            try await connection.query(
+                """
+                INSERT INTO rule_records (app_id, platform, rule_id, recorded_at, outcome, version, action, summary)
+                VALUES (\(appId), \(record.platform), \(record.ruleId), \(record.at), \(record.outcome.rawValue),
+                        \(record.version), \(record.action), \(record.summary))
+                """, logger: logger)
+            if let kind, let body {
+                try await WebhookStore.enqueue(kind, body: body, app: appId, now: record.at, on: connection, logger: logger)
+            }
+        }
+    }
+
+    /// What a webhook of a rule's kind delivers: the record, as `GET …/rules/{platform}/{rule}/records` shows it.
+    struct RuleWebhookBody: Encodable {
+        let kind: String
+        let app: String
+        let record: RuleRecord
     }
 
     /// The rule's newest record for `version` (nil: whatever the version), if any.

@@ -177,6 +177,46 @@ import UpshiftTestSupport
         }
     }
 
+    /// A halt-on-prompts rule reaches `rule.would_fire` while it is a dry run and `rule.fired` once live,
+    /// each with the figures its record holds.
+    @Test func aRuleThatWouldFireAndThenFiresReachesItsSubscriber() async throws {
+        let harness = try await Harness.make(now: RuleEndpointTests.start)
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            var configuration = Self.configuration(harness, names: names, allowPrivate: true)
+            configuration.projections.rulesInterval = RuleEndpointTests.interval
+            try await harness.run(configuration) { server in
+                let created = try await Self.subscribe(
+                    server, harness, url: "http://hooks.example.test:\(receiver.port)/hook", kinds: ["rule.fired", "rule.would_fire"])
+                #expect(created.status == 201, "\(created.text)")
+                try await RuleEndpointTests.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"), ("2.0", "2026-05-30T00:00:00Z"))
+                // 50 installs on 1.0 shown a soft prompt for 2.0; 20 of them (40 %) skip it.
+                try await RuleEndpointTests.prompted(server, harness, installs: 50, skipping: 20)
+                try await harness.waitForProjections()
+                for (state, revision, kind, outcome) in [("dry-run", 0, "rule.would_fire", "would_act"), ("live", 1, "rule.fired", "acted")] {
+                    let rule = try await server.send(
+                        .PUT, "/v1/apps/expenses/rules/ios/skips", key: harness.adminKey,
+                        json: .object([
+                            "kind": .string("halt_on_prompts"), "skipRate": .number(0.3), "minimumInstalls": .number(50),
+                            "state": .string(state),
+                        ]), headers: [("If-Match", "\"\(revision)\"")])
+                    #expect(rule.status == 200, "\(rule.text)")
+                    try await RuleEndpointTests.evaluate(server, harness)
+                    let got = try await receiver.waitFor(revision + 1)[revision]
+                    let body = try JSONValue.parse(got.body)
+                    #expect(body["kind"] == .string(kind) && body["record"]?["outcome"] == .string(outcome), "\(body)")
+                    #expect(body["record"]?["ruleId"] == "skips" && body["record"]?["version"] == "2.0.0", "\(body)")
+                    #expect(
+                        body["record"]?["summary"]?.stringValue?.hasPrefix("skips: 50 installs prompted: 20 skipped it (40.0 %)") == true,
+                        "\(body)")
+                    #expect(try await Self.matchesSpec(got.body, schema: "WebhookRuleDelivery"), "\(body)")
+                }
+                #expect(receiver.received.count == 2)
+            }
+        }
+    }
+
     /// A receiver that fails twice gets three attempts, each after its backoff by the application's clock,
     /// all with one `Upshift-Delivery`; the deliveries API shows each attempt.
     @Test func aReceiverThatFailsTwiceGetsThreeAttemptsWithOneDeliveryId() async throws {
