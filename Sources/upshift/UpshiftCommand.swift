@@ -9,7 +9,7 @@ struct UpshiftCommand: AsyncParsableCommand {
         version: UpshiftCommand.version,
         subcommands: [
             Serve.self, Migrate.self, Apps.self, Keys.self, Releases.self, PolicyCommand.self, RulesCommand.self, ProjectionsCommand.self,
-            LogCommand.self, InstallsCommand.self,
+            LogCommand.self, InstallsCommand.self, WebhooksCommand.self,
             Simulate.self, Demo.self, BenchStatic.self,
         ]
     )

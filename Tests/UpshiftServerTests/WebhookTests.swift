@@ -217,6 +217,43 @@ import UpshiftTestSupport
         }
     }
 
+    /// `upshift webhooks` as an operator runs it: a URL refused as the server refuses it, naming `--url`; the
+    /// secret printed at creation and rotation only; a test delivery queued and listed; a removal.
+    @Test func theCLIManagesSubscriptions() async throws {
+        let harness = try await Harness.make()
+        func upshift(_ arguments: String...) async throws -> (status: Int32, output: String, error: String) {
+            let result = try await BinaryTests.command(["webhooks"] + arguments, databaseURL: harness.databaseURL)
+            return (result.status, result.output, result.error)
+        }
+        let refused = try await upshift("create", "--app", "expenses", "--url", "https://127.0.0.1/hook", "--kind", "release.changed")
+        #expect(refused.status != 0 && refused.error.contains("--url") && refused.error.contains("loopback"), "\(refused.error)")
+        let unknown = try await upshift("create", "--app", "expenses", "--url", "https://93.184.215.14/hook", "--kind", "sideways")
+        #expect(unknown.status != 0 && unknown.error.contains("--kind"), "\(unknown.error)")
+
+        let created = try await upshift(
+            "create", "--app", "expenses", "--url", "https://93.184.215.14/hook", "--kind", "release.changed", "--kind", "policy.changed")
+        #expect(created.status == 0, "\(created.error)")
+        let lines = created.output.split(separator: "\n")
+        let id = try #require(lines.first?.split(separator: " ").first.map(String.init))
+        let secret = try #require(lines.last?.split(separator: " ").last.map(String.init))
+        #expect(lines.last?.hasPrefix("secret whsec_") == true, "\(created.output)")
+        let listed = try await upshift("list", "--app", "expenses")
+        #expect(listed.output == "\(id) https://93.184.215.14/hook release.changed,policy.changed enabled\n", "\(listed.output)")
+
+        let rotated = try await upshift("rotate", "--app", "expenses", id)
+        #expect(rotated.status == 0 && rotated.output.contains("secret whsec_") && !rotated.output.contains(secret), "\(rotated.output)")
+        let test = try await upshift("test", "--app", "expenses", id)
+        let delivery = try #require(test.output.split(separator: " ").dropFirst().first.map(String.init))
+        #expect(test.status == 0 && test.output.hasSuffix("pending\n"), "\(test.output)")
+        let deliveries = try await upshift("deliveries", "--app", "expenses", id)
+        #expect(deliveries.output.hasPrefix("\(delivery) webhook.test pending "), "\(deliveries.output)")
+
+        #expect(try await upshift("remove", "--app", "expenses", id).status == 0)
+        #expect(try await upshift("list", "--app", "expenses").output.isEmpty)
+        let gone = try await upshift("remove", "--app", "expenses", id)
+        #expect(gone.status != 0 && gone.error.contains("no webhook \(id)"), "\(gone.error)")
+    }
+
     /// A receiver that fails twice gets three attempts, each after its backoff by the application's clock,
     /// all with one `Upshift-Delivery`; the deliveries API shows each attempt.
     @Test func aReceiverThatFailsTwiceGetsThreeAttemptsWithOneDeliveryId() async throws {

@@ -60,6 +60,17 @@ public struct AppConfiguration: Sendable {
     /// Reads the `UPSHIFT_*` variables of docs/OPERATIONS.md's configuration table and the database variables.
     /// Every value is checked here, so that an invalid one stops `serve` with a message naming it and
     /// nothing traps later.
+    /// The `UPSHIFT_WEBHOOK_*` variables, as `serve` reads them (and `upshift webhooks create`, which checks a
+    /// URL as the server does).
+    public static func webhookSettings(_ environment: [String: String]) throws -> WebhookSettings {
+        let read = EnvironmentReader(environment)
+        var settings = WebhookSettings()
+        if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_HTTP") { settings.allowHTTP = allow }
+        if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_PRIVATE") { settings.allowPrivate = allow }
+        if let interval = try read.seconds("UPSHIFT_WEBHOOK_INTERVAL") { settings.interval = interval }
+        return settings
+    }
+
     public static func fromEnvironment(_ environment: [String: String]) throws -> AppConfiguration {
         var configuration = AppConfiguration(database: try DatabaseSettings.fromEnvironment(environment))
         let read = EnvironmentReader(environment)
@@ -198,9 +209,7 @@ public struct AppConfiguration: Sendable {
             }
             configuration.retention = retention
         }
-        if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_HTTP") { configuration.webhooks.allowHTTP = allow }
-        if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_PRIVATE") { configuration.webhooks.allowPrivate = allow }
-        if let interval = try read.seconds("UPSHIFT_WEBHOOK_INTERVAL") { configuration.webhooks.interval = interval }
+        configuration.webhooks = try webhookSettings(environment)
         if let bytes = try read.integer("UPSHIFT_MAX_HEAD_BYTES", in: 1024...(1 << 20)) {
             configuration.connections.maximumHeadBytes = bytes
         }

@@ -152,4 +152,9 @@ public struct WebhookSettings: Sendable {
     public var resolve: @Sendable (String) async throws -> [String] = WebhookTarget.systemResolve
 
     public init() {}
+
+    /// Checks `url` as a subscription's creation does; the error's description says why it is refused.
+    public func check(_ url: String) async throws {
+        _ = try await WebhookTarget.check(url, allowHTTP: allowHTTP, allowPrivate: allowPrivate, resolve: resolve)
+    }
 }
