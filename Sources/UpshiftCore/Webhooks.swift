@@ -35,6 +35,61 @@ public enum WebhookKind: String, Sendable, Codable, CaseIterable {
     }
 }
 
+/// How a subscription's deliveries are written: Upshift's signed JSON, or a Slack incoming webhook's body.
+public enum WebhookFormat: String, Sendable, Codable, CaseIterable {
+    case json
+    case slack
+}
+
+/// A delivery as a Slack incoming webhook takes it: `{"text": …}`, one line that says what happened and, with
+/// a public URL, links to the dashboard's page of it (docs/OPERATIONS.md, "Webhooks").
+public enum SlackMessage {
+    /// The Slack body of a delivery whose JSON body is `body`.
+    public static func body(from body: Data, publicURL: String?) -> Data {
+        let value = (try? JSONValue.parse(body)) ?? .object([:])
+        let (line, path) = summary(value)
+        var text = escape(line)
+        if let publicURL, let path { text += " <\(escape(publicURL + path))|open>" }
+        return (try? JSONEncoder().encode(["text": text])) ?? Data(#"{"text":""}"#.utf8)
+    }
+
+    /// The line, and the dashboard path it links to.
+    static func summary(_ value: JSONValue) -> (String, String?) {
+        let app = value["app"]?.stringValue ?? "?"
+        let appPath = "/dashboard/apps/" + (app.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? app)
+        let kind = value["kind"]?.stringValue ?? "?"
+        if let record = value["record"] {
+            let rule = record["ruleId"]?.stringValue ?? "?"
+            let verb = kind == WebhookKind.ruleFired.rawValue ? "acted" : "would act"
+            let summary = record["summary"]?.stringValue ?? ""
+            return ("\(app): rule \(rule) \(verb) (\(record["action"]?.stringValue ?? "no action")): \(summary)", appPath + "/rules")
+        }
+        guard let entry = value["entry"] else { return ("\(app): \(kind)", appPath) }
+        let platform = entry["platform"]?.stringValue ?? ""
+        let by = "by \(entry["actor"]?.stringValue ?? "?")" + (entry["reason"]?.stringValue.map { ": \($0)" } ?? "")
+        if let version = entry["releaseVersion"]?.stringValue {
+            let path = appPath + "/releases/" + (version.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["."])) ?? version)
+                + "?platform=" + platform
+            var what = entry["type"]?.stringValue == "release_added" ? "added" : "changed"
+            if kind == WebhookKind.scheduleStep.rawValue, let schedule = entry["schedule"] {
+                if let held = schedule["held"]?.stringValue {
+                    what = "step held: \(held)"
+                } else if let percent = schedule["percent"], case .number = percent {
+                    what = "schedule step to \(percent.description) %"
+                }
+            }
+            return ("\(app) \(platform) \(version): \(what) \(by)", path)
+        }
+        return ("\(app) \(platform): policy replaced \(by)", appPath + "/rollout?platform=" + platform)
+    }
+
+    /// Slack's escaping of text: `&`, `<` and `>`.
+    static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
+    }
+}
+
 /// The `Upshift-Signature` header of a delivery: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`,
 /// with a second `v1` for the previous secret while a rotation's grace period lasts.
 public enum WebhookSignature {

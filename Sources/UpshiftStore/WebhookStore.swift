@@ -9,6 +9,7 @@ public struct Webhook: Sendable, Equatable {
     public var id: UUID
     public var url: String
     public var kinds: [WebhookKind]
+    public var format: WebhookFormat
     public var enabled: Bool
     public var disabledReason: String?
     public var failingSince: Date?
@@ -55,6 +56,7 @@ public struct WebhookStore: Sendable {
         public var id: UUID
         public var webhookId: UUID
         public var url: String
+        public var format: WebhookFormat
         public var body: String
         public var attempts: Int
         public var createdAt: Date
@@ -71,17 +73,20 @@ public struct WebhookStore: Sendable {
     }
 
     static let columns: SQL = """
-        app_id, id, url, kinds, enabled, disabled_reason, failing_since, previous_until, created_at
+        app_id, id, url, kinds, format, enabled, disabled_reason, failing_since, previous_until, created_at
         """
 
-    static func webhook(_ row: (AppID, UUID, String, [String], Bool, String?, Date?, Date?, Date)) -> Webhook {
+    static func webhook(_ row: (AppID, UUID, String, [String], String, Bool, String?, Date?, Date?, Date)) -> Webhook {
         Webhook(
-            appId: row.0, id: row.1, url: row.2, kinds: row.3.compactMap(WebhookKind.init(rawValue:)), enabled: row.4,
-            disabledReason: row.5, failingSince: row.6, previousSecretUntil: row.7, createdAt: row.8)
+            appId: row.0, id: row.1, url: row.2, kinds: row.3.compactMap(WebhookKind.init(rawValue:)),
+            format: WebhookFormat(rawValue: row.4) ?? .json, enabled: row.5, disabledReason: row.6, failingSince: row.7,
+            previousSecretUntil: row.8, createdAt: row.9)
     }
 
     /// Creates a subscription; returns it with its secret, which is never shown again.
-    public func create(app: AppID, url: String, kinds: [WebhookKind], now: Date) async throws -> (Webhook, secret: String) {
+    public func create(app: AppID, url: String, kinds: [WebhookKind], format: WebhookFormat = .json, now: Date) async throws
+        -> (Webhook, secret: String)
+    {
         let secret = WebhookSignature.newSecret()
         let id = UUID()
         try await pool.transaction(logger: logger) { [logger] connection in
@@ -96,8 +101,8 @@ public struct WebhookStore: Sendable {
             ).decode(Int.self) where count >= Self.perApp { throw Failure.tooMany }
             try await connection.query(
                 """
-                INSERT INTO webhooks (app_id, id, url, kinds, secret, created_at)
-                VALUES (\(app), \(id), \(url), \(kinds.map(\.rawValue))::text[], \(secret), \(now))
+                INSERT INTO webhooks (app_id, id, url, kinds, format, secret, created_at)
+                VALUES (\(app), \(id), \(url), \(kinds.map(\.rawValue))::text[], \(format.rawValue), \(secret), \(now))
                 """, logger: logger)
         }
         guard let webhook = try await webhook(app: app, id: id) else { throw Failure.notFound }
@@ -115,7 +120,7 @@ public struct WebhookStore: Sendable {
     private func select(_ condition: SQL) async throws -> [Webhook] {
         var result: [Webhook] = []
         for try await row in try await pool.query("SELECT \(Self.columns) FROM webhooks \(condition)", logger: logger)
-            .decode((AppID, UUID, String, [String], Bool, String?, Date?, Date?, Date).self)
+            .decode((AppID, UUID, String, [String], String, Bool, String?, Date?, Date?, Date).self)
         {
             result.append(Self.webhook(row))
         }
@@ -236,16 +241,16 @@ public struct WebhookStore: Sendable {
         var result: [Due] = []
         for try await row in try await pool.query(
             """
-            SELECT d.app_id, d.id, d.webhook_id, w.url, d.body, d.attempts, d.created_at, w.secret,
+            SELECT d.app_id, d.id, d.webhook_id, w.url, w.format, d.body, d.attempts, d.created_at, w.secret,
                    CASE WHEN w.previous_until > \(now) THEN w.previous_secret END
             FROM webhook_deliveries d JOIN webhooks w ON w.app_id = d.app_id AND w.id = d.webhook_id
             WHERE d.state = 'pending' AND d.next_at <= \(now) AND w.enabled
             ORDER BY d.next_at LIMIT \(limit)
             """, logger: logger
-        ).decode((AppID, UUID, UUID, String, String, Int, Date, String, String?).self) {
+        ).decode((AppID, UUID, UUID, String, String, String, Int, Date, String, String?).self) {
             result.append(
-                Due(appId: row.0, id: row.1, webhookId: row.2, url: row.3, body: row.4, attempts: row.5, createdAt: row.6,
-                    secrets: [row.7] + (row.8.map { [$0] } ?? [])))
+                Due(appId: row.0, id: row.1, webhookId: row.2, url: row.3, format: WebhookFormat(rawValue: row.4) ?? .json,
+                    body: row.5, attempts: row.6, createdAt: row.7, secrets: [row.8] + (row.9.map { [$0] } ?? [])))
         }
         return result
     }

@@ -34,7 +34,8 @@ struct WebhooksCommand: AsyncParsableCommand {
 
     static func line(_ webhook: Webhook) -> String {
         let state = webhook.enabled ? "enabled" : "disabled (\(webhook.disabledReason ?? "no reason"))"
-        return "\(webhook.id.uuidString.lowercased()) \(webhook.url) \(webhook.kinds.map(\.rawValue).joined(separator: ",")) \(state)"
+        let kinds = webhook.kinds.map(\.rawValue).joined(separator: ",")
+        return "\(webhook.id.uuidString.lowercased()) \(webhook.url) \(kinds) \(webhook.format.rawValue) \(state)"
     }
 
     struct Create: AsyncParsableCommand {
@@ -48,6 +49,7 @@ struct WebhooksCommand: AsyncParsableCommand {
         @Option(help: "Where deliveries go: an https URL.") var url: String
         @Option(name: .customLong("kind"), help: "A kind to deliver (repeat): \(WebhookKind.allCases.map(\.rawValue).joined(separator: ", ")).")
         var kinds: [String] = []
+        @Option(help: "json (signed; the default) or slack (a Slack incoming webhook's body, unsigned).") var format = "json"
 
         func validate() throws {
             guard AppID(validating: app) != nil else { throw ValidationError("--app: \(app) is not an app id") }
@@ -56,6 +58,7 @@ struct WebhooksCommand: AsyncParsableCommand {
                 throw ValidationError("--kind: \(kind) is not a kind (\(WebhookKind.allCases.map(\.rawValue).joined(separator: ", ")))")
             }
             guard Set(kinds).count == kinds.count else { throw ValidationError("--kind: a kind is named twice") }
+            guard WebhookFormat(rawValue: format) != nil else { throw ValidationError("--format: json or slack") }
         }
 
         func run() async throws {
@@ -72,9 +75,11 @@ struct WebhooksCommand: AsyncParsableCommand {
                 throw ValidationError("--url: \(error)")
             }
             let kinds = kinds.compactMap(WebhookKind.init(rawValue:))
+            let format = WebhookFormat(rawValue: format) ?? .json
             let (webhook, secret) = try await withDatabase { [url] pool, logger in
                 do {
-                    return try await WebhookStore(pool: pool, logger: logger).create(app: app, url: url, kinds: kinds, now: SystemClock().now())
+                    return try await WebhookStore(pool: pool, logger: logger).create(
+                        app: app, url: url, kinds: kinds, format: format, now: SystemClock().now())
                 } catch WebhookStore.Failure.tooMany {
                     throw CommandFailure(description: "an app has at most \(WebhookStore.perApp) webhooks: remove one first")
                 } catch CatalogError.appNotFound {

@@ -37,6 +37,8 @@ import UpshiftTestSupport
         ("UPSHIFT_READER_CONCURRENCY", "0"), ("UPSHIFT_BACKTEST_CONCURRENCY", "65"), ("UPSHIFT_READER_RATE", "-1"),
         // Events up to 30 days old are still accepted: a month must outlive that.
         ("UPSHIFT_RETENTION_MONTHS", "1"), ("UPSHIFT_RETENTION_MONTHS", "0"), ("UPSHIFT_RETENTION_MONTHS", "six"),
+        ("UPSHIFT_WEBHOOK_ALLOW_HTTP", "maybe"), ("UPSHIFT_WEBHOOK_ALLOW_PRIVATE", "2"), ("UPSHIFT_WEBHOOK_INTERVAL", "0"),
+        ("UPSHIFT_PUBLIC_URL", "ftp://upshift.example.com"), ("UPSHIFT_PUBLIC_URL", "upshift.example.com"),
     ]
 
     /// The server-wide body budget: 32 MiB unless set.

@@ -238,7 +238,7 @@ import UpshiftTestSupport
         let secret = try #require(lines.last?.split(separator: " ").last.map(String.init))
         #expect(lines.last?.hasPrefix("secret whsec_") == true, "\(created.output)")
         let listed = try await upshift("list", "--app", "expenses")
-        #expect(listed.output == "\(id) https://93.184.215.14/hook release.changed,policy.changed enabled\n", "\(listed.output)")
+        #expect(listed.output == "\(id) https://93.184.215.14/hook release.changed,policy.changed json enabled\n", "\(listed.output)")
 
         let rotated = try await upshift("rotate", "--app", "expenses", id)
         #expect(rotated.status == 0 && rotated.output.contains("secret whsec_") && !rotated.output.contains(secret), "\(rotated.output)")
@@ -252,6 +252,42 @@ import UpshiftTestSupport
         #expect(try await upshift("list", "--app", "expenses").output.isEmpty)
         let gone = try await upshift("remove", "--app", "expenses", id)
         #expect(gone.status != 0 && gone.error.contains("no webhook \(id)"), "\(gone.error)")
+    }
+
+    /// A subscription in the Slack format gets a Slack incoming webhook's body, unsigned: one line that says
+    /// what happened, with a link to the dashboard's page of it under UPSHIFT_PUBLIC_URL.
+    @Test func aSlackSubscriptionGetsALineWithALink() async throws {
+        let harness = try await Harness.make()
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            var configuration = Self.configuration(harness, names: names, allowPrivate: true)
+            configuration.webhooks.publicURL = "https://upshift.example.test"
+            try await harness.run(configuration) { server in
+                let created = try await server.send(
+                    .POST, "/v1/apps/expenses/webhooks", key: harness.adminKey,
+                    json: .object([
+                        "url": .string("http://hooks.example.test:\(receiver.port)/hook"), "kinds": .array(["release.changed"]),
+                        "format": .string("slack"),
+                    ]))
+                let format = try created.value()["format"]
+                #expect(created.status == 201 && format == "slack", "\(created.text)")
+                let bad = try await server.send(
+                    .POST, "/v1/apps/expenses/webhooks", key: harness.adminKey,
+                    json: .object(["url": .string("http://hooks.example.test/"), "kinds": .array(["release.changed"]), "format": .string("xml")]))
+                let field = try bad.value()["field"]
+                #expect(bad.status == 400 && field == "format", "\(bad.text)")
+                let release = try await server.send(
+                    .POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: DashboardTests.release("2.0"))
+                #expect(release.status == 201)
+                let got = try await receiver.waitFor(1)[0]
+                #expect(got.signature == nil && got.delivery != nil)
+                let text = try #require(try JSONValue.parse(got.body)["text"]?.stringValue)
+                #expect(text.hasPrefix("expenses ios 2.0: added by "), "\(text)")
+                #expect(text.hasSuffix(" <https://upshift.example.test/dashboard/apps/expenses/releases/2.0?platform=ios|open>"), "\(text)")
+                #expect(try await Self.matchesSpec(got.body, schema: "WebhookSlackDelivery"), "\(text)")
+            }
+        }
     }
 
     /// A receiver that fails twice gets three attempts, each after its backoff by the application's clock,

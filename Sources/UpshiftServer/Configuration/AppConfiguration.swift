@@ -68,6 +68,14 @@ public struct AppConfiguration: Sendable {
         if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_HTTP") { settings.allowHTTP = allow }
         if let allow = try read.flag("UPSHIFT_WEBHOOK_ALLOW_PRIVATE") { settings.allowPrivate = allow }
         if let interval = try read.seconds("UPSHIFT_WEBHOOK_INTERVAL") { settings.interval = interval }
+        if let url = try read.text("UPSHIFT_PUBLIC_URL") {
+            guard let parsed = URLComponents(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""),
+                parsed.host?.isEmpty == false, parsed.query == nil, parsed.fragment == nil
+            else {
+                throw ConfigurationError.invalid("UPSHIFT_PUBLIC_URL", url, expected: "an http or https URL such as https://upshift.example.com")
+            }
+            settings.publicURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+        }
         return settings
     }
 

@@ -37,8 +37,15 @@ struct WebhookController {
         let app = try knownApp(context)
         let body = try await CatalogController.json(request)
         guard let fields = body.objectValue else { throw ProblemDetails.badRequest("the body must be a JSON object") }
-        if let unknown = fields.keys.sorted().first(where: { !["url", "kinds"].contains($0) }) {
-            throw ProblemDetails.badRequest("\(unknown) is not a field of a webhook: url and kinds are", field: unknown)
+        if let unknown = fields.keys.sorted().first(where: { !["url", "kinds", "format"].contains($0) }) {
+            throw ProblemDetails.badRequest("\(unknown) is not a field of a webhook: url, kinds and format are", field: unknown)
+        }
+        var format = WebhookFormat.json
+        if let value = fields["format"] {
+            guard let text = value.stringValue, let named = WebhookFormat(rawValue: text) else {
+                throw ProblemDetails.badRequest("format must be json or slack", field: "format")
+            }
+            format = named
         }
         guard let url = fields["url"]?.stringValue else {
             throw ProblemDetails.badRequest("url is required: an https URL such as https://hooks.example.com/upshift", field: "url")
@@ -51,7 +58,7 @@ struct WebhookController {
             throw ProblemDetails.badRequest(error.description, field: "url")
         }
         do {
-            let (webhook, secret) = try await store.create(app: app, url: url, kinds: kinds, now: clock.now())
+            let (webhook, secret) = try await store.create(app: app, url: url, kinds: kinds, format: format, now: clock.now())
             return try JSONResponse.make(WebhookBody(webhook, secret: secret), status: .created)
         } catch WebhookStore.Failure.tooMany {
             throw ProblemDetails.badRequest("an app has at most \(WebhookStore.perApp) webhooks: remove one first")
@@ -177,6 +184,7 @@ struct WebhookBody: Encodable {
     let id: String
     let url: String
     let kinds: [String]
+    let format: String
     let enabled: Bool
     let disabledReason: String?
     let failingSince: String?
@@ -188,6 +196,7 @@ struct WebhookBody: Encodable {
         id = webhook.id.uuidString.lowercased()
         url = webhook.url
         kinds = webhook.kinds.map(\.rawValue)
+        format = webhook.format.rawValue
         enabled = webhook.enabled
         disabledReason = webhook.disabledReason
         failingSince = webhook.failingSince.map(Timestamp.format)

@@ -72,8 +72,8 @@ struct WebhookWorker: Service {
         let delivered = failure == nil
         var retryAt: Date?
         if !delivered {
-            let next = clock.now().addingTimeInterval(
-                WebhookBackoff.delay(afterAttempts: due.attempts + 1, jitter: Double.random(in: -1...1)))
+            // From the attempt's start: when it is due again does not hang on how long its answer took.
+            let next = at.addingTimeInterval(WebhookBackoff.delay(afterAttempts: due.attempts + 1, jitter: Double.random(in: -1...1)))
             if next.timeIntervalSince(due.createdAt) <= WebhookBackoff.giveUpAfter { retryAt = next }
         }
         guard leading() else { return }
@@ -102,15 +102,22 @@ struct WebhookWorker: Service {
         configuration.dnsOverride = [target.host: target.address]
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         do {
-            let body = Data(due.body.utf8)
             var request = HTTPClientRequest(url: due.url)
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
             request.headers.add(name: "User-Agent", value: "Upshift-Webhooks")
             request.headers.add(name: "Upshift-Delivery", value: due.id.uuidString.lowercased())
-            request.headers.add(
-                name: "Upshift-Signature",
-                value: WebhookSignature.header(body: body, at: Int(at.timeIntervalSince1970), secrets: due.secrets))
+            let body: Data
+            switch due.format {
+            case .json:
+                body = Data(due.body.utf8)
+                request.headers.add(
+                    name: "Upshift-Signature",
+                    value: WebhookSignature.header(body: body, at: Int(at.timeIntervalSince1970), secrets: due.secrets))
+            case .slack:
+                // Slack's incoming webhooks take no signature: the URL is the secret.
+                body = SlackMessage.body(from: Data(due.body.utf8), publicURL: settings.publicURL)
+            }
             request.body = .bytes(ByteBuffer(bytes: body))
             let response = try await client.execute(request, timeout: .init(settings.timeout))
             // At most 64 KiB of the answer is read; nothing of it is kept.
@@ -144,6 +151,9 @@ public struct WebhookSettings: Sendable {
     public var allowHTTP = false
     /// `UPSHIFT_WEBHOOK_ALLOW_PRIVATE`: private and loopback addresses too (tests, on-premise receivers).
     public var allowPrivate = false
+    /// `UPSHIFT_PUBLIC_URL`: where people reach the dashboard (`https://upshift.example.com`), for the links of
+    /// Slack messages; nil: no links.
+    public var publicURL: String?
     /// How often the worker looks for due deliveries.
     public var interval: Duration = .seconds(1)
     /// Each attempt's bound: connecting, and the answer's head and body.
