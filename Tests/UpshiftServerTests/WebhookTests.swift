@@ -319,7 +319,7 @@ import UpshiftTestSupport
                 #expect(Set(all.map(\.delivery)).count == 1, "\(all.map(\.delivery))")
                 #expect(try JSONValue.parse(all[0].body)["kind"] == "policy.changed")
                 #expect(try await Self.matchesSpec(all[0].body, schema: "WebhookCatalogDelivery"))
-                try await Waits.until("the delivery recorded as delivered", timeout: .seconds(30)) {
+                try await Waits.until("the delivery recorded as delivered", timeout: .seconds(120)) {
                     let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
                     return try list.value()["deliveries"]?.arrayValue?.first?["state"] == "delivered"
                 }
@@ -366,7 +366,7 @@ import UpshiftTestSupport
                 let id = try #require(try created.value()["id"]?.stringValue)
                 names.set("rebinding.example.test", ["127.0.0.1"])
                 #expect(try await server.send(.POST, "/v1/apps/expenses/webhooks/\(id)/test", key: harness.adminKey).status == 202)
-                try await Waits.until("the refused attempt recorded", timeout: .seconds(30)) {
+                try await Waits.until("the refused attempt recorded", timeout: .seconds(120)) {
                     let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
                     return try list.value()["deliveries"]?.arrayValue?.first?["attempts"]?.arrayValue?.isEmpty == false
                 }
@@ -396,7 +396,7 @@ import UpshiftTestSupport
                 _ = try await receiver.waitFor(1)
                 harness.clock.advance(by: 25 * 3_600)
                 #expect(try await server.send(.POST, path + "/test", key: harness.adminKey).status == 202)
-                try await Waits.until("the subscription disabled", timeout: .seconds(30)) {
+                try await Waits.until("the subscription disabled", timeout: .seconds(120)) {
                     try await server.send(.GET, path, key: harness.adminKey).value()["enabled"] == .bool(false)
                 }
                 let shown = try await server.send(.GET, path, key: harness.adminKey).value()

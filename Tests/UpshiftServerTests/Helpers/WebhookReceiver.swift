@@ -30,7 +30,7 @@ final class WebhookReceiver: Sendable {
     var received: [Received] { state.withLock { $0.received } }
 
     /// Waits until `count` requests have arrived.
-    func waitFor(_ count: Int, timeout: Duration = .seconds(60)) async throws -> [Received] {
+    func waitFor(_ count: Int, timeout: Duration = .seconds(120)) async throws -> [Received] {
         try await Waits.until("\(count) webhook requests", timeout: timeout) { self.received.count >= count }
         return received
     }
