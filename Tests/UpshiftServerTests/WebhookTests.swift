@@ -360,6 +360,21 @@ import UpshiftTestSupport
                     #expect(reply.status == 400 && named == .string(field), "\(url) \(kinds): \(reply.text)")
                 }
 
+                // Hostile bodies: wrong types, a huge number, NUL, an over-long URL, a member sent twice.
+                for body in [
+                    #"{"url": 1e400, "kinds": ["release.changed"]}"#, #"{"url": "http://a.test/", "kinds": "release.changed"}"#,
+                    #"{"url": "http://a.test/\u0000", "kinds": ["release.changed"]}"#,
+                    #"{"url": "http://a.test/"# + String(repeating: "a", count: 3_000) + #"", "kinds": ["release.changed"]}"#,
+                    #"{"url": "http://a.test/", "kinds": ["release.changed"], "kinds": ["policy.changed"]}"#,
+                    #"{"url": "http://a.test/", "kinds": ["release.changed"], "format": 7}"#, #"[]"#,
+                ] {
+                    let reply = try await server.request(
+                        .POST, "/v1/apps/expenses/webhooks",
+                        headers: [("Authorization", "Bearer \(harness.adminKey)"), ("Content-Type", "application/json")],
+                        body: Data(body.utf8))
+                    #expect(reply.status == 400, "\(body.prefix(80)): \(reply.text)")
+                }
+
                 let created = try await Self.subscribe(
                     server, harness, url: "http://rebinding.example.test:\(receiver.port)/hook", kinds: ["release.changed"])
                 #expect(created.status == 201, "\(created.text)")

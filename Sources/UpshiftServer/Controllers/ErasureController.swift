@@ -23,14 +23,14 @@ struct ErasureController {
     }
 
     @Sendable func forget(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
-        let app = try knownApp(context)
+        let app = try context.knownApp(in: snapshot)
         let install = try uuid(context, "install", "an install id")
         let erasure = try await store.request(app: app, install: install, at: clock.now())
         return try JSONResponse.make(ErasureBody(erasure), status: .accepted)
     }
 
     @Sendable func status(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
-        let app = try knownApp(context)
+        let app = try context.knownApp(in: snapshot)
         let id = try uuid(context, "erasure", "an erasure id")
         guard let erasure = try await store.erasure(app: app, id: id) else {
             throw ProblemDetails.notFound("no erasure \(id.uuidString.lowercased()) of app \(app)")
@@ -38,11 +38,6 @@ struct ErasureController {
         return try JSONResponse.make(ErasureBody(erasure))
     }
 
-    private func knownApp(_ context: UpshiftRequestContext) throws -> AppID {
-        let app = try context.appId()
-        guard snapshot.app(app) != nil else { throw CatalogError.appNotFound(app.rawValue) }
-        return app
-    }
 
     private func uuid(_ context: UpshiftRequestContext, _ name: String, _ what: String) throws -> UUID {
         let text = try context.pathValue(name)

@@ -34,7 +34,7 @@ struct WebhookController {
 
     @Sendable func create(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         try QueryParameters(request).refuseUnknown(allowed: [])
-        let app = try knownApp(context)
+        let app = try context.knownApp(in: snapshot)
         let body = try await CatalogController.json(request)
         guard let fields = body.objectValue else { throw ProblemDetails.badRequest("the body must be a JSON object") }
         if let unknown = fields.keys.sorted().first(where: { !["url", "kinds", "format"].contains($0) }) {
@@ -90,7 +90,7 @@ struct WebhookController {
 
     @Sendable func list(_ request: Request, context: UpshiftRequestContext) async throws -> Response {
         try QueryParameters(request).refuseUnknown(allowed: [])
-        let app = try knownApp(context)
+        let app = try context.knownApp(in: snapshot)
         return try JSONResponse.make(WebhookList(webhooks: try await store.list(app: app).map { WebhookBody($0) }))
     }
 
@@ -158,14 +158,9 @@ struct WebhookController {
         return try JSONResponse.make(DeliveryList(deliveries: found.map(DeliveryBody.init)))
     }
 
-    private func knownApp(_ context: UpshiftRequestContext) throws -> AppID {
-        let app = try context.appId()
-        guard snapshot.app(app) != nil else { throw CatalogError.appNotFound(app.rawValue) }
-        return app
-    }
 
     private func subscription(_ context: UpshiftRequestContext) throws -> (AppID, UUID) {
-        let app = try knownApp(context)
+        let app = try context.knownApp(in: snapshot)
         let text = try context.pathValue("webhook")
         guard let id = UUID(uuidString: text) else {
             throw ProblemDetails.badRequest(

@@ -115,6 +115,13 @@ extension UpshiftRequestContext {
         return app
     }
 
+    /// The path's `{app}`, known to the check's snapshot: `404` when no app has that id.
+    func knownApp(in snapshot: CatalogSnapshot) throws -> AppID {
+        let app = try appId()
+        guard snapshot.app(app) != nil else { throw CatalogError.appNotFound(app.rawValue) }
+        return app
+    }
+
     /// The catalog of the path's `{app}`: `404` when no app has that id.
     func app(in store: CatalogStore) async throws -> AppCatalog {
         let appId = try appId()

@@ -130,6 +130,17 @@ public struct ProjectionStore: Sendable {
         return nil
     }
 
+    /// `generation` of `definition` as `b` and the active generation as `a`, when `b` read a shorter
+    /// history than `a`: the FROM item of ``carryOver(_:into:)`` and ``activate(_:generation:)``.
+    private static func shorterThanActive(_ definition: any ProjectionDefinition, _ generation: Int) -> SQL {
+        """
+        projections b
+        JOIN projections a ON a.name = b.name AND a.state = 'active' AND a.generation <> b.generation
+        WHERE b.name = \(definition.name) AND b.generation = \(generation)
+          AND b.history_from > coalesce(a.history_from, '-infinity')
+        """
+    }
+
     /// Copies into `generation`, when it read a shorter history than the active generation, the closed
     /// aggregates of the days before the log it read, from the active one (docs/OPERATIONS.md, "Retention").
     /// One statement per app and table, each a short transaction of its own, and again from the start if
@@ -139,10 +150,7 @@ public struct ProjectionStore: Sendable {
         var source: (generation: Int, version: Int, before: Date)?
         for try await row in try await pool.query(
             """
-            SELECT a.generation, a.version, b.history_from FROM projections b
-            JOIN projections a ON a.name = b.name AND a.state = 'active' AND a.generation <> b.generation
-            WHERE b.name = \(definition.name) AND b.generation = \(generation)
-              AND b.history_from > coalesce(a.history_from, '-infinity')
+            SELECT a.generation, a.version, b.history_from FROM \(Self.shorterThanActive(definition, generation))
             """, logger: logger
         ).decode((Int, Int, Date).self) { source = row }
         guard let source, let tables = definition.carriedTables(fromVersion: source.version) else { return nil }
@@ -195,10 +203,7 @@ public struct ProjectionStore: Sendable {
             var shorter: (from: Date, accepted: Bool, active: Int)?
             for try await row in try await connection.query(
                 """
-                SELECT b.history_from, b.shorter_history_accepted, a.generation FROM projections b
-                JOIN projections a ON a.name = b.name AND a.state = 'active' AND a.generation <> b.generation
-                WHERE b.name = \(definition.name) AND b.generation = \(generation)
-                  AND b.history_from > coalesce(a.history_from, '-infinity')
+                SELECT b.history_from, b.shorter_history_accepted, a.generation FROM \(Self.shorterThanActive(definition, generation))
                 """, logger: logger
             ).decode((Date, Bool, Int).self) { shorter = row }
             if let shorter {
