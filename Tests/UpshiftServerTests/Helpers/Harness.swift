@@ -70,7 +70,7 @@ struct Harness {
         configuration.migrationsDirectory = TestEnvironment.migrationsDirectory
         configuration.logLevel = TestEnvironment.logger.logLevel
         // Suites run in parallel on two cores: a flush may wait its turn longer than in production.
-        configuration.ingestion.flushTimeout = .seconds(10)
+        configuration.ingestion.flushTimeout = .seconds(30)
         // Likewise a connection (a new one is a PostgreSQL backend to fork) and an answer: some forty
         // servers share the machine. The suites that judge these bounds (HotPathTests,
         // OperatorMetricsTests) set their own.
