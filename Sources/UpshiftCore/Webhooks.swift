@@ -13,6 +13,11 @@ public enum WebhookKind: String, Sendable, Codable, CaseIterable {
     case ruleFired = "rule.fired"
     /// A dry-run rule would have acted.
     case ruleWouldFire = "rule.would_fire"
+    /// A release's share of active installs reached a threshold the subscription names, on a UTC day that closed.
+    case adoptionCrossed = "adoption.crossed"
+    /// A health rule's condition held for a release (its threshold crossed, or its guarded test rejected), whatever
+    /// the rule's state.
+    case healthRegressed = "health.regressed"
 
     /// The kind a rule's record is delivered as; nil for the records no subscription can ask for.
     public static func of(_ outcome: RuleRecord.Outcome) -> WebhookKind? {
@@ -32,6 +37,85 @@ public enum WebhookKind: String, Sendable, Codable, CaseIterable {
         case .policyReplaced: return [.policyChanged]
         case .appCreated, .appUpdated, .ruleReplaced, .ruleRemoved: return []
         }
+    }
+}
+
+/// When a release's share of active installs first reached each threshold (docs/OPERATIONS.md, "Webhooks"): the
+/// share of a day is the installs active that day on the release or a newer version over all installs active
+/// that day, as the adoption report counts them.
+public enum AdoptionCrossing {
+    /// The thresholds a subscription may name: percents above 0 and at most 100, at most this many.
+    public static let maximumThresholds = 10
+
+    /// Why a subscription's thresholds are refused.
+    public struct Refusal: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// A subscription's thresholds as given (`literals`: JSON number literals; nil: none given), checked
+    /// against its `kinds`: given with `adoption.crossed` and only with it, 1 to ``maximumThresholds`` distinct
+    /// percents above 0 and at most 100 with at most two decimals. Returned in increasing order.
+    public static func thresholds(_ literals: [String]?, kinds: [WebhookKind]) throws -> [Double] {
+        let crossed = kinds.contains(.adoptionCrossed)
+        guard let literals else {
+            guard !crossed else {
+                throw Refusal(
+                    description: "thresholds is required with adoption.crossed: the shares of active installs to tell, in percent, such as [50, 90]")
+            }
+            return []
+        }
+        guard crossed else { throw Refusal(description: "thresholds applies to adoption.crossed only, which kinds does not name") }
+        guard !literals.isEmpty, literals.count <= maximumThresholds else {
+            throw Refusal(description: "thresholds must be 1 to \(maximumThresholds) percents")
+        }
+        var thresholds: [Double] = []
+        for literal in literals {
+            guard let percent = JSONNumber(literal: literal)?.value(in: 0...100, places: 2), percent > 0 else {
+                throw Refusal(
+                    description: "thresholds holds \(literal.prefix(40)): each is a percent above 0 and at most 100, with at most two decimals, such as 50")
+            }
+            guard !thresholds.contains(percent) else { throw Refusal(description: "thresholds names \(literal) twice") }
+            thresholds.append(percent)
+        }
+        return thresholds.sorted()
+    }
+
+    public struct Crossing: Sendable, Equatable {
+        /// The threshold reached, in percent.
+        public var threshold: Double
+        /// The first day whose share reached it.
+        public var day: String
+        /// That day's share, in percent.
+        public var percent: Double
+        public var activeInstalls: Int
+        public var installs: Int
+    }
+
+    /// The share of `day` on `release` or newer, in percent, and the installs it counts; nil for a day with no
+    /// active install.
+    public static func share(of day: AdoptionReport.Day, release: Version) -> (percent: Double, installs: Int)? {
+        guard day.activeInstalls > 0 else { return nil }
+        let installs = day.versions.reduce(0) { sum, cell in
+            guard let version = Version(cell.version), version >= release else { return sum }
+            return sum + cell.installs
+        }
+        return (100 * Double(installs) / Double(day.activeInstalls), installs)
+    }
+
+    /// For each of `thresholds` that `days` (in order) reached, the first day that did.
+    public static func crossings(_ days: [AdoptionReport.Day], release: Version, thresholds: [Double]) -> [Crossing] {
+        var left = Set(thresholds)
+        var found: [Crossing] = []
+        for day in days where !left.isEmpty {
+            guard let share = share(of: day, release: release) else { continue }
+            for threshold in left.sorted() where share.percent >= threshold {
+                left.remove(threshold)
+                found.append(
+                    Crossing(threshold: threshold, day: day.day, percent: share.percent, activeInstalls: day.activeInstalls,
+                        installs: share.installs))
+            }
+        }
+        return found
     }
 }
 
@@ -58,6 +142,18 @@ public enum SlackMessage {
         let app = value["app"]?.stringValue ?? "?"
         let appPath = "/dashboard/apps/" + (app.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? app)
         let kind = value["kind"]?.stringValue ?? "?"
+        if kind == WebhookKind.adoptionCrossed.rawValue || kind == WebhookKind.healthRegressed.rawValue {
+            let platform = value["platform"]?.stringValue ?? ""
+            let version = value["version"]?.stringValue ?? "?"
+            let path = appPath + "/releases/" + (version.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(["."])) ?? version)
+                + "?platform=" + platform
+            if kind == WebhookKind.healthRegressed.rawValue {
+                let rule = value["rule"]?.stringValue ?? "?"
+                return ("\(app) \(platform) \(version): health regressed (rule \(rule)): \(value["summary"]?.stringValue ?? "")", path)
+            }
+            let threshold = value["threshold"]?.description ?? "?"
+            return ("\(app) \(platform) \(version): \(threshold) % of active installs on \(value["day"]?.stringValue ?? "?")", path)
+        }
         if let record = value["record"] {
             let rule = record["ruleId"]?.stringValue ?? "?"
             let verb = kind == WebhookKind.ruleFired.rawValue ? "acted" : "would act"

@@ -10,6 +10,8 @@ public struct Webhook: Sendable, Equatable {
     public var url: String
     public var kinds: [WebhookKind]
     public var format: WebhookFormat
+    /// The adoption shares, in percent, whose crossing `adoption.crossed` tells.
+    public var thresholds: [Double]
     public var enabled: Bool
     public var disabledReason: String?
     public var failingSince: Date?
@@ -73,18 +75,22 @@ public struct WebhookStore: Sendable {
     }
 
     static let columns: SQL = """
-        app_id, id, url, kinds, format, enabled, disabled_reason, failing_since, previous_until, created_at
+        app_id, id, url, kinds, format, enabled, disabled_reason, failing_since, previous_until, created_at, thresholds
         """
 
-    static func webhook(_ row: (AppID, UUID, String, [String], String, Bool, String?, Date?, Date?, Date)) -> Webhook {
+    typealias Row = (AppID, UUID, String, [String], String, Bool, String?, Date?, Date?, Date, [Double])
+
+    static func webhook(_ row: Row) -> Webhook {
         Webhook(
             appId: row.0, id: row.1, url: row.2, kinds: row.3.compactMap(WebhookKind.init(rawValue:)),
-            format: WebhookFormat(rawValue: row.4) ?? .json, enabled: row.5, disabledReason: row.6, failingSince: row.7,
-            previousSecretUntil: row.8, createdAt: row.9)
+            format: WebhookFormat(rawValue: row.4) ?? .json, thresholds: row.10, enabled: row.5, disabledReason: row.6,
+            failingSince: row.7, previousSecretUntil: row.8, createdAt: row.9)
     }
 
     /// Creates a subscription; returns it with its secret, which is never shown again.
-    public func create(app: AppID, url: String, kinds: [WebhookKind], format: WebhookFormat = .json, now: Date) async throws
+    public func create(
+        app: AppID, url: String, kinds: [WebhookKind], format: WebhookFormat = .json, thresholds: [Double] = [], now: Date
+    ) async throws
         -> (Webhook, secret: String)
     {
         let secret = WebhookSignature.newSecret()
@@ -101,8 +107,9 @@ public struct WebhookStore: Sendable {
             ).decode(Int.self) where count >= Self.perApp { throw Failure.tooMany }
             try await connection.query(
                 """
-                INSERT INTO webhooks (app_id, id, url, kinds, format, secret, created_at)
-                VALUES (\(app), \(id), \(url), \(kinds.map(\.rawValue))::text[], \(format.rawValue), \(secret), \(now))
+                INSERT INTO webhooks (app_id, id, url, kinds, format, thresholds, secret, created_at)
+                VALUES (\(app), \(id), \(url), \(kinds.map(\.rawValue))::text[], \(format.rawValue), \(thresholds)::float8[],
+                        \(secret), \(now))
                 """, logger: logger)
         }
         guard let webhook = try await webhook(app: app, id: id) else { throw Failure.notFound }
@@ -120,11 +127,66 @@ public struct WebhookStore: Sendable {
     private func select(_ condition: SQL) async throws -> [Webhook] {
         var result: [Webhook] = []
         for try await row in try await pool.query("SELECT \(Self.columns) FROM webhooks \(condition)", logger: logger)
-            .decode((AppID, UUID, String, [String], String, Bool, String?, Date?, Date?, Date).self)
+            .decode(Row.self)
         {
             result.append(Self.webhook(row))
         }
         return result
+    }
+
+    /// The enabled subscriptions to `kind`, of every app.
+    public func subscriptions(to kind: WebhookKind) async throws -> [Webhook] {
+        try await select("WHERE enabled AND \(kind.rawValue) = ANY (kinds) ORDER BY app_id, created_at, id")
+    }
+
+    /// Records that a release crossed one of `webhook`'s thresholds, and queues `body` to it, in one
+    /// transaction; nothing when the crossing was recorded before (it is told once, never retracted).
+    /// Returns whether it was queued.
+    @discardableResult
+    public func cross(
+        _ webhook: Webhook, platform: Platform, version: String, threshold: Double, day: String, body: String, now: Date
+    ) async throws -> Bool {
+        try await pool.transaction(logger: logger) { [logger] connection in
+            var new = false
+            for try await _ in try await connection.query(
+                """
+                INSERT INTO webhook_crossings (app_id, webhook_id, platform, version, threshold, day, recorded_at)
+                SELECT app_id, id, \(platform), \(version), \(threshold), \(day)::date, \(now) FROM webhooks
+                WHERE app_id = \(webhook.appId) AND id = \(webhook.id) AND enabled
+                ON CONFLICT DO NOTHING RETURNING 1
+                """, logger: logger
+            ).decode(Int.self) { new = true }
+            guard new else { return false }
+            try await connection.query(
+                """
+                INSERT INTO webhook_deliveries (app_id, id, webhook_id, kind, body, created_at, next_at)
+                VALUES (\(webhook.appId), gen_random_uuid(), \(webhook.id), \(WebhookKind.adoptionCrossed.rawValue), \(body),
+                        \(now), \(now))
+                """, logger: logger)
+            return true
+        }
+    }
+
+    /// Records that a health rule's condition held for a release, and queues `body` to every enabled
+    /// subscription of the app to `health.regressed`, in one transaction; nothing when it was recorded
+    /// before (told once per rule and release). Returns whether it was new.
+    @discardableResult
+    public func regressed(
+        app: AppID, platform: Platform, rule: String, version: String, summary: String, body: String, now: Date
+    ) async throws -> Bool {
+        try await pool.transaction(logger: logger) { [logger] connection in
+            var new = false
+            for try await _ in try await connection.query(
+                """
+                INSERT INTO health_regressions (app_id, platform, rule_id, version, recorded_at, summary)
+                VALUES (\(app), \(platform), \(rule), \(version), \(now), \(summary))
+                ON CONFLICT DO NOTHING RETURNING 1
+                """, logger: logger
+            ).decode(Int.self) { new = true }
+            guard new else { return false }
+            try await Self.enqueue(.healthRegressed, body: body, app: app, now: now, on: connection, logger: logger)
+            return true
+        }
     }
 
     /// Removes a subscription with its deliveries; false when there was none.

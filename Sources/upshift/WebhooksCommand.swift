@@ -35,7 +35,9 @@ struct WebhooksCommand: AsyncParsableCommand {
     static func line(_ webhook: Webhook) -> String {
         let state = webhook.enabled ? "enabled" : "disabled (\(webhook.disabledReason ?? "no reason"))"
         let kinds = webhook.kinds.map(\.rawValue).joined(separator: ",")
-        return "\(webhook.id.uuidString.lowercased()) \(webhook.url) \(kinds) \(webhook.format.rawValue) \(state)"
+        let percents = webhook.thresholds.map { $0 == $0.rounded() ? String(Int($0)) : String($0) }
+        let thresholds = percents.isEmpty ? "" : " thresholds=" + percents.joined(separator: ",")
+        return "\(webhook.id.uuidString.lowercased()) \(webhook.url) \(kinds)\(thresholds) \(webhook.format.rawValue) \(state)"
     }
 
     struct Create: AsyncParsableCommand {
@@ -50,6 +52,10 @@ struct WebhooksCommand: AsyncParsableCommand {
         @Option(name: .customLong("kind"), help: "A kind to deliver (repeat): \(WebhookKind.allCases.map(\.rawValue).joined(separator: ", ")).")
         var kinds: [String] = []
         @Option(help: "json (signed; the default) or slack (a Slack incoming webhook's body, unsigned).") var format = "json"
+        @Option(
+            name: .customLong("threshold"),
+            help: "A share of active installs, in percent, whose crossing adoption.crossed tells (repeat; required with that kind).")
+        var thresholds: [String] = []
 
         func validate() throws {
             guard AppID(validating: app) != nil else { throw ValidationError("--app: \(app) is not an app id") }
@@ -59,6 +65,16 @@ struct WebhooksCommand: AsyncParsableCommand {
             }
             guard Set(kinds).count == kinds.count else { throw ValidationError("--kind: a kind is named twice") }
             guard WebhookFormat(rawValue: format) != nil else { throw ValidationError("--format: json or slack") }
+            _ = try checkedThresholds()
+        }
+
+        func checkedThresholds() throws -> [Double] {
+            do {
+                return try AdoptionCrossing.thresholds(
+                    thresholds.isEmpty ? nil : thresholds, kinds: kinds.compactMap(WebhookKind.init(rawValue:)))
+            } catch {
+                throw ValidationError("--threshold: \(error)")
+            }
         }
 
         func run() async throws {
@@ -76,10 +92,11 @@ struct WebhooksCommand: AsyncParsableCommand {
             }
             let kinds = kinds.compactMap(WebhookKind.init(rawValue:))
             let format = WebhookFormat(rawValue: format) ?? .json
+            let thresholds = try checkedThresholds()
             let (webhook, secret) = try await withDatabase { [url] pool, logger in
                 do {
                     return try await WebhookStore(pool: pool, logger: logger).create(
-                        app: app, url: url, kinds: kinds, format: format, now: SystemClock().now())
+                        app: app, url: url, kinds: kinds, format: format, thresholds: thresholds, now: SystemClock().now())
                 } catch WebhookStore.Failure.tooMany {
                     throw CommandFailure(description: "an app has at most \(WebhookStore.perApp) webhooks: remove one first")
                 } catch CatalogError.appNotFound {

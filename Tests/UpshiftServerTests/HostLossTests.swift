@@ -8,8 +8,8 @@ import UpshiftTestSupport
 /// processes on a cluster of the test's own, the leader reaching it through 127.0.0.2 and the standby
 /// through 127.0.0.1. An nftables rule drops every packet to and from 127.0.0.2's PostgreSQL port, both
 /// ways: nothing closes a socket and no kernel answers a keepalive, as when a host is lost. The standby
-/// must take over every projection and the rollout worker within the bound, nothing may be applied twice,
-/// and the old leader, once packets flow again, must find itself a follower.
+/// must take over every projection, the rollout worker and a webhook delivery in flight within the bound,
+/// nothing may be applied twice, and the old leader, once packets flow again, must find itself a follower.
 @Suite(.tags(.alone), .runsAlone, .serverTimeLimit) struct HostLossTests {
     /// Takeover: the standby ends a holder's session idle for 7 s (``LeaderHeartbeat/standbyBound``) and
     /// retries its locks every 1 s (projections) or 2 s (the rollout worker). Asserted with room for a
@@ -18,6 +18,11 @@ import UpshiftTestSupport
 
     @Test(.timeLimit(.minutes(5)))
     func aStandbyTakesOverFromALeaderBehindABlackHoleAndTheOldLeaderComesBackAsAFollower() async throws {
+        try await Self.onACluster(Self.run)
+    }
+
+    /// A cluster of the test's own, listening on 127.0.0.1 and 127.0.0.2, for `body`; its log joins a failure.
+    static func onACluster(_ body: (PostgresCluster) async throws -> Void) async throws {
         let binaries = try #require(
             PostgresCluster.binaryFolder, "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: install postgresql")
         _ = try BlackHole.tool()
@@ -27,7 +32,7 @@ import UpshiftTestSupport
         do {
             try await cluster.initialize(settings: ["listen_addresses = '127.0.0.1,127.0.0.2'", "max_connections = 120"])
             try await cluster.start()
-            outcome = .success(try await Self.run(cluster))
+            outcome = .success(try await body(cluster))
         } catch {
             outcome = .failure(error)
         }
@@ -36,6 +41,63 @@ import UpshiftTestSupport
         if case .failure(let error) = outcome {
             Issue.record("PostgreSQL log:\n\(cluster.logTail())")
             throw error
+        }
+    }
+
+    /// A webhook delivery in flight when its instance's host vanishes: the instance lets go of the
+    /// delivery's lock when its heartbeat goes unanswered and never records the attempt; the other
+    /// instance ends the silent session, takes the lock, and sends the delivery again with the same
+    /// `Upshift-Delivery`, which the receiver answers 2xx and the other instance records.
+    @Test(.timeLimit(.minutes(5)))
+    func aWebhookInFlightBehindABlackHoleIsSentAgainByTheOtherInstance() async throws {
+        try await Self.onACluster { cluster in
+            try await ReplicaReportsTests.execute(cluster.settings(database: "postgres"), "CREATE DATABASE upshift")
+            let harness = try await ReplicaReportsTests.harness(on: cluster.settings(), now: Date())
+            var far = cluster.settings()
+            far.host = "127.0.0.2"
+            let environment = ["UPSHIFT_WEBHOOK_ALLOW_HTTP": "1", "UPSHIFT_WEBHOOK_ALLOW_PRIVATE": "1"]
+            let a = try ServerProcess(database: far, port: try await freePort(), extraEnvironment: environment)
+            let b = try ServerProcess(database: harness.database, port: try await freePort(), extraEnvironment: environment)
+            let serverA = Server(port: a.port), serverB = Server(port: b.port)
+            try await WebhookReceiver.run { receiver in
+                try await a.start()
+                // A alone sends the first attempt, whose answer the receiver holds past the cut.
+                receiver.hold([.seconds(30)])
+                let created = try await WebhookTests.subscribe(
+                    serverA, harness, url: "http://127.0.0.1:\(receiver.port)/hook", kinds: ["release.changed"])
+                #expect(created.status == 201, "\(created.text)")
+                let id = try #require(try created.value()["id"]?.stringValue)
+                let queued = try await serverA.send(.POST, "/v1/apps/expenses/webhooks/\(id)/test", key: harness.adminKey)
+                let delivery = try #require(try queued.value()["delivery"]?.stringValue)
+                _ = try await receiver.waitFor(1, timeout: .seconds(30))
+                try await b.start()
+                let hole = try await BlackHole.drop(address: "127.0.0.2", port: cluster.port)
+                do {
+                    try await TwoInstancesTests.waitUntil("B sends the delivery again", within: .seconds(60), log: b) {
+                        receiver.received.count >= 2
+                    }
+                    try await TwoInstancesTests.waitUntil("B records it delivered", within: .seconds(30), log: b) {
+                        let list = try await serverB.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                        return try list.value()["deliveries"]?.arrayValue?.first?["state"] == "delivered"
+                    }
+                } catch {
+                    try? await hole.lift()
+                    throw error
+                }
+                try await hole.lift()
+                let list = try await serverB.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey).value()
+                let attempts = list["deliveries"]?.arrayValue?.first?["attempts"]?.arrayValue ?? []
+                #expect(attempts.count == 1 && attempts.first?["status"] == .number(200), "A's attempt is never recorded: \(attempts)")
+                #expect(receiver.received.count == 2 && receiver.received.allSatisfy { $0.delivery == delivery })
+                // The webhooks' lock changed hands by the heartbeat's fencing, from both sides.
+                func logged(_ process: ServerProcess, _ message: String) -> Bool {
+                    process.log().split(separator: "\n").contains { $0.contains(message) && $0.contains("upshift-webhooks") }
+                }
+                #expect(logged(a, "leader lost its database connection"), "A's log: \(a.log().suffix(3000))")
+                #expect(logged(b, "ended the session of a leader that stopped answering"), "B's log: \(b.log().suffix(3000))")
+                #expect(await a.terminate() == 0)
+                #expect(await b.terminate() == 0)
+            }
         }
     }
 

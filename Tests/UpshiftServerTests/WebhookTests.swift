@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import UpshiftCore
 import UpshiftServer
+import UpshiftSimulation
 import UpshiftTestSupport
 
 /// Webhooks through `serve` to a receiver the test starts (docs/OPERATIONS.md, "Webhooks"): what a team's
@@ -77,6 +78,8 @@ import UpshiftTestSupport
         let process = Process()
         process.executableURL = validator
         process.arguments = ["--schemafile", schema.path, instance.path]
+        process.standardOutput = FileHandle.nullDevice  // the verdict is the exit status; some bodies must fail
+        process.standardError = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
         return process.terminationStatus == 0
@@ -177,43 +180,51 @@ import UpshiftTestSupport
         }
     }
 
-    /// A halt-on-prompts rule reaches `rule.would_fire` while it is a dry run and `rule.fired` once live,
-    /// each with the figures its record holds.
-    @Test func aRuleThatWouldFireAndThenFiresReachesItsSubscriber() async throws {
-        let harness = try await Harness.make(now: RuleEndpointTests.start)
+    /// Runs `serve` with the rules evaluated every `RuleEndpointTests.interval` and a receiver subscribed to `kinds`.
+    static func withRules(
+        _ harness: Harness, subscribedTo kinds: [String], _ body: @Sendable (Server, WebhookReceiver) async throws -> Void
+    ) async throws {
         let names = Names()
         try await WebhookReceiver.run { receiver in
             names.set("hooks.example.test", ["127.0.0.1"])
             var configuration = Self.configuration(harness, names: names, allowPrivate: true)
             configuration.projections.rulesInterval = RuleEndpointTests.interval
             try await harness.run(configuration) { server in
-                let created = try await Self.subscribe(
-                    server, harness, url: "http://hooks.example.test:\(receiver.port)/hook", kinds: ["rule.fired", "rule.would_fire"])
+                let created = try await Self.subscribe(server, harness, url: "http://hooks.example.test:\(receiver.port)/hook", kinds: kinds)
                 #expect(created.status == 201, "\(created.text)")
-                try await RuleEndpointTests.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"), ("2.0", "2026-05-30T00:00:00Z"))
-                // 50 installs on 1.0 shown a soft prompt for 2.0; 20 of them (40 %) skip it.
-                try await RuleEndpointTests.prompted(server, harness, installs: 50, skipping: 20)
-                try await harness.waitForProjections()
-                for (state, revision, kind, outcome) in [("dry-run", 0, "rule.would_fire", "would_act"), ("live", 1, "rule.fired", "acted")] {
-                    let rule = try await server.send(
-                        .PUT, "/v1/apps/expenses/rules/ios/skips", key: harness.adminKey,
-                        json: .object([
-                            "kind": .string("halt_on_prompts"), "skipRate": .number(0.3), "minimumInstalls": .number(50),
-                            "state": .string(state),
-                        ]), headers: [("If-Match", "\"\(revision)\"")])
-                    #expect(rule.status == 200, "\(rule.text)")
-                    try await RuleEndpointTests.evaluate(server, harness)
-                    let got = try await receiver.waitFor(revision + 1)[revision]
-                    let body = try JSONValue.parse(got.body)
-                    #expect(body["kind"] == .string(kind) && body["record"]?["outcome"] == .string(outcome), "\(body)")
-                    #expect(body["record"]?["ruleId"] == "skips" && body["record"]?["version"] == "2.0.0", "\(body)")
-                    #expect(
-                        body["record"]?["summary"]?.stringValue?.hasPrefix("skips: 50 installs prompted: 20 skipped it (40.0 %)") == true,
-                        "\(body)")
-                    #expect(try await Self.matchesSpec(got.body, schema: "WebhookRuleDelivery"), "\(body)")
-                }
-                #expect(receiver.received.count == 2)
+                try await body(server, receiver)
             }
+        }
+    }
+
+    /// A halt-on-prompts rule reaches `rule.would_fire` while it is a dry run and `rule.fired` once live,
+    /// each with the figures its record holds.
+    @Test func aRuleThatWouldFireAndThenFiresReachesItsSubscriber() async throws {
+        let harness = try await Harness.make(now: RuleEndpointTests.start)
+        try await Self.withRules(harness, subscribedTo: ["rule.fired", "rule.would_fire"]) { server, receiver in
+            try await RuleEndpointTests.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"), ("2.0", "2026-05-30T00:00:00Z"))
+            // 50 installs on 1.0 shown a soft prompt for 2.0; 20 of them (40 %) skip it.
+            try await RuleEndpointTests.prompted(server, harness, installs: 50, skipping: 20)
+            try await harness.waitForProjections()
+            for (state, revision, kind, outcome) in [("dry-run", 0, "rule.would_fire", "would_act"), ("live", 1, "rule.fired", "acted")] {
+                let rule = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/skips", key: harness.adminKey,
+                    json: .object([
+                        "kind": .string("halt_on_prompts"), "skipRate": .number(0.3), "minimumInstalls": .number(50),
+                        "state": .string(state),
+                    ]), headers: [("If-Match", "\"\(revision)\"")])
+                #expect(rule.status == 200, "\(rule.text)")
+                try await RuleEndpointTests.evaluate(server, harness)
+                let got = try await receiver.waitFor(revision + 1)[revision]
+                let body = try JSONValue.parse(got.body)
+                #expect(body["kind"] == .string(kind) && body["record"]?["outcome"] == .string(outcome), "\(body)")
+                #expect(body["record"]?["ruleId"] == "skips" && body["record"]?["version"] == "2.0.0", "\(body)")
+                #expect(
+                    body["record"]?["summary"]?.stringValue?.hasPrefix("skips: 50 installs prompted: 20 skipped it (40.0 %)") == true,
+                    "\(body)")
+                #expect(try await Self.matchesSpec(got.body, schema: "WebhookRuleDelivery"), "\(body)")
+            }
+            #expect(receiver.received.count == 2)
         }
     }
 
@@ -229,6 +240,17 @@ import UpshiftTestSupport
         #expect(refused.status != 0 && refused.error.contains("--url") && refused.error.contains("loopback"), "\(refused.error)")
         let unknown = try await upshift("create", "--app", "expenses", "--url", "https://93.184.215.14/hook", "--kind", "sideways")
         #expect(unknown.status != 0 && unknown.error.contains("--kind"), "\(unknown.error)")
+        let bare = try await upshift("create", "--app", "expenses", "--url", "https://93.184.215.14/hook", "--kind", "adoption.crossed")
+        #expect(bare.status != 0 && bare.error.contains("--threshold") && bare.error.contains("required"), "\(bare.error)")
+        let over = try await upshift(
+            "create", "--app", "expenses", "--url", "https://93.184.215.14/hook", "--kind", "adoption.crossed", "--threshold", "101")
+        #expect(over.status != 0 && over.error.contains("--threshold"), "\(over.error)")
+        let crossing = try await upshift(
+            "create", "--app", "expenses", "--url", "https://93.184.215.14/crossed", "--kind", "adoption.crossed", "--threshold", "90",
+            "--threshold", "50.5")
+        #expect(crossing.status == 0 && crossing.output.contains(" adoption.crossed thresholds=50.5,90 json enabled"), "\(crossing.output)")
+        let crossingId = try #require(crossing.output.split(separator: " ").first.map(String.init))
+        #expect(try await upshift("remove", "--app", "expenses", crossingId).status == 0)
 
         let created = try await upshift(
             "create", "--app", "expenses", "--url", "https://93.184.215.14/hook", "--kind", "release.changed", "--kind", "policy.changed")
@@ -360,6 +382,23 @@ import UpshiftTestSupport
                     #expect(reply.status == 400 && named == .string(field), "\(url) \(kinds): \(reply.text)")
                 }
 
+                // Thresholds: only with adoption.crossed, required with it, each a percent in (0, 100].
+                let url = "http://rebinding.example.test/hook"
+                for (kinds, thresholds) in [
+                    (#"["adoption.crossed"]"#, nil), (#"["release.changed"]"#, "[50]"), (#"["adoption.crossed"]"#, "[]"),
+                    (#"["adoption.crossed"]"#, "[0]"), (#"["adoption.crossed"]"#, "[100.5]"), (#"["adoption.crossed"]"#, "[-10]"),
+                    (#"["adoption.crossed"]"#, "[50, 50]"), (#"["adoption.crossed"]"#, #"["50"]"#), (#"["adoption.crossed"]"#, "[1e400]"),
+                    (#"["adoption.crossed"]"#, "[33.333]"), (#"["adoption.crossed"]"#, "50"),
+                    (#"["adoption.crossed"]"#, "[" + (1...11).map(String.init).joined(separator: ",") + "]"),
+                ] as [(String, String?)] {
+                    let body = #"{"url": "\#(url)", "kinds": \#(kinds)"# + (thresholds.map { #", "thresholds": \#($0)"# } ?? "") + "}"
+                    let reply = try await server.request(
+                        .POST, "/v1/apps/expenses/webhooks",
+                        headers: [("Authorization", "Bearer \(harness.adminKey)"), ("Content-Type", "application/json")],
+                        body: Data(body.utf8))
+                    #expect(reply.status == 400 && (try? reply.value())?["field"] == "thresholds", "\(body): \(reply.text)")
+                }
+
                 // Hostile bodies: wrong types, a huge number, NUL, an over-long URL, a member sent twice.
                 for body in [
                     #"{"url": 1e400, "kinds": ["release.changed"]}"#, #"{"url": "http://a.test/", "kinds": "release.changed"}"#,
@@ -425,6 +464,181 @@ import UpshiftTestSupport
                 #expect(try enabled.value()["enabled"] == .bool(true))
                 _ = try await receiver.waitFor(before + 1)
             }
+        }
+    }
+
+    /// A simulated fleet (the project's fleet model: 240 installs updating through 1.0.0, 1.1.0 and 1.2.0 over
+    /// two weeks) posted day by day under the application's clock: each threshold of each release is told
+    /// once, only after its day closed, on the first day whose share of active installs on the release or
+    /// newer reached it in the adoption report (computed here from the report's counts), and a threshold no
+    /// day reached is never told.
+    @Test func adoptionCrossingsAreToldOnceOnTheDayTheReportSays() async throws {
+        let first = Timestamp.parse("2026-06-01T00:00:00Z")!
+        let days = 14
+        let harness = try await Harness.make(now: first.addingTimeInterval(-3_600))
+        let names = Names()
+        var random = SplitMix64(seed: 11)
+        let fleet = FleetModel.events(
+            installs: 240, days: days, versions: ["1.0.0", "1.1.0", "1.2.0"], promptOneIn: 3, random: &random
+        ) { back, random in
+            first.addingTimeInterval(Double(days - 1 - back) * 86_400 + Double(random.next() % 80_000))
+        }.filter { !$0.late }
+        let thresholds: [Double] = [10, 25, 50, 99]
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            try await harness.run(Self.configuration(harness, names: names, allowPrivate: true)) { server in
+                try await RuleEndpointTests.release(
+                    server, harness, ("1.0.0", "2026-05-01T00:00:00Z"), ("1.1.0", "2026-06-01T00:00:00Z"), ("1.2.0", "2026-06-05T00:00:00Z"))
+                let created = try await server.send(
+                    .POST, "/v1/apps/expenses/webhooks", key: harness.adminKey,
+                    json: .object([
+                        "url": .string("http://hooks.example.test:\(receiver.port)/hook"), "kinds": .array(["adoption.crossed"]),
+                        "thresholds": .array(thresholds.map { .number(JSONNumber($0)) }),
+                    ]))
+                #expect(created.status == 201, "\(created.text)")
+                #expect(try created.value()["thresholds"] == .array([10, 25, 50, 99]), "\(created.text)")
+                for day in 0..<days {
+                    let start = first.addingTimeInterval(Double(day) * 86_400)
+                    // Day `day` is open (and the days before it closed): its events are posted and applied.
+                    harness.clock.set(start.addingTimeInterval(86_399))
+                    let events = fleet.filter { $0.at >= start && $0.at < start.addingTimeInterval(86_400) }.map(\.posted)
+                    for part in stride(from: 0, to: events.count, by: 500) {
+                        let reply = try await server.postEvents(Array(events[part..<min(part + 500, events.count)]), key: harness.ingestKey)
+                        #expect(reply.status == 200, "\(reply.text)")
+                    }
+                    try await harness.waitForProjections()
+                    let open = UTCDay(start).description
+                    for got in receiver.received {
+                        let told = try JSONValue.parse(got.body)["day"]?.stringValue ?? ""
+                        #expect(told < open, "\(told) was told while \(open) was open")
+                    }
+                }
+                harness.clock.set(first.addingTimeInterval(Double(days) * 86_400 + 60))
+
+                // What the adoption report says: the first day on or after each release's own whose share of
+                // active installs on it or newer reached each threshold.
+                let report = try await server.send(
+                    .GET, "/v1/apps/expenses/reports/adoption?platform=ios&from=2026-06-01&to=2026-06-14", key: harness.readKey)
+                var expected: [String: String] = [:]  // "version threshold" → day
+                for (version, released) in [("1.0.0", "2026-05-01"), ("1.1.0", "2026-06-01"), ("1.2.0", "2026-06-05")] {
+                    let release = try #require(Version(version))
+                    for day in try report.value()["days"]?.arrayValue ?? [] {
+                        let name = day["day"]?.stringValue ?? ""
+                        let active = day["activeInstalls"]?.doubleValue ?? 0
+                        guard name >= released, active > 0 else { continue }
+                        let on = (day["versions"]?.arrayValue ?? []).reduce(0) { sum, cell in
+                            let newer = Version(cell["version"]?.stringValue ?? "").map { $0 >= release } ?? false
+                            return sum + (newer ? Int(cell["installs"]?.doubleValue ?? 0) : 0)
+                        }
+                        for threshold in thresholds where expected["\(version) \(threshold)"] == nil && 100 * Double(on) / active >= threshold {
+                            expected["\(version) \(threshold)"] = name
+                        }
+                    }
+                }
+                #expect(expected.count >= 6, "the fleet crosses a few thresholds: \(expected)")
+                #expect(expected.count < 12, "and not every one: \(expected)")
+                let got = try await receiver.waitFor(expected.count)
+                try await Task.sleep(for: .seconds(2))
+                #expect(receiver.received.count == expected.count, "one delivery per threshold and release")
+                var told: [String: String] = [:]
+                for delivery in got {
+                    let body = try JSONValue.parse(delivery.body)
+                    #expect(body["kind"] == "adoption.crossed" && body["app"] == "expenses" && body["platform"] == "ios", "\(body)")
+                    #expect(try await Self.matchesSpec(delivery.body, schema: "WebhookAdoptionDelivery"), "\(body)")
+                    let key = "\(body["version"]?.stringValue ?? "") \(body["threshold"]?.doubleValue ?? -1)"
+                    #expect(told[key] == nil, "\(key) told twice")
+                    told[key] = body["day"]?.stringValue
+                }
+                #expect(told == expected)
+            }
+        }
+    }
+
+    /// A health rule whose threshold a release crosses tells `health.regressed` once per rule and release,
+    /// whether the rule is off or a dry run, and acts on nothing.
+    @Test func aHealthRegressionIsToldOnceWhateverTheRulesState() async throws {
+        let harness = try await Harness.make(now: RuleEndpointTests.start)
+        try await Self.withRules(harness, subscribedTo: ["health.regressed"]) { server, receiver in
+            try await RuleEndpointTests.release(server, harness, ("1.0", "2026-05-04T00:00:00Z"), ("2.0", "2026-05-18T00:00:00Z"))
+            // 100 installs on each release's first day: 2 % of 1.0's exit abnormally, 30 % of 2.0's.
+            var events: [[String: String]] = []
+            for index in 0..<100 {
+                events += RuleEndpointTests.day(
+                    UUID().uuidString, platform: "ios", version: "1.0", at: Timestamp.parse("2026-05-04T10:00:00Z")!, exits: index < 2)
+                events += RuleEndpointTests.day(
+                    UUID().uuidString, platform: "ios", version: "2.0", at: Timestamp.parse("2026-05-18T10:00:00Z")!, exits: index < 30)
+            }
+            for part in stride(from: 0, to: events.count, by: 200) {
+                #expect(try await server.postEvents(Array(events[part..<min(part + 200, events.count)]), key: harness.ingestKey).status == 200)
+            }
+            try await harness.waitForProjections()
+            func put(_ id: String, _ state: String, revision: Int) async throws {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/\(id)", key: harness.adminKey,
+                    json: .object([
+                        "kind": .string("halt_on_health"), "mode": .string("threshold"), "excess": .number(0.1),
+                        "minimumInstalls": .number(50), "state": .string(state),
+                    ]), headers: [("If-Match", "\"\(revision)\"")])
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            try await put("crash-guard", "off", revision: 0)
+            try await RuleEndpointTests.evaluate(server, harness)
+            let off = try await receiver.waitFor(1)[0]
+            let body = try JSONValue.parse(off.body)
+            #expect(body["kind"] == "health.regressed" && body["rule"] == "crash-guard" && body["state"] == "off", "\(body)")
+            #expect(body["version"] == "2.0.0" && body["summary"]?.stringValue?.contains("30 of 100 installs exited") == true, "\(body)")
+            #expect(try await Self.matchesSpec(off.body, schema: "WebhookHealthDelivery"), "\(body)")
+
+            // The same rule as a dry run: told already. Another rule: told once, as its own.
+            try await put("crash-guard", "dry-run", revision: 1)
+            try await put("crash-watch", "dry-run", revision: 0)
+            try await RuleEndpointTests.evaluate(server, harness)
+            try await RuleEndpointTests.evaluate(server, harness)
+            let second = try await receiver.waitFor(2)[1]
+            #expect(try JSONValue.parse(second.body)["rule"] == "crash-watch")
+            try await Task.sleep(for: .seconds(1))
+            #expect(receiver.received.count == 2, "once per rule and release")
+            let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: harness.adminKey)
+            #expect(try release.value()["rolloutPaused"] == .bool(false), "no rule here is live")
+        }
+    }
+
+    /// `upshift serve`, killed with SIGKILL while a delivery waits out its backoff, sends it again after a
+    /// restart: the receiver answers 2xx once, and every request it got carries the one `Upshift-Delivery`.
+    @Test func aServerKilledDuringABackoffDeliversAfterItsRestart() async throws {
+        let harness = try await Harness.make()
+        try await WebhookReceiver.run { receiver in
+            receiver.script([500])
+            let port = try await freePort()
+            let environment = ["UPSHIFT_WEBHOOK_ALLOW_HTTP": "1", "UPSHIFT_WEBHOOK_ALLOW_PRIVATE": "1"]
+            var process = try ServerProcess(database: harness.database, port: port, extraEnvironment: environment)
+            defer { if process.process.isRunning { process.kill9() } }
+            try await process.start()
+            let server = Server(port: port)
+            let created = try await Self.subscribe(server, harness, url: "http://127.0.0.1:\(receiver.port)/hook", kinds: ["release.changed"])
+            #expect(created.status == 201, "\(created.text)")
+            let id = try #require(try created.value()["id"]?.stringValue)
+            let queued = try await server.send(.POST, "/v1/apps/expenses/webhooks/\(id)/test", key: harness.adminKey)
+            let delivery = try #require(try queued.value()["delivery"]?.stringValue)
+            func attempts() async throws -> (state: String?, statuses: [JSONValue]) {
+                let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey).value()
+                let first = list["deliveries"]?.arrayValue?.first
+                return (first?["state"]?.stringValue, first?["attempts"]?.arrayValue?.map { $0["status"] ?? .null } ?? [])
+            }
+            try await Waits.until("the first attempt recorded, a retry pending", timeout: .seconds(60)) {
+                try await attempts() == ("pending", [.number(500)])
+            }
+            process.kill9()
+            process = try ServerProcess(database: harness.database, port: port, extraEnvironment: environment)
+            try await process.start()
+            // The retry is due 24 to 36 s after the first attempt began.
+            try await Waits.until("the delivery delivered after the restart", timeout: .seconds(120)) {
+                try await attempts() == ("delivered", [.number(500), .number(200)])
+            }
+            try await Task.sleep(for: .seconds(2))
+            #expect(receiver.received.count == 2, "answered 2xx once: nothing sent after")
+            #expect(receiver.received.allSatisfy { $0.delivery == delivery }, "\(receiver.received.map(\.delivery))")
+            #expect(await process.terminate() == 0)
         }
     }
 }

@@ -198,9 +198,11 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
         ) {
             if serveHTTP { await snapshotLoader.reload(reason: "rollout schedule") }
         }
-        scheduler.rules = RuleEvaluator(
+        var rules = RuleEvaluator(
             parts, reports: reportStore, records: RuleRecordStore(pool: projections, logger: parts.logger),
             projections: projections, backtests: backtests, catalog: catalog)
+        rules.webhooks = WebhookStore(pool: projections, logger: parts.logger)
+        scheduler.rules = rules
         scheduler.rulesInterval = configuration.projections.rulesInterval
         services.append(scheduler)
         // Erasure waits for the projections too, and runs where they do, one instance at a time.
@@ -211,11 +213,14 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
                 clock: configuration.clock,
                 metrics: parts.metrics, logger: parts.logger))
         // Webhooks are delivered where the rollout worker runs, one instance at a time.
-        services.append(
-            WebhookWorker(
-                store: WebhookStore(pool: projections, logger: parts.logger), settings: configuration.webhooks,
-                database: configuration.database, readiness: parts.readiness, clock: configuration.clock,
-                metrics: parts.metrics, logger: parts.logger))
+        let webhooks = WebhookStore(pool: projections, logger: parts.logger)
+        var webhookWorker = WebhookWorker(
+            store: webhooks, settings: configuration.webhooks, database: configuration.database, readiness: parts.readiness,
+            clock: configuration.clock, metrics: parts.metrics, logger: parts.logger)
+        webhookWorker.crossings = AdoptionCrossings(
+            webhooks: webhooks, catalog: catalog, reports: reportStore,
+            projections: ProjectionStore(pool: projections, logger: parts.logger), logger: parts.logger)
+        services.append(webhookWorker)
         // Retention waits for the projections, so it runs where they do, one instance at a time.
         if let retention = configuration.retention {
             services.append(

@@ -37,8 +37,9 @@ struct WebhookController {
         let app = try context.knownApp(in: snapshot)
         let body = try await CatalogController.json(request)
         guard let fields = body.objectValue else { throw ProblemDetails.badRequest("the body must be a JSON object") }
-        if let unknown = fields.keys.sorted().first(where: { !["url", "kinds", "format"].contains($0) }) {
-            throw ProblemDetails.badRequest("\(unknown) is not a field of a webhook: url, kinds and format are", field: unknown)
+        if let unknown = fields.keys.sorted().first(where: { !["url", "kinds", "format", "thresholds"].contains($0) }) {
+            throw ProblemDetails.badRequest(
+                "\(unknown) is not a field of a webhook: url, kinds, format and thresholds are", field: unknown)
         }
         var format = WebhookFormat.json
         if let value = fields["format"] {
@@ -51,6 +52,7 @@ struct WebhookController {
             throw ProblemDetails.badRequest("url is required: an https URL such as https://hooks.example.com/upshift", field: "url")
         }
         let kinds = try Self.kinds(fields["kinds"])
+        let thresholds = try Self.thresholds(fields["thresholds"], kinds: kinds)
         do {
             _ = try await WebhookTarget.check(
                 url, allowHTTP: settings.allowHTTP, allowPrivate: settings.allowPrivate, resolve: settings.resolve)
@@ -58,7 +60,8 @@ struct WebhookController {
             throw ProblemDetails.badRequest(error.description, field: "url")
         }
         do {
-            let (webhook, secret) = try await store.create(app: app, url: url, kinds: kinds, format: format, now: clock.now())
+            let (webhook, secret) = try await store.create(
+                app: app, url: url, kinds: kinds, format: format, thresholds: thresholds, now: clock.now())
             return try JSONResponse.make(WebhookBody(webhook, secret: secret), status: .created)
         } catch WebhookStore.Failure.tooMany {
             throw ProblemDetails.badRequest("an app has at most \(WebhookStore.perApp) webhooks: remove one first")
@@ -82,6 +85,22 @@ struct WebhookController {
             kinds.append(kind)
         }
         return kinds
+    }
+
+    /// The thresholds of a request (``AdoptionCrossing/thresholds(_:kinds:)``): an array of numbers.
+    static func thresholds(_ value: JSONValue?, kinds: [WebhookKind]) throws -> [Double] {
+        // Anything but an array is refused as an empty one; an item that is not a number as its JSON.
+        let literals: [String]? = value.map { value in
+            value.arrayValue?.map { item -> String in
+                if case .number(let number) = item { return number.literal }
+                return item.description
+            } ?? []
+        }
+        do {
+            return try AdoptionCrossing.thresholds(literals, kinds: kinds)
+        } catch let error as AdoptionCrossing.Refusal {
+            throw ProblemDetails.badRequest(error.description, field: "thresholds")
+        }
     }
 
     struct WebhookList: Encodable {
@@ -180,6 +199,7 @@ struct WebhookBody: Encodable {
     let url: String
     let kinds: [String]
     let format: String
+    let thresholds: [Double]
     let enabled: Bool
     let disabledReason: String?
     let failingSince: String?
@@ -192,6 +212,7 @@ struct WebhookBody: Encodable {
         url = webhook.url
         kinds = webhook.kinds.map(\.rawValue)
         format = webhook.format.rawValue
+        thresholds = webhook.thresholds
         enabled = webhook.enabled
         disabledReason = webhook.disabledReason
         failingSince = webhook.failingSince.map(Timestamp.format)

@@ -21,6 +21,8 @@ struct RuleEvaluator: Sendable {
     let clock: any WallClock
     let metrics: any MetricsFactory
     let logger: Logger
+    /// Where a health rule's condition that held is told as `health.regressed` (nil: nowhere).
+    var webhooks: WebhookStore?
     /// What the advance rules decided at their last evaluation, which the rollout worker's tick follows.
     let holds = ScheduleHolds()
 
@@ -38,10 +40,17 @@ struct RuleEvaluator: Sendable {
         }
     }
 
-    /// Evaluates every rule of `apps` that is not off; returns the apps it wrote.
+    /// Evaluates every rule of `apps` that is not off, and the health rules that are off of the apps
+    /// subscribed to `health.regressed` (for that alone); returns the apps it wrote.
     func evaluate(_ apps: [AppID: AppCatalog]) async throws -> Set<AppID> {
         defer { Counter(label: "upshift_rule_evaluations_total", factory: metrics).increment() }
-        let ruled = apps.filter { $0.value.rules.values.contains { $0.contains { $0.definition.state != .off } } }
+        let alerted = Set(try await webhooks?.subscriptions(to: .healthRegressed).map(\.appId) ?? [])
+        func evaluated(_ rule: Rule, of appId: AppID) -> Bool {
+            guard rule.definition.state == .off else { return true }
+            if case .haltOnHealth = rule.definition.kind { return alerted.contains(appId) }
+            return false
+        }
+        let ruled = apps.filter { appId, app in app.rules.values.contains { $0.contains { evaluated($0, of: appId) } } }
         guard !ruled.isEmpty else {
             holds.replace(with: [:])
             return []
@@ -53,7 +62,7 @@ struct RuleEvaluator: Sendable {
         for (appId, app) in ruled.sorted(by: { $0.key < $1.key }) {
             var context = AppContext(appId: appId, app: app, now: now)
             // Halts first: a release a halt stops is not raised to on the same evaluation.
-            let rules = app.rules.keys.sorted().flatMap(app.rules(for:)).filter { $0.definition.state != .off }
+            let rules = app.rules.keys.sorted().flatMap(app.rules(for:)).filter { evaluated($0, of: appId) }
                 .sorted { Self.order($0.definition.kind) < Self.order($1.definition.kind) }
             for rule in rules where try await evaluate(rule, in: &context, freshness: freshness) {
                 written.insert(appId)
@@ -116,6 +125,16 @@ struct RuleEvaluator: Sendable {
     private func evaluate(
         _ rule: Rule, in context: inout AppContext, freshness: [String: (rebuilding: Bool, lagSeconds: Double)]
     ) async throws -> Bool {
+        if rule.definition.state == .off {
+            // An off health rule is read only to tell `health.regressed`: it records and does nothing.
+            guard Self.stale(Self.projections(of: rule.definition.kind), freshness: freshness) == nil else { return false }
+            let decide = decider(rule, releases: context.app.releases(for: rule.platform), appId: context.appId, now: context.now)
+            for release in Self.watched(context.app.releases(for: rule.platform), now: context.now) {
+                let decision = try await decide(release)
+                if decision.halt { try await tellRegressed(rule, release, summary: decision.summary, in: context) }
+            }
+            return false
+        }
         if let stale = Self.stale(Self.projections(of: rule.definition.kind), freshness: freshness) {
             try await record(
                 RuleRecord(
@@ -232,8 +251,6 @@ struct RuleEvaluator: Sendable {
 
     // MARK: Halt on health
 
-    // MARK: Halt on health
-
     /// The releases a health rule watches: live, out, not halted, within their first 30 days of cohorts
     /// (and the days those take to settle).
     static func watched(_ releases: [Release], now: Date) -> [Release] {
@@ -255,6 +272,9 @@ struct RuleEvaluator: Sendable {
         for release in Self.watched(context.app.releases(for: rule.platform), now: context.now) {
             let decision = try await decide(release)
             context.decisions[AppContext.key(rule, release)] = decision
+            if decision.halt, case .haltOnHealth = rule.definition.kind {
+                try await tellRegressed(rule, release, summary: decision.summary, in: context)
+            }
             if try await act(
                 rule, version: release.version, field: "rolloutPaused", wanted: decision.halt, action: "halt",
                 summary: "\(rule.id): \(decision.summary)", announced: decision.never, in: &context,
@@ -384,6 +404,30 @@ struct RuleEvaluator: Sendable {
             // Written meanwhile: the next evaluation decides on the catalog as it is then.
             return false
         }
+    }
+
+    /// Tells `health.regressed` for `release`, once per rule and release (nothing in a preview).
+    private func tellRegressed(_ rule: Rule, _ release: Release, summary: String, in context: AppContext) async throws {
+        guard context.preview == nil, let webhooks else { return }
+        let body = try CatalogCoding.json(
+            RegressedBody(
+                app: context.appId.rawValue, platform: rule.platform.rawValue, version: release.version.normalized, rule: rule.id,
+                state: rule.definition.state.rawValue, summary: summary, at: Timestamp.format(context.now)))
+        try await webhooks.regressed(
+            app: context.appId, platform: rule.platform, rule: rule.id, version: release.version.normalized, summary: summary,
+            body: body, now: context.now)
+    }
+
+    /// A `health.regressed` delivery's body (`WebhookHealthDelivery` in docs/openapi.yaml).
+    struct RegressedBody: Encodable {
+        var kind = WebhookKind.healthRegressed.rawValue
+        let app: String
+        let platform: String
+        let version: String
+        let rule: String
+        let state: String
+        let summary: String
+        let at: String
     }
 
     private func timeline(_ context: inout AppContext) async throws -> [(at: Date, event: CatalogEvent)] {

@@ -21,14 +21,41 @@ struct WebhookWorker: Service {
     let clock: any WallClock
     let metrics: any MetricsFactory
     let logger: Logger
+    /// What tells `adoption.crossed` after each UTC day (nil: nothing).
+    var crossings: AdoptionCrossings?
     /// Deliveries sent at once.
     var concurrency = 8
 
     func run() async throws {
         await cancelWhenGracefulShutdown { await readiness.reached(.migrations) }
-        await LockedJob(name: "webhooks", database: database, logger: logger).run(
-            every: settings.interval, due: { try await store.anyDue(now: clock.now()) }
-        ) { lease in try await pass { !lease.isLost } }
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                await LockedJob(name: "webhooks", database: database, logger: logger).run(
+                    every: settings.interval, due: { try await store.anyDue(now: clock.now()) }
+                ) { lease in try await pass { !lease.isLost } }
+            }
+            if let crossings { group.addTask { await watch(crossings) } }
+        }
+    }
+
+    /// Evaluates each UTC day's crossings once after it closes, on every instance: a crossing is recorded
+    /// with its delivery, so whichever instance comes second tells nothing again.
+    private func watch(_ crossings: AdoptionCrossings) async {
+        var done: UTCDay?
+        while !Task.isCancelledOrShuttingDown {
+            do {
+                if let day = try await crossings.evaluate(now: clock.now(), done: done) { done = day }
+            } catch where Task.isCancelledOrShuttingDown {
+                return
+            } catch {
+                logger.error("adoption crossings failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: settings.interval) }
+            } catch {
+                return
+            }
+        }
     }
 
     /// Sends what is due until nothing is, while `leading` holds, then forgets old deliveries.
