@@ -56,6 +56,8 @@ import UpshiftTestSupport
         "POST /dashboard/apps/{app}/new-release/preview": .write, "POST /dashboard/apps/{app}/new-release": .write,
         "GET /dashboard/apps/{app}/rules": .read, "POST /dashboard/apps/{app}/rules/preview": .write,
         "POST /dashboard/apps/{app}/rules": .write,
+        "GET /dashboard/apps/{app}/webhooks": .write, "POST /dashboard/apps/{app}/webhooks": .write,
+        "POST /dashboard/apps/{app}/webhooks/{webhook}/{action}": .write,
     ]
 
     /// A caller: its secret, and what the rule grants it on app `expenses` (nil: the key is not valid).

@@ -68,6 +68,16 @@ import UpshiftTestSupport
                 Form(
                     path: "/dashboard/apps/expenses/new-release",
                     fields: newRelease, optional: ["rolloutPercent", "minimumOSVersion", "note"]),
+                Form(
+                    path: "/dashboard/apps/expenses/webhooks",
+                    fields: [
+                        ("csrf", csrf), ("url", "https://93.184.215.14/hook"), ("kind.release.changed", "on"), ("format", "json"),
+                        ("thresholds", ""),
+                    ],
+                    optional: ["format", "thresholds"]),
+                Form(
+                    path: "/dashboard/apps/expenses/webhooks/00000000-0000-4000-8000-000000000000/test", fields: [("csrf", csrf)],
+                    optional: []),
                 Form(path: "/dashboard/sign-out", fields: [("csrf", csrf)], optional: []),
             ]
             for form in forms {

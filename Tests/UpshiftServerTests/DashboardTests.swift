@@ -216,6 +216,67 @@ import UpshiftTestSupport
         }
     }
 
+    /// The webhooks page: an admin makes a subscription (its secret shown once, never again), sends it a test
+    /// event that the receiver gets signed with that secret, sees the attempt listed with its status, and
+    /// removes it; a bad form says which field; a read token gets no page.
+    @Test func theWebhooksPageMakesTestsListsAndRemovesASubscription() async throws {
+        let harness = try await Harness.make()
+        let names = WebhookTests.Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            try await harness.run(WebhookTests.configuration(harness, names: names, allowPrivate: true)) { server in
+                var admin = Browser(server: server)
+                _ = try await admin.signIn(harness.adminKey)
+                var reader = Browser(server: server)
+                _ = try await reader.signIn(harness.readKey)
+                #expect(try await reader.get("/dashboard/apps/expenses/webhooks").status == 403)
+                let empty = try await admin.get("/dashboard/apps/expenses/webhooks")
+                #expect(empty.status == 200 && empty.text.contains("No webhook yet."), "\(empty.text)")
+                #expect(try await admin.get("/dashboard/apps/expenses").text.contains("href=\"/dashboard/apps/expenses/webhooks\""))
+                let csrf = try await admin.csrf("/dashboard/apps/expenses/webhooks")
+                let url = "http://hooks.example.test:\(receiver.port)/hook"
+                for (fields, field) in [
+                    (["url": url], "kinds"), (["url": url, "kind.adoption.crossed": "on"], "thresholds"),
+                    (["url": url, "kind.adoption.crossed": "on", "thresholds": "50, 1000"], "thresholds"),
+                    (["url": url, "kind.release.changed": "on", "format": "xml"], "format"),
+                    (["url": "ftp://hooks.example.test/", "kind.release.changed": "on"], "url"),
+                ] {
+                    let refused = try await admin.post("/dashboard/apps/expenses/webhooks", fields.merging(["csrf": csrf]) { $1 })
+                    #expect(refused.status == 400 && refused.text.contains(field), "\(fields): \(refused.text)")
+                }
+                let created = try await admin.post(
+                    "/dashboard/apps/expenses/webhooks",
+                    ["csrf": csrf, "url": url, "kind.release.changed": "on", "kind.adoption.crossed": "on", "thresholds": "90 50"])
+                #expect(created.status == 200, "\(created.text)")
+                let secret = try #require(created.text.firstMatch(of: /<code id="secret">(whsec_[0-9a-f]+)<\/code>/).map { String($0.1) })
+                #expect(created.text.contains("release.changed, adoption.crossed at 50 %, 90 %"), "\(created.text)")
+                let page = try await admin.get("/dashboard/apps/expenses/webhooks")
+                #expect(!page.text.contains(secret), "the secret is shown once")
+                let id = try #require(page.text.firstMatch(of: /id="webhook-([0-9a-f-]+)"/).map { String($0.1) })
+
+                let sent = try await admin.post("/dashboard/apps/expenses/webhooks/\(id)/test", ["csrf": csrf])
+                #expect(sent.status == 303 && sent.headers["Location"].first == "/dashboard/apps/expenses/webhooks?done=test")
+                let got = try await receiver.waitFor(1)[0]
+                #expect(try JSONValue.parse(got.body)["kind"] == "webhook.test")
+                let stamp = try #require(got.signature?.firstMatch(of: /t=([0-9]+)/).flatMap { Int($0.1) })
+                #expect(got.signature?.contains("v1=" + WebhookSignature.sign(body: got.body, at: stamp, secret: secret)) == true)
+                try await Waits.until("the attempt listed with its status", timeout: .seconds(60)) {
+                    let listed = try await admin.get("/dashboard/apps/expenses/webhooks?done=test")
+                    return listed.text.contains("A test event is queued") && listed.text.contains("webhook.test")
+                        && listed.text.contains("status 200") && listed.text.contains(">delivered<")
+                }
+
+                let removed = try await admin.post("/dashboard/apps/expenses/webhooks/\(id)/remove", ["csrf": csrf])
+                #expect(removed.status == 303)
+                #expect(try await admin.get("/dashboard/apps/expenses/webhooks").text.contains("No webhook yet."))
+                #expect(try await admin.post("/dashboard/apps/expenses/webhooks/\(id)/test", ["csrf": csrf]).status == 404)
+                #expect(try await admin.post("/dashboard/apps/expenses/webhooks/\(id)/sideways", ["csrf": csrf]).status == 404)
+                #expect(try await admin.post("/dashboard/apps/expenses/webhooks/not-an-id/test", ["csrf": csrf]).status == 400)
+                #expect(try await admin.post("/dashboard/apps/expenses/webhooks/\(id)/test", [:]).status == 403, "no CSRF token")
+            }
+        }
+    }
+
     /// The rules page: an admin previews a rule (what it would do now, recording nothing), saves it as a dry
     /// run, and a stale or bad form says so; a read token sees the rule and no form.
     @Test func theRulesPagePreviewsSavesAndListsRules() async throws {

@@ -273,7 +273,27 @@ def main():
         expect(driver.find_elements(By.XPATH, "//section[@class='rule']/h2[contains(., 'raise-to-2')]"),
                "the saved rule is listed, a dry run")
 
-        # 8. Phone width and dark mode still read (screenshots only).
+        # 8. A webhook: made (its secret shown this once), sent a test event that is listed, then removed.
+        driver.find_element(By.LINK_TEXT, "Webhooks").click()
+        form = driver.find_element(By.XPATH, "//form[fieldset/legend='A new webhook']")
+        form.find_element(By.NAME, "url").send_keys("https://93.184.215.14/upshift")
+        form.find_element(By.NAME, "kind.release.changed").click()
+        form.find_element(By.NAME, "kind.adoption.crossed").click()
+        form.find_element(By.NAME, "thresholds").send_keys("50, 90")
+        submit(driver, form.find_element(By.XPATH, ".//button[text()='Create the webhook']"), (By.ID, "secret"))
+        secret = driver.find_element(By.ID, "secret").text
+        expect(secret.startswith("whsec_") and len(secret) == 70, "the new webhook's secret is shown")
+        section = driver.find_element(By.CSS_SELECTOR, "section.webhook")
+        expect("release.changed, adoption.crossed at 50 %, 90 %" in section.text, f"the webhook lists its kinds ({section.text!r})")
+        submit(driver, section.find_element(By.XPATH, ".//button[text()='Send a test event']"), (By.CSS_SELECTOR, "p.notice.ok"))
+        expect(secret not in driver.page_source, "the secret is not shown again")
+        rows = driver.find_elements(By.XPATH, "//section[@class='webhook']//tbody/tr[td[2]='webhook.test']")
+        expect(len(rows) == 1, "the test event is listed among the webhook's deliveries")
+        section = driver.find_element(By.CSS_SELECTOR, "section.webhook")
+        submit(driver, section.find_element(By.XPATH, ".//button[text()='Remove']"), (By.CSS_SELECTOR, "p.notice.ok"))
+        expect("No webhook yet." in driver.page_source, "the removed webhook is gone")
+
+        # 9. Phone width and dark mode still read (screenshots only).
         if shots:
             driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
             driver.get(base + "/dashboard/apps/sample?platform=ios")

@@ -143,7 +143,8 @@ func buildRouter(
                 sessionLimiter: RateLimiter(configuration.dashboard.ratePerClient, name: "dashboard", metrics: parts.metrics),
                 trustedProxies: configuration.trustedProxies, ruleRecords: ruleRecords,
                 ruleEvaluator: RuleEvaluator(
-                    parts, reports: reportStore, records: ruleRecords, projections: parts.reads, backtests: reports)
+                    parts, reports: reportStore, records: ruleRecords, projections: parts.reads, backtests: reports),
+                webhookStore: WebhookStore(pool: parts.reads, logger: parts.logger), webhookSettings: configuration.webhooks
             ) { await reload("dashboard write") }.routes, atPath: "/dashboard")
         // The address a person types: the dashboard.
         router.get("/") { _, _ in DashboardPages.redirect("/dashboard") }

@@ -53,16 +53,24 @@ struct WebhookController {
         }
         let kinds = try Self.kinds(fields["kinds"])
         let thresholds = try Self.thresholds(fields["thresholds"], kinds: kinds)
+        let (webhook, secret) = try await Self.subscribe(
+            app, url: url, kinds: kinds, format: format, thresholds: thresholds, store: store, settings: settings, now: clock.now())
+        return try JSONResponse.make(WebhookBody(webhook, secret: secret), status: .created)
+    }
+
+    /// Checks `url` as a target (`400` naming `url`) and creates the subscription (`400` past the limit): the
+    /// API's creation and the dashboard's.
+    static func subscribe(
+        _ app: AppID, url: String, kinds: [WebhookKind], format: WebhookFormat, thresholds: [Double], store: WebhookStore,
+        settings: WebhookSettings, now: Date
+    ) async throws -> (Webhook, secret: String) {
         do {
-            _ = try await WebhookTarget.check(
-                url, allowHTTP: settings.allowHTTP, allowPrivate: settings.allowPrivate, resolve: settings.resolve)
+            try await settings.check(url)
         } catch {
-            throw ProblemDetails.badRequest(error.description, field: "url")
+            throw ProblemDetails.badRequest("\(error)", field: "url")
         }
         do {
-            let (webhook, secret) = try await store.create(
-                app: app, url: url, kinds: kinds, format: format, thresholds: thresholds, now: clock.now())
-            return try JSONResponse.make(WebhookBody(webhook, secret: secret), status: .created)
+            return try await store.create(app: app, url: url, kinds: kinds, format: format, thresholds: thresholds, now: now)
         } catch WebhookStore.Failure.tooMany {
             throw ProblemDetails.badRequest("an app has at most \(WebhookStore.perApp) webhooks: remove one first")
         }

@@ -26,6 +26,9 @@ struct DashboardPages: Sendable {
     /// What the rules recorded, and their evaluation for the rules page's preview.
     let ruleRecords: RuleRecordStore
     let ruleEvaluator: RuleEvaluator
+    /// The app's webhook subscriptions, made as the API makes them.
+    let webhookStore: WebhookStore
+    let webhookSettings: WebhookSettings
     let afterWrite: @Sendable () async -> Void
 
     /// The routes, relative to `/dashboard`.
@@ -51,6 +54,7 @@ struct DashboardPages: Sendable {
         signedIn.group("apps/:app").add(middleware: RequireAccess(.write)).add(middleware: reader)
             .get("rollout", use: rollout)
             .get("settings", use: settings)
+            .get("webhooks", use: webhooks)
             .post("policy/preview", use: backtestPolicy)
             .post("new-release/preview", use: backtestNewRelease)
             .post("rules/preview", use: previewRule)
@@ -61,6 +65,8 @@ struct DashboardPages: Sendable {
             .post("new-release", use: addNewRelease)
             .post("releases/:version", use: changeRelease)
             .post("rules", use: saveRule)
+            .post("webhooks", use: createWebhook)
+            .post("webhooks/:webhook/:action", use: changeWebhook)
         return routes
     }
 

@@ -98,6 +98,7 @@ extension Page {
             if identity.mayWrite { navigation.append(("Rollout", "/dashboard/apps/\(app)/rollout\(query)")) }
             navigation.append(("Rules", "/dashboard/apps/\(app)/rules"))
             navigation.append(("History", "/dashboard/apps/\(app)/history"))
+            if identity.mayWrite { navigation.append(("Webhooks", "/dashboard/apps/\(app)/webhooks")) }
             if identity.mayWrite { navigation.append(("Settings", "/dashboard/apps/\(app)/settings")) }
         }
         return Page(
