@@ -298,6 +298,14 @@ public struct WebhookStore: Sendable {
         return false
     }
 
+    /// Whether a delivery ended before `before` (one ``prune(before:)`` forgets).
+    public func anyToForget(before: Date) async throws -> Bool {
+        for try await _ in try await pool.query(
+            "SELECT 1 FROM webhook_deliveries WHERE state <> 'pending' AND ended_at < \(before) LIMIT 1", logger: logger
+        ).decode(Int.self) { return true }
+        return false
+    }
+
     /// Deliveries of enabled subscriptions due at `now`, oldest first.
     public func due(now: Date, limit: Int) async throws -> [Due] {
         var result: [Due] = []

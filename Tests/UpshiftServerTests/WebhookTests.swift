@@ -313,7 +313,8 @@ import UpshiftTestSupport
     }
 
     /// A receiver that fails twice gets three attempts, each after its backoff by the application's clock,
-    /// all with one `Upshift-Delivery`; the deliveries API shows each attempt.
+    /// all with one `Upshift-Delivery`; the deliveries API shows each attempt; 30 days after it ended the
+    /// delivery is forgotten.
     @Test func aReceiverThatFailsTwiceGetsThreeAttemptsWithOneDeliveryId() async throws {
         let harness = try await Harness.make()
         let names = Names()
@@ -351,6 +352,14 @@ import UpshiftTestSupport
                 #expect(delivery["id"]?.stringValue == all[0].delivery)
                 #expect(delivery["attempts"]?.arrayValue?.map { $0["status"]?.intValue } == [500, 503, 200], "\(list.text)")
                 #expect(try await server.metric("upshift_webhook_attempts_total{outcome=\"retry\"}") == 2)
+                // Kept 30 days after it ended, then forgotten with its attempts, though nothing else is due.
+                harness.clock.advance(by: 29 * 86_400)
+                try await Task.sleep(for: .seconds(1))
+                #expect(try await harness.count("SELECT count(*)::int8 FROM webhook_deliveries") == 1)
+                harness.clock.advance(by: 86_400 + 60)
+                try await Waits.until("the delivery forgotten", timeout: .seconds(60)) {
+                    try await harness.count("SELECT (SELECT count(*) FROM webhook_attempts) + (SELECT count(*) FROM webhook_deliveries)") == 0
+                }
             }
         }
     }

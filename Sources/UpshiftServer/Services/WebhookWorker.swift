@@ -12,7 +12,7 @@ import UpshiftStore
 /// is due, one instance (an advisory lock) sends the due ones, a few at a time, each a signed JSON POST to the
 /// address its URL's host was checked to resolve to, and records every attempt: delivered on a 2xx, else
 /// tried again after ``WebhookBackoff`` until the delivery is a day old. Deliveries that ended more than
-/// 30 days ago are forgotten.
+/// 30 days ago are forgotten (a pass runs for that too when nothing is due).
 struct WebhookWorker: Service {
     let store: WebhookStore
     let settings: WebhookSettings
@@ -30,8 +30,14 @@ struct WebhookWorker: Service {
         await cancelWhenGracefulShutdown { await readiness.reached(.migrations) }
         await withDiscardingTaskGroup { group in
             group.addTask {
+                // A pass also forgets old deliveries, so one runs for that alone when nothing is due.
                 await LockedJob(name: "webhooks", database: database, logger: logger).run(
-                    every: settings.interval, due: { try await store.anyDue(now: clock.now()) }
+                    every: settings.interval,
+                    due: {
+                        let now = clock.now()
+                        if try await store.anyDue(now: now) { return true }
+                        return try await store.anyToForget(before: now.addingTimeInterval(-WebhookStore.kept))
+                    }
                 ) { lease in try await pass { !lease.isLost } }
             }
             if let crossings { group.addTask { await watch(crossings) } }
