@@ -298,6 +298,8 @@ import UpshiftTestSupport
             #expect(preview.text.contains("What crash-guard would do now"), "\(preview.text)")
             // 1.0 has no release before it: no baseline, never halted.
             #expect(preview.text.contains("crash-guard: no baseline"), "\(preview.text)")
+            let off = try await admin.post("/dashboard/apps/expenses/rules/preview", form.merging(["state": "off"]) { $1 })
+            #expect(off.text.contains("crash-guard: no baseline"), "a rule previewed off shows what it would record: \(off.text)")
             #expect(try await server.send(.GET, "/v1/apps/expenses/rules", key: harness.readKey).value()["rules"] == .array([]))
 
             let saved = try await admin.post("/dashboard/apps/expenses/rules", form)

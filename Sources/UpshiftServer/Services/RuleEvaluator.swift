@@ -125,8 +125,9 @@ struct RuleEvaluator: Sendable {
     private func evaluate(
         _ rule: Rule, in context: inout AppContext, freshness: [String: (rebuilding: Bool, lagSeconds: Double)]
     ) async throws -> Bool {
-        if rule.definition.state == .off {
-            // An off health rule is read only to tell `health.regressed`: it records and does nothing.
+        if rule.definition.state == .off, context.preview == nil {
+            // An off health rule is read only to tell `health.regressed`: it records and does nothing (a
+            // preview of one shows what it would record, below).
             guard Self.stale(Self.projections(of: rule.definition.kind), freshness: freshness) == nil else { return false }
             let decide = decider(rule, releases: context.app.releases(for: rule.platform), appId: context.appId, now: context.now)
             for release in Self.watched(context.app.releases(for: rule.platform), now: context.now) {
