@@ -201,12 +201,17 @@ struct Server: Sendable {
     /// The clients of every test. Each lets a pooled connection go after 20 s unused: well before the
     /// server's idle timeout (60 s) closes it, since a request sent on a connection the server is closing
     /// at that moment is reset (with both at 60 s, a test that waited a minute between requests failed).
+    /// A request waits for one of a server's 8 pooled connections as long as it may wait for its answer
+    /// (the pool's wait is bounded by the connect timeout, 10 s by default: fifty clients of one server on a
+    /// loaded machine once waited longer).
     static let client = HTTPClient(
-        eventLoopGroupProvider: .singleton, configuration: .init(connectionPool: .init(idleTimeout: .seconds(20))))
+        eventLoopGroupProvider: .singleton,
+        configuration: .init(timeout: .init(connect: patience), connectionPool: .init(idleTimeout: .seconds(20))))
     /// As ``client``, showing redirects instead of following them (the dashboard answers forms with 303).
     static let withoutRedirects = HTTPClient(
         eventLoopGroupProvider: .singleton,
-        configuration: .init(redirectConfiguration: .disallow, connectionPool: .init(idleTimeout: .seconds(20))))
+        configuration: .init(
+            redirectConfiguration: .disallow, timeout: .init(connect: patience), connectionPool: .init(idleTimeout: .seconds(20))))
 
     func request(
         _ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: Data? = nil,
