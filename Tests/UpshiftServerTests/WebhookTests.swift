@@ -399,6 +399,9 @@ import UpshiftTestSupport
                     (#"["adoption.crossed"]"#, "[50, 50]"), (#"["adoption.crossed"]"#, #"["50"]"#), (#"["adoption.crossed"]"#, "[1e400]"),
                     (#"["adoption.crossed"]"#, "[33.333]"), (#"["adoption.crossed"]"#, "50"),
                     (#"["adoption.crossed"]"#, "[" + (1...11).map(String.init).joined(separator: ",") + "]"),
+                    (#"["adoption.crossed"]"#, #"["\u0000"]"#), (#"["adoption.crossed"]"#, #"[""# + String(repeating: "9", count: 3_000) + #""]"#),
+                    (#"["adoption.crossed"]"#, "[" + String(repeating: "9", count: 3_000) + "]"),
+                    (#"["adoption.crossed"]"#, #"[50], "thresholds": [50, 90]"#),
                 ] as [(String, String?)] {
                     let body = #"{"url": "\#(url)", "kinds": \#(kinds)"# + (thresholds.map { #", "thresholds": \#($0)"# } ?? "") + "}"
                     let reply = try await server.request(
