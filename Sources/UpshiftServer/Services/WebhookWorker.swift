@@ -73,11 +73,11 @@ struct WebhookWorker: Service {
                 var rest = due[...]
                 for _ in 0..<concurrency {
                     guard let next = rest.popFirst() else { break }
-                    group.addTask { try await deliver(next, leading: leading) }
+                    group.addTask { try await deliver(next) }
                 }
                 while try await group.next() != nil {
                     guard let next = rest.popFirst() else { continue }
-                    group.addTask { try await deliver(next, leading: leading) }
+                    group.addTask { try await deliver(next) }
                 }
             }
         }
@@ -85,9 +85,11 @@ struct WebhookWorker: Service {
         if pruned > 0 { logger.info("webhook deliveries forgotten", metadata: ["deliveries": "\(pruned)"]) }
     }
 
-    /// One attempt of `due`, recorded unless this instance stopped leading meanwhile (another will send it
-    /// again, with the same `Upshift-Delivery`).
-    func deliver(_ due: WebhookStore.Due, leading: @Sendable () -> Bool) async throws {
+    /// One attempt of `due`, recorded even when this instance stopped leading meanwhile (a heartbeat missed on
+    /// a loaded machine): the record is a compare-and-set on the attempt count, so when another instance took
+    /// the delivery over and recorded its own attempt first, this one is dropped, and the delivery is never
+    /// marked twice.
+    func deliver(_ due: WebhookStore.Due) async throws {
         let began = ContinuousClock.now
         let at = clock.now()
         var status: Int?
@@ -109,7 +111,6 @@ struct WebhookWorker: Service {
             let next = at.addingTimeInterval(WebhookBackoff.delay(afterAttempts: due.attempts + 1, jitter: Double.random(in: -1...1)))
             if next.timeIntervalSince(due.createdAt) <= WebhookBackoff.giveUpAfter { retryAt = next }
         }
-        guard leading() else { return }
         try await store.record(
             due, WebhookStore.Outcome(at: at, duration: ContinuousClock.now - began, status: status, error: failure, retryAt: retryAt))
         let outcome = delivered ? "delivered" : retryAt == nil ? "failed" : "retry"
