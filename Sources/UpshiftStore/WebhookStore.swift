@@ -287,22 +287,16 @@ public struct WebhookStore: Sendable {
         return result
     }
 
-    /// Whether a delivery of an enabled subscription is due at `now`.
-    public func anyDue(now: Date) async throws -> Bool {
-        for try await _ in try await pool.query(
+    /// Whether a pass has work: a delivery of an enabled subscription due at `now`, or one that ended before
+    /// `forgetBefore` (which ``prune(before:)`` forgets). One statement: the worker asks every second.
+    public func anyWork(now: Date, forgetBefore: Date) async throws -> Bool {
+        for try await work in try await pool.query(
             """
-            SELECT 1 FROM webhook_deliveries d JOIN webhooks w ON w.app_id = d.app_id AND w.id = d.webhook_id
-            WHERE d.state = 'pending' AND d.next_at <= \(now) AND w.enabled LIMIT 1
+            SELECT EXISTS (SELECT 1 FROM webhook_deliveries d JOIN webhooks w ON w.app_id = d.app_id AND w.id = d.webhook_id
+                           WHERE d.state = 'pending' AND d.next_at <= \(now) AND w.enabled)
+                OR EXISTS (SELECT 1 FROM webhook_deliveries WHERE state <> 'pending' AND ended_at < \(forgetBefore))
             """, logger: logger
-        ).decode(Int.self) { return true }
-        return false
-    }
-
-    /// Whether a delivery ended before `before` (one ``prune(before:)`` forgets).
-    public func anyToForget(before: Date) async throws -> Bool {
-        for try await _ in try await pool.query(
-            "SELECT 1 FROM webhook_deliveries WHERE state <> 'pending' AND ended_at < \(before) LIMIT 1", logger: logger
-        ).decode(Int.self) { return true }
+        ).decode(Bool.self) { return work }
         return false
     }
 

@@ -199,10 +199,12 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
         ) {
             if serveHTTP { await snapshotLoader.reload(reason: "rollout schedule") }
         }
+        // Rules tell webhooks of their health regressions; webhooks are delivered where the rollout worker runs.
+        let webhooks = WebhookStore(pool: projections, logger: parts.logger)
         var rules = RuleEvaluator(
             parts, reports: reportStore, records: RuleRecordStore(pool: projections, logger: parts.logger),
             projections: projections, backtests: backtests, catalog: catalog)
-        rules.webhooks = WebhookStore(pool: projections, logger: parts.logger)
+        rules.webhooks = webhooks
         scheduler.rules = rules
         scheduler.rulesInterval = configuration.projections.rulesInterval
         services.append(scheduler)
@@ -213,8 +215,7 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
                 database: configuration.database, readiness: parts.readiness, archives: configuration.retention?.directory,
                 clock: configuration.clock,
                 metrics: parts.metrics, logger: parts.logger))
-        // Webhooks are delivered where the rollout worker runs, one instance at a time.
-        let webhooks = WebhookStore(pool: projections, logger: parts.logger)
+        // Webhooks: one instance at a time delivers them.
         var webhookWorker = WebhookWorker(
             store: webhooks, settings: configuration.webhooks, database: configuration.database, readiness: parts.readiness,
             clock: configuration.clock, metrics: parts.metrics, logger: parts.logger)

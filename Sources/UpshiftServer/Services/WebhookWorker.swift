@@ -35,8 +35,7 @@ struct WebhookWorker: Service {
                     every: settings.interval,
                     due: {
                         let now = clock.now()
-                        if try await store.anyDue(now: now) { return true }
-                        return try await store.anyToForget(before: now.addingTimeInterval(-WebhookStore.kept))
+                        return try await store.anyWork(now: now, forgetBefore: now.addingTimeInterval(-WebhookStore.kept))
                     }
                 ) { lease in try await pass { !lease.isLost } }
             }
