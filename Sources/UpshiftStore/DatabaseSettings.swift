@@ -12,6 +12,10 @@ public struct DatabaseSettings: Sendable, Equatable {
     public var database: String
     /// `sslmode` of the URL: `disable`, `prefer` or `require`.
     public var tlsMode: String
+    /// `connect_timeout` of the URL (whole seconds, as libpq reads it, 1–600): how long opening a connection
+    /// outside a pool may take, start-up and authentication included (a CLI command's first, `serve`'s
+    /// attempts at start). 5 s by default.
+    public var connectTimeout: Duration = .seconds(5)
 
     public init(
         host: String = "127.0.0.1", port: Int = 5432, username: String = "postgres", password: String? = nil,
@@ -83,12 +87,20 @@ public struct DatabaseSettings: Sendable, Equatable {
         }
         let port = components.port ?? 5432
         guard (1...65535).contains(port) else { throw ParseError.invalidURL("the port must be 1 to 65535") }
+        var connectTimeout: Duration?
+        if let text = components.queryItems?.first(where: { $0.name == "connect_timeout" })?.value {
+            guard text.utf8.count <= 3, let seconds = Int(text), (1...600).contains(seconds) else {
+                throw ParseError.invalidURL("connect_timeout must be whole seconds from 1 to 600")
+            }
+            connectTimeout = .seconds(seconds)
+        }
         self.init(
             host: host, port: port,
             username: components.user?.removingPercentEncoding ?? "postgres",
             password: components.password?.removingPercentEncoding,
             database: database.isEmpty ? "upshift" : database.removingPercentEncoding ?? database,
             tlsMode: sslmode)
+        if let connectTimeout { self.connectTimeout = connectTimeout }
     }
 
     /// The same server, another database (tests clone databases from a template).

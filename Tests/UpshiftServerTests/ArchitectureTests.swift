@@ -68,11 +68,16 @@ import UpshiftTestSupport
             missing.subtract(package.matches(of: #/name: "([A-Za-z]+)"/#).map { String($0.1) })
         }
         // Declared here, or in a dependency's checkout: each file is searched for the names still missing.
-        let checkouts = TestEnvironment.packageRoot.appendingPathComponent(".build/checkouts")
-        let dependencies = (try? FileManager.default.contentsOfDirectory(atPath: checkouts.path)) ?? []
+        // The checkouts of the build the tests run from: scripts/test's (.build-tests), or `swift test`'s.
+        func checkouts(of build: String) -> [String] {
+            let folder = TestEnvironment.packageRoot.appendingPathComponent("\(build)/checkouts")
+            return (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        }
+        let build = checkouts(of: ".build-tests").isEmpty ? ".build" : ".build-tests"
+        let dependencies = checkouts(of: build)
         #expect(!dependencies.isEmpty, "the dependencies' checkouts are not there")
         let declarations = ["struct", "enum", "class", "actor", "protocol", "typealias", "case", "func", "var", "let"]
-        let folders = TestEnvironment.codeFolders + dependencies.sorted().map { ".build/checkouts/\($0)/Sources" }
+        let folders = TestEnvironment.codeFolders + dependencies.sorted().map { "\(build)/checkouts/\($0)/Sources" }
         for url in TestEnvironment.swiftFiles(in: folders) {
             guard !missing.isEmpty else { break }
             guard let code = try? String(contentsOf: url, encoding: .utf8) else { continue }

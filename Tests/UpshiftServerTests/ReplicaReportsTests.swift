@@ -26,10 +26,16 @@ import UpshiftTestSupport
                     host: "replica.internal", port: 6432, username: "reader", password: "s@cret", database: "upshift",
                     tlsMode: "require"))
         #expect(set.database.host == "127.0.0.1")
+        // libpq's connect_timeout, in whole seconds: how long a new connection may take (5 s without it).
+        #expect(set.database.connectTimeout == .seconds(5))
+        let patient = try AppConfiguration.fromEnvironment(["DATABASE_URL": primary + "?sslmode=disable&connect_timeout=30"])
+        #expect(patient.database.connectTimeout == .seconds(30))
 
         for bad in [
             "mysql://reader:hunter2@replica/upshift", "postgres://reader:hunter2@/upshift",
             "postgres://reader:hunter2@replica:70000/upshift", "postgres://reader:hunter2@replica/upshift?sslmode=verify-full",
+            "postgres://reader:hunter2@replica/upshift?connect_timeout=0", "postgres://reader:hunter2@replica/upshift?connect_timeout=601",
+            "postgres://reader:hunter2@replica/upshift?connect_timeout=2.5", "postgres://reader:hunter2@replica/upshift?connect_timeout=",
             "replica.internal",
         ] {
             do {

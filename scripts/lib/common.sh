@@ -116,22 +116,36 @@ upshift_release_bin() {
     printf '%s/upshift\n' "$(upshift_release_build --show-bin-path)"
 }
 
-# With nothing changed since a debug and a release build, building both again compiles and links nothing of
-# the project's own and leaves both `upshift` binaries as they were: the embedded files' generated source
-# (scripts/embed-files) keeps its time when its bytes are the same. Runs the same two builds as scripts/test,
-# after them.
+# The build scripts/test runs its suites on: release, with the tests, `-enable-testing` (the tests'
+# `@testable import`), in a folder of its own, `.build-tests`, so that it and scripts/run's build leave each
+# other alone. One optimised build instead of a debug and a release one: on two cores it takes about 13
+# minutes where the two took 21, and the suites run in a third of the time. Its flags, one a line, for
+# `swift build` and `swift test`:
+upshift_test_flags() {
+    printf '%s\n' --package-path "$(upshift_root)" -c release -Xswiftc -enable-testing --scratch-path "$(upshift_root)/.build-tests"
+}
+
+# upshift_test_build ARGS: `swift build` with those flags (`--build-tests`; `--show-bin-path`: where its
+# products are).
+upshift_test_build() {
+    local flags
+    mapfile -t flags < <(upshift_test_flags)
+    swift build "${flags[@]}" "$@"
+}
+
+# With nothing changed since upshift_test_build, building again compiles and links nothing of the project's
+# own and leaves the `upshift` binary as it was: the embedded files' generated source (scripts/embed-files)
+# keeps its time when its bytes are the same. Runs the same build as scripts/test, after it.
 upshift_check_null_builds() {
-    local debug_bin release_bin before after output ours
-    debug_bin="$(swift build --show-bin-path)/upshift"
-    release_bin="$(upshift_release_bin)"
-    before="$(stat -c '%n %y %i' "$debug_bin" "$release_bin" 2>&1)"
-    output="$({ swift build --build-tests && upshift_release_build --product upshift; } 2>&1)" ||
-        upshift_die "the repeated builds failed: $output"
-    after="$(stat -c '%n %y %i' "$debug_bin" "$release_bin" 2>&1)"
+    local bin before after output ours
+    bin="$(upshift_test_build --show-bin-path)/upshift"
+    before="$(stat -c '%n %y %i' "$bin" 2>&1)"
+    output="$(upshift_test_build --build-tests 2>&1)" || upshift_die "the repeated build failed: $output"
+    after="$(stat -c '%n %y %i' "$bin" 2>&1)"
     ours="$(grep -E '(Compiling|Emitting module|Linking) (Upshift|upshift)' <<<"$output" || true)"
     if [[ -n "$ours" || "$before" != "$after" ]]; then
         printf '%s\n' "$output" >&2
-        upshift_die "a debug and a release build with nothing changed built the project's own modules again: ${ours:-the upshift binary changed}"
+        upshift_die "a build with nothing changed built the project's own modules again: ${ours:-the upshift binary changed}"
     fi
 }
 

@@ -29,7 +29,11 @@ struct Harness {
     }
 
     /// The test's database as `DATABASE_URL` spells it, for the CLI and `psql`.
-    var databaseURL: String { "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)" }
+    /// The database's URL for the CLI and `serve`: a new connection may take 30 s (`connect_timeout`), since
+    /// a loaded two-core machine has taken longer than the default 5 s to start a session.
+    var databaseURL: String {
+        "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)?connect_timeout=30"
+    }
 
     static func make(app appId: AppID = "expenses", now: Date = Date()) async throws -> Harness {
         let database = try await TestDatabases.shared.fresh()

@@ -23,7 +23,8 @@ final class ServerProcess: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment
         var url = "postgres://\(database.username)"
         if let password = database.password { url += ":\(password)" }
-        url += "@\(database.host):\(database.port)/\(database.database)"
+        // A loaded two-core machine has taken longer than the default 5 s to start a session.
+        url += "@\(database.host):\(database.port)/\(database.database)?connect_timeout=30"
         environment["DATABASE_URL"] = url
         environment["UPSHIFT_HOST"] = "127.0.0.1"
         environment["UPSHIFT_PORT"] = String(port)
