@@ -119,7 +119,7 @@ upshift_release_bin() {
 # The build scripts/test runs its suites on: release, with the tests, `-enable-testing` (the tests'
 # `@testable import`), in a folder of its own, `.build-tests`, so that it and scripts/run's build leave each
 # other alone. One optimised build instead of a debug and a release one: on two cores it takes about 13
-# minutes where the two took 21, and the suites run in a third of the time. Its flags, one a line, for
+# minutes where the two took 21, and the suites run in half the time. Its flags, one a line, for
 # `swift build` and `swift test`:
 upshift_test_flags() {
     printf '%s\n' --package-path "$(upshift_root)" -c release -Xswiftc -enable-testing --scratch-path "$(upshift_root)/.build-tests"
