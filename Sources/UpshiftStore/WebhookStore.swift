@@ -139,6 +139,33 @@ public struct WebhookStore: Sendable {
         try await select("WHERE enabled AND \(kind.rawValue) = ANY (kinds) ORDER BY app_id, created_at, id")
     }
 
+    /// A crossing ``cross(_:platform:version:threshold:day:body:now:)`` recorded.
+    public struct Crossing: Hashable, Sendable {
+        public let webhook: UUID
+        public let platform: String
+        public let version: String
+        public let threshold: Double
+
+        public init(webhook: UUID, platform: String, version: String, threshold: Double) {
+            self.webhook = webhook
+            self.platform = platform
+            self.version = version
+            self.threshold = threshold
+        }
+    }
+
+    /// The crossings recorded for `app`'s subscriptions: a day's pass records only the others, instead of
+    /// trying each again in a transaction of its own.
+    public func crossings(app: AppID) async throws -> Set<Crossing> {
+        var result: Set<Crossing> = []
+        for try await (webhook, platform, version, threshold) in try await pool.query(
+            "SELECT webhook_id, platform, version, threshold FROM webhook_crossings WHERE app_id = \(app)", logger: logger
+        ).decode((UUID, String, String, Double).self) {
+            result.insert(Crossing(webhook: webhook, platform: platform, version: version, threshold: threshold))
+        }
+        return result
+    }
+
     /// Records that a release crossed one of `webhook`'s thresholds, and queues `body` to it, in one
     /// transaction; nothing when the crossing was recorded before (it is told once, never retracted).
     /// Returns whether it was queued.

@@ -31,6 +31,7 @@ struct AdoptionCrossings: Sendable {
         var told = 0
         for (appId, subscribed) in subscriptions.sorted(by: { $0.key < $1.key }) {
             guard let app = try await catalog.app(id: appId) else { continue }
+            let recorded = try await webhooks.crossings(app: appId)
             for platform in app.platforms {
                 let releases = app.releases(for: platform).filter { release in
                     release.status == .live && release.releasedAt < end
@@ -46,7 +47,12 @@ struct AdoptionCrossings: Sendable {
                     for webhook in subscribed {
                         let since = UTCDay(webhook.createdAt).number
                         for crossing in AdoptionCrossing.crossings(days, release: release.version, thresholds: webhook.thresholds)
-                        where (UTCDay(crossing.day)?.number ?? 0) >= since {
+                        where (UTCDay(crossing.day)?.number ?? 0) >= since
+                            && !recorded.contains(
+                                WebhookStore.Crossing(
+                                    webhook: webhook.id, platform: platform.rawValue, version: release.version.normalized,
+                                    threshold: crossing.threshold))
+                        {
                             let body = try CatalogCoding.json(
                                 Body(
                                     app: appId.rawValue, platform: platform.rawValue, version: release.version.normalized,
