@@ -28,7 +28,7 @@ public enum Database {
     /// hides the cause behind its circuit breaker; this is how the CLI and `serve`'s start-up say it.
     public static func diagnose(_ settings: DatabaseSettings, logger: Logger) async -> DatabaseUnreachable? {
         do {
-            let connection = try await connect(settings, applicationName: "upshift-probe", within: settings.connectTimeout, logger: logger)
+            let connection = try await connect(settings, applicationName: "upshift-probe", within: settings.sessionTimeout, logger: logger)
             try? await connection.close()
             return nil
         } catch {

@@ -13,9 +13,17 @@ public struct DatabaseSettings: Sendable, Equatable {
     /// `sslmode` of the URL: `disable`, `prefer` or `require`.
     public var tlsMode: String
     /// `connect_timeout` of the URL (whole seconds, as libpq reads it, 1–600): how long opening a connection
-    /// outside a pool may take, start-up and authentication included (a CLI command's first, `serve`'s
-    /// attempts at start). 5 s by default.
-    public var connectTimeout: Duration = .seconds(5)
+    /// may take, both the TCP connection and the whole (start-up and authentication included). Nil: 3 s for
+    /// the TCP connection and 5 s for the whole.
+    public var connectTimeout: Duration?
+
+    /// How long opening a connection outside a pool may take in all (a CLI command's first, `serve`'s
+    /// attempts at start).
+    public var sessionTimeout: Duration { connectTimeout ?? .seconds(5) }
+
+    /// How long the TCP connection may take (a PostgreSQL whose queue of connections to accept is full
+    /// under load lets it wait).
+    var socketTimeout: Duration { connectTimeout ?? .seconds(3) }
 
     public init(
         host: String = "127.0.0.1", port: Int = 5432, username: String = "postgres", password: String? = nil,
@@ -100,7 +108,7 @@ public struct DatabaseSettings: Sendable, Equatable {
             password: components.password?.removingPercentEncoding,
             database: database.isEmpty ? "upshift" : database.removingPercentEncoding ?? database,
             tlsMode: sslmode)
-        if let connectTimeout { self.connectTimeout = connectTimeout }
+        self.connectTimeout = connectTimeout
     }
 
     /// The same server, another database (tests clone databases from a template).
@@ -138,7 +146,7 @@ public struct DatabaseSettings: Sendable, Equatable {
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
         configuration.options.maximumConnections = maximumConnections
-        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.connectTimeout = socketTimeout
         // No keep-alive queries on idle connections: in PostgresNIO 1.33.2 one that fires while the pool
         // shuts down runs on a connection already closed, and the pool's run() then never returns (an
         // instance that never stops). Idle connections close after the pool's 60 s idle timeout anyway.
@@ -157,7 +165,7 @@ public struct DatabaseSettings: Sendable, Equatable {
             }
         var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database, tls: tls)
-        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.connectTimeout = .init(socketTimeout)
         configuration.options.additionalStartupParameters = startupParameters(applicationName: applicationName)
         return configuration
     }
