@@ -28,11 +28,15 @@ struct Harness {
         return app
     }
 
-    /// The test's database as `DATABASE_URL` spells it, for the CLI and `psql`.
-    /// The database's URL for the CLI and `serve`: a new connection may take 30 s (`connect_timeout`), since
-    /// a loaded two-core machine has taken longer than the default 5 s to start a session.
-    var databaseURL: String {
-        "postgres://\(database.username)@\(database.host):\(database.port)/\(database.database)?connect_timeout=30"
+    /// The test's database as `DATABASE_URL` spells it, for the CLI, `serve` and `psql`.
+    var databaseURL: String { Self.url(of: database) }
+
+    /// `database` as `DATABASE_URL` spells it: a new connection may take 30 s (`connect_timeout`), since a
+    /// loaded two-core machine has taken longer than the default 5 s to open one.
+    static func url(of database: DatabaseSettings) -> String {
+        var url = "postgres://\(database.username)"
+        if let password = database.password { url += ":\(password)" }
+        return url + "@\(database.host):\(database.port)/\(database.database)?connect_timeout=30"
     }
 
     static func make(app appId: AppID = "expenses", now: Date = Date()) async throws -> Harness {

@@ -21,11 +21,7 @@ final class ServerProcess: @unchecked Sendable {
         process.executableURL = try TestEnvironment.binary()
         process.arguments = ["serve"] + arguments
         var environment = ProcessInfo.processInfo.environment
-        var url = "postgres://\(database.username)"
-        if let password = database.password { url += ":\(password)" }
-        // A loaded two-core machine has taken longer than the default 5 s to start a session.
-        url += "@\(database.host):\(database.port)/\(database.database)?connect_timeout=30"
-        environment["DATABASE_URL"] = url
+        environment["DATABASE_URL"] = Harness.url(of: database)
         environment["UPSHIFT_HOST"] = "127.0.0.1"
         environment["UPSHIFT_PORT"] = String(port)
         environment["UPSHIFT_MIGRATIONS_DIR"] = TestEnvironment.migrationsDirectory.path
