@@ -30,6 +30,9 @@ public struct HealthFleetModel: Sendable {
     let candidate: [Cohort]
     /// Per day since the candidate's release: the share of that day's active installs on it.
     public let candidateShare: [Double]
+    /// Per day since the candidate's release: how many installs on it, on ``badOSMajor``, opened the app that
+    /// day (each a chance to exit, at any age).
+    let candidateOpenings: [Int]
     public let installs: Int
 
     /// Draws the adoption path of `installs` installs from `seed`.
@@ -48,6 +51,7 @@ public struct HealthFleetModel: Sendable {
         }
         var cohorts: [[Cohort]] = [[], [], []]
         var share: [Double] = []
+        var openings: [Int] = []
         let lastDay = Self.candidateDay + HealthRule.monitoredDays + HealthRule.settledDays
         func percent(_ day: Int, releasedOn release: Int) -> Double {
             let age = day - release
@@ -55,7 +59,7 @@ public struct HealthFleetModel: Sendable {
             return RolloutSchedule.appStoreSteps.last { $0.afterHours <= Double(age * 24) }?.percent ?? 0
         }
         for day in 0...lastDay {
-            var active = 0, onCandidate = 0
+            var active = 0, onCandidate = 0, openedOnBadCandidate = 0
             for index in fleet.indices {
                 var install = fleet[index]
                 guard random.chance(install.habits.launchProbability) else { continue }
@@ -73,10 +77,16 @@ public struct HealthFleetModel: Sendable {
                 }
                 if install.version > 0, day - install.firstDay < 3 { install.opened.append(day) }
                 active += 1
-                if install.version == 2 { onCandidate += 1 }
+                if install.version == 2 {
+                    onCandidate += 1
+                    if install.os == Self.badOSMajor { openedOnBadCandidate += 1 }
+                }
                 fleet[index] = install
             }
-            if day >= Self.candidateDay { share.append(active == 0 ? 0 : Double(onCandidate) / Double(active)) }
+            if day >= Self.candidateDay {
+                share.append(active == 0 ? 0 : Double(onCandidate) / Double(active))
+                openings.append(openedOnBadCandidate)
+            }
         }
         for install in fleet where install.version > 0 {
             cohorts[install.version].append(Cohort(os: install.os, day: install.firstDay, openedDays: install.opened.count))
@@ -84,6 +94,7 @@ public struct HealthFleetModel: Sendable {
         previous = cohorts[1]
         candidate = cohorts[2]
         candidateShare = share
+        candidateOpenings = openings
         self.installs = installs
     }
 
@@ -159,6 +170,66 @@ public struct HealthFleetModel: Sendable {
         }
         trials.halts.sort { $0.day < $1.day }
         return trials
+    }
+}
+
+extension HealthFleetModel {
+    /// The most any test can do before the candidate reaches `share` of the day's active installs, on this
+    /// adoption path: the chance that a release `badFactor` times as prone to exit on ``badOSMajor`` is told
+    /// from a healthy one by then, at a false-halt rate of at most `alpha`.
+    ///
+    /// The test granted here knows more than any rule can: the baseline rate exactly, which OS major is bad and
+    /// by how much, and every opening of the app on the candidate on that OS major up to the end of the last
+    /// day below `share`, each exit reported at once (not only the installs' first three days, a day later).
+    /// Its data are then the exits X among those N openings, binomial with the chance `rate` if the release is
+    /// healthy and `rate × badFactor` if not. By the Neyman–Pearson lemma the most powerful test at level
+    /// `alpha` halts when X ≥ k, and with chance γ when X = k − 1, for the k and γ that make its false-halt
+    /// rate exactly `alpha`. Any rule halting before `share` at a false-halt rate of at most `alpha` is a
+    /// test at that level on these data (with chance thrown in from what the oracle holds fixed), so the
+    /// chance that the best test halts a bad release bounds the chance of every rule.
+    public struct Ceiling: Sendable {
+        /// The last day since the release on which its share of active installs stays below the bound.
+        public var day: Int
+        public var openings: Int
+        /// The fewest exits at which the best test always halts.
+        public var critical: Int
+        /// The chance that it halts a bad release by `day`.
+        public var power: Double
+
+        public var summary: String {
+            String(
+                format: "by day %d (%d openings on iOS %@), the most powerful test at a 1 %% false-halt rate halts "
+                    + "on %d exits or more, which a release twice as bad reaches with a chance of %.1f %%",
+                day, openings, HealthFleetModel.badOSMajor, critical, 100 * power)
+        }
+    }
+
+    public func ceiling(belowShare share: Double, rate: Double, badFactor: Double, alpha: Double) -> Ceiling {
+        let day = (candidateShare.firstIndex { $0 >= share } ?? candidateShare.count) - 1
+        let n = day < 0 ? 0 : candidateOpenings[...day].reduce(0, +)
+        let bad = rate * badFactor
+        let k = (0...n + 1).first { Self.binomialTail(atLeast: $0, of: n, chance: rate) <= alpha }!
+        guard k > 0 else { return Ceiling(day: day, openings: n, critical: 0, power: 1) }
+        let boundary = Self.binomialTail(atLeast: k - 1, of: n, chance: rate) - Self.binomialTail(atLeast: k, of: n, chance: rate)
+        let gamma = boundary > 0 ? (alpha - Self.binomialTail(atLeast: k, of: n, chance: rate)) / boundary : 0
+        let power =
+            Self.binomialTail(atLeast: k, of: n, chance: bad)
+            + gamma * (Self.binomialTail(atLeast: k - 1, of: n, chance: bad) - Self.binomialTail(atLeast: k, of: n, chance: bad))
+        return Ceiling(day: day, openings: n, critical: k, power: power)
+    }
+
+    /// P(X ≥ k) for X binomial with `n` trials of chance `p`.
+    public static func binomialTail(atLeast k: Int, of n: Int, chance p: Double) -> Double {
+        guard k > 0 else { return 1 }
+        guard k <= n else { return 0 }
+        let logP = log(p), logQ = log1p(-p)
+        var logChance = Double(n) * logQ  // of x exits, from x = 0 on
+        var tail = 0.0
+        for x in 0...n {
+            if x >= k { tail += exp(logChance) }
+            logChance += log(Double(n - x)) - log(Double(x + 1)) + logP - logQ
+        }
+        return min(tail, 1)
     }
 }
 

@@ -57,6 +57,20 @@ import UpshiftTestSupport
                 + "\(ContinuousClock.now - started)")
         #expect(trials.falseHalts <= 6)
         #expect(trials.halts.count == 20)
+        // How soon any rule could halt the bad candidate: docs/BENCHMARKS.md says that on this fleet none can
+        // be counted on to do it before 5 % of the day's active installs run it, and this is the figure.
+        let ceiling = model.ceiling(belowShare: 0.05, rate: 0.02, badFactor: 2, alpha: 0.01)
+        print("SimulationTests: before 5 % of active installs run the candidate, \(ceiling.summary)")
+        #expect(ceiling.power < 0.5, "\(ceiling.summary)")
+    }
+
+    /// The binomial tail the ceiling above is computed with, against values worked by hand.
+    @Test func theBinomialTailMatchesWorkedValues() {
+        #expect(HealthFleetModel.binomialTail(atLeast: 0, of: 10, chance: 0.5) == 1)
+        #expect(HealthFleetModel.binomialTail(atLeast: 11, of: 10, chance: 0.5) == 0)
+        #expect(abs(HealthFleetModel.binomialTail(atLeast: 2, of: 10, chance: 0.5) - (1 - 11.0 / 1024)) < 1e-12)
+        #expect(abs(HealthFleetModel.binomialTail(atLeast: 1, of: 1, chance: 0.02) - 0.02) < 1e-12)
+        #expect(abs(HealthFleetModel.binomialTail(atLeast: 3, of: 3, chance: 0.1) - 0.001) < 1e-12)
     }
 
     /// The health scenario (`upshift simulate --scenario health`) in this process, on a fleet a debug build
