@@ -35,6 +35,18 @@ import UpshiftTestSupport
             json: .object(["url": .string(url), "kinds": .array(kinds.map(JSONValue.string))]))
     }
 
+    /// Subscribes `http://hooks.example.test:<port>/hook` to `policy.changed` and writes a policy, whose
+    /// delivery is then on its way: the subscription's id.
+    static func subscribeToAPolicyWrite(_ server: Server, _ harness: Harness, port: Int) async throws -> String {
+        let created = try await subscribe(server, harness, url: "http://hooks.example.test:\(port)/hook", kinds: ["policy.changed"])
+        let id = try #require(try created.value()["id"]?.stringValue)
+        let policy = try await server.send(
+            .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
+            json: .object(["enabled": .bool(true), "minimumVersion": .string("1.0.0")]), headers: [("If-Match", "\"0\"")])
+        #expect(policy.status == 200)
+        return id
+    }
+
     /// The documented Python verification (the first `python` block of the section "Webhooks" of
     /// docs/OPERATIONS.md), run on what the receiver got: whether it accepts it.
     static func pythonVerifies(secret: String, header: String, body: Data) async throws -> Bool {
@@ -322,13 +334,7 @@ import UpshiftTestSupport
             names.set("hooks.example.test", ["127.0.0.1"])
             receiver.script([500, 503])
             try await harness.run(Self.configuration(harness, names: names, allowPrivate: true)) { server in
-                let created = try await Self.subscribe(
-                    server, harness, url: "http://hooks.example.test:\(receiver.port)/hook", kinds: ["policy.changed"])
-                let id = try #require(try created.value()["id"]?.stringValue)
-                let policy = try await server.send(
-                    .PUT, "/v1/apps/expenses/policies/ios", key: harness.adminKey,
-                    json: .object(["enabled": .bool(true), "minimumVersion": .string("1.0.0")]), headers: [("If-Match", "\"0\"")])
-                #expect(policy.status == 200)
+                let id = try await Self.subscribeToAPolicyWrite(server, harness, port: receiver.port)
                 _ = try await receiver.waitFor(1)
                 // Not again before its backoff (30 s ± 20 %) has passed on the application's clock.
                 try await Task.sleep(for: .seconds(1))
@@ -361,6 +367,87 @@ import UpshiftTestSupport
                     try await harness.count("SELECT (SELECT count(*) FROM webhook_attempts) + (SELECT count(*) FROM webhook_deliveries)") == 0
                 }
             }
+        }
+    }
+
+    /// What bounds one attempt: a redirect is an answer, not followed (the receiver gets no second request)
+    /// and tried again; an answer slower than the attempt's bound is a timeout, tried again; an answer of a
+    /// MiB counts as delivered (at most 64 KiB of it is read). Each attempt says which it was.
+    @Test func anAttemptIsHeldToItsBounds() async throws {
+        let harness = try await Harness.make()
+        let names = Names()
+        try await WebhookReceiver.run { receiver in
+            names.set("hooks.example.test", ["127.0.0.1"])
+            receiver.script([307])
+            receiver.hold([.zero, .seconds(15)])
+            var configuration = Self.configuration(harness, names: names, allowPrivate: true)
+            configuration.webhooks.timeout = .seconds(5)  // a third of the hold; the other answers come at once
+            try await harness.run(configuration) { server in
+                let id = try await Self.subscribeToAPolicyWrite(server, harness, port: receiver.port)
+                func attempts() async throws -> [JSONValue] {
+                    let list = try await server.send(.GET, "/v1/apps/expenses/webhooks/\(id)/deliveries", key: harness.adminKey)
+                    return try list.value()["deliveries"]?.arrayValue?.first?["attempts"]?.arrayValue ?? []
+                }
+                _ = try await receiver.waitFor(1)
+                try await Waits.until("the redirect recorded", timeout: .seconds(120)) { try await attempts().count == 1 }
+                #expect(receiver.received.count == 1, "the redirect was followed")
+                receiver.answer(bytes: 1 << 20)
+                harness.clock.advance(by: 37)
+                try await Waits.until("the slow answer recorded", timeout: .seconds(120)) { try await attempts().count == 2 }
+                harness.clock.advance(by: 73)
+                try await Waits.until("the long answer recorded", timeout: .seconds(120)) { try await attempts().count == 3 }
+                let recorded = try await attempts()
+                #expect(recorded.map { $0["status"]?.intValue } == [307, nil, 200], "\(recorded)")
+                #expect(recorded[0]["error"]?.stringValue?.contains("redirects are not followed") == true, "\(recorded)")
+                #expect(recorded[1]["error"]?.stringValue == "timed out", "\(recorded)")
+                #expect(receiver.received.count == 3 && Set(receiver.received.map(\.delivery)).count == 1)
+            }
+        }
+    }
+
+    /// Without UPSHIFT_WEBHOOK_ALLOW_HTTP a subscription is `https` only; every refused range is refused by
+    /// name, a name with one refused address among public ones too, and the addresses just outside them are
+    /// taken. An app has at most 20 subscriptions, also when they are asked for at once.
+    @Test func aSubscriptionIsHTTPSToPublicAddressesAndAnAppHasAtMostTwenty() async throws {
+        let harness = try await Harness.make()
+        let names = Names()
+        names.set("hooks.example.test", ["93.184.215.14"])
+        names.set("mixed.example.test", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "10.0.0.7"])
+        var configuration = Self.configuration(harness, names: names, allowPrivate: false)
+        configuration.webhooks.allowHTTP = false
+        try await harness.run(configuration) { server in
+            let plain = try await Self.subscribe(server, harness, url: "http://hooks.example.test/hook", kinds: ["release.changed"])
+            #expect(plain.status == 400 && plain.text.contains("UPSHIFT_WEBHOOK_ALLOW_HTTP"), "\(plain.text)")
+            #expect(try plain.value()["field"] == "url")
+            for (host, range) in [
+                ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("172.31.255.255", "private"), ("192.168.0.1", "private"),
+                ("100.64.0.1", "100.64/10"), ("100.127.255.254", "100.64/10"), ("[fc00::1]", "fc00::/7"),
+                ("[fd12:3456::1]", "fc00::/7"), ("[fe80::1]", "link-local"), ("169.254.169.254", "link-local"),
+                ("0.0.0.0", "unspecified"), ("[::]", "unspecified"), ("224.0.0.1", "multicast"), ("[ff02::1]", "multicast"),
+                ("240.0.0.1", "reserved"), ("127.0.0.1", "loopback"), ("[::1]", "loopback"), ("[::ffff:10.0.0.1]", "IPv4-mapped"),
+                ("mixed.example.test", "10.0.0.7, a private"),
+            ] {
+                let reply = try await Self.subscribe(server, harness, url: "https://\(host)/hook", kinds: ["release.changed"])
+                let (field, detail) = (try reply.value()["field"], try reply.value()["detail"]?.stringValue ?? "")
+                #expect(reply.status == 400 && field == "url" && detail.contains(range), "\(host): \(reply.text)")
+            }
+            for host in ["172.32.0.1", "100.128.0.1", "192.169.0.1", "[2606:4700::1111]"] {
+                let reply = try await Self.subscribe(server, harness, url: "https://\(host)/hook", kinds: ["release.changed"])
+                #expect(reply.status == 201, "\(host): \(reply.text)")
+            }
+            let statuses = try await withThrowingTaskGroup(of: Server.Reply.self) { group in
+                for index in 0..<20 {
+                    group.addTask {
+                        try await Self.subscribe(server, harness, url: "https://hooks.example.test/\(index)", kinds: ["release.changed"])
+                    }
+                }
+                return try await group.reduce(into: [Server.Reply]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0.status == 201 }.count == 16)
+            let refused = statuses.filter { $0.status != 201 }
+            #expect(refused.count == 4 && refused.allSatisfy { $0.status == 400 && $0.text.contains("at most 20") }, "\(refused.map(\.text))")
+            let list = try await server.send(.GET, "/v1/apps/expenses/webhooks", key: harness.adminKey)
+            #expect(try list.value()["webhooks"]?.arrayValue?.count == 20, "\(list.text)")
         }
     }
 
@@ -467,6 +554,10 @@ import UpshiftTestSupport
                 }
                 let shown = try await server.send(.GET, path, key: harness.adminKey).value()
                 #expect(shown["disabledReason"]?.stringValue?.contains("status 500") == true, "\(shown)")
+                // The first test event, a day old at its last attempt, failed for good.
+                let list = try await server.send(.GET, path + "/deliveries", key: harness.adminKey)
+                let states = try list.value()["deliveries"]?.arrayValue?.map { $0["state"]?.stringValue } ?? []
+                #expect(states.contains("failed"), "\(list.text)")
                 let before = receiver.received.count
                 #expect(try await server.send(.POST, path + "/test", key: harness.adminKey).status == 202)
                 try await Task.sleep(for: .seconds(1))

@@ -7,7 +7,8 @@ import UpshiftTestSupport
 
 /// A team's webhook receiver that a test starts on loopback: it records every POST to `/hook` (headers
 /// and body) and answers each with the next status of its script, `200` once the script is used up, after
-/// the next delay of its holds, if any.
+/// the next delay of its holds, if any. A `3xx` sends the sender back to `/hook` (a client that follows it
+/// posts again); the answer's body is `ok`, or as many bytes as `answer(bytes:)` set.
 final class WebhookReceiver: Sendable {
     struct Received: Sendable {
         var delivery: String?
@@ -16,7 +17,14 @@ final class WebhookReceiver: Sendable {
         var body: Data
     }
 
-    private let state = Mutex<(script: [Int], holds: [Duration], received: [Received])>(([], [], []))
+    private struct State {
+        var script: [Int] = []
+        var holds: [Duration] = []
+        var answerBytes: Int?
+        var received: [Received] = []
+    }
+
+    private let state = Mutex(State())
     let port: Int
 
     private init(port: Int) {
@@ -33,6 +41,11 @@ final class WebhookReceiver: Sendable {
         state.withLock { $0.holds = delays }
     }
 
+    /// Answers with a body of this many bytes from now on.
+    func answer(bytes: Int) {
+        state.withLock { $0.answerBytes = bytes }
+    }
+
     var received: [Received] { state.withLock { $0.received } }
 
     /// Waits until `count` requests have arrived.
@@ -47,16 +60,22 @@ final class WebhookReceiver: Sendable {
         router.post("/hook") { request, _ -> Response in
             guard let receiver = holder.withLock({ $0 }) else { return Response(status: .serviceUnavailable) }
             let bytes = try await request.body.collect(upTo: 1 << 20)
-            let (status, hold) = receiver.state.withLock { state in
+            let (status, hold, size) = receiver.state.withLock { state in
                 state.received.append(
                     Received(
                         delivery: request.headers[HTTPField.Name("Upshift-Delivery")!],
                         signature: request.headers[HTTPField.Name("Upshift-Signature")!],
                         contentType: request.headers[.contentType], body: Data(bytes.readableBytesView)))
-                return (state.script.isEmpty ? 200 : state.script.removeFirst(), state.holds.isEmpty ? nil : state.holds.removeFirst())
+                return (
+                    state.script.isEmpty ? 200 : state.script.removeFirst(), state.holds.isEmpty ? nil : state.holds.removeFirst(),
+                    state.answerBytes
+                )
             }
             if let hold { try await Task.sleep(for: hold) }
-            return Response(status: .init(code: status), body: .init(byteBuffer: ByteBuffer(string: "ok")))
+            let body = size.map { ByteBuffer(repeating: UInt8(ascii: "x"), count: $0) } ?? ByteBuffer(string: "ok")
+            var headers = HTTPFields()
+            if (300..<400).contains(status) { headers[.location] = "/hook" }
+            return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: body))
         }
         return try await LoopbackServer.run(router, name: "the webhook receiver") { port in
             let receiver = WebhookReceiver(port: port)
