@@ -73,7 +73,7 @@ import UpshiftTestSupport
         configuration.projections.erasurePass = .milliseconds(200)
         let resentEvent = try #require(byInstall[resent]?.first)
         try await harness.run(configuration) { server in
-            let done = try await Self.waitUntilDone(first, server: server, harness: harness)
+            let done = try await Self.waitUntilDone(first, server: server, harness: harness, install: early)
             #expect(done["events"] as? Int == byInstall[early]!.count)
             try await harness.waitForProjections()
             let daysOfLate = try await harness.count(
@@ -143,12 +143,7 @@ import UpshiftTestSupport
             let building = try await harness.sql { client in
                 try await ProjectionStore(client: client, logger: TestEnvironment.logger).beginRebuild(AdoptionProjection())
             }
-            let requested = try await server.send(.DELETE, "/v1/apps/expenses/installs/\(install)", key: harness.adminKey)
-            let id = try #require(try requested.json()["id"] as? String)
-            try await Task.sleep(for: .seconds(2))
-            let waiting = try await server.send(.GET, "/v1/apps/expenses/erasures/\(id)", key: harness.adminKey).json()
-            #expect(waiting["status"] as? String == "pending")
-            #expect(waiting["erasedAt"] == nil, "the log was erased before the rebuilding generation read the install's events")
+            let id = try await Self.requestWhileHeld(install, server: server, harness: harness)
             hold.withLock { $0 = false }
             _ = try await Self.waitUntilDone(id, server: server, harness: harness)
             try await Waits.until("the rebuilt generation switched in", timeout: .seconds(120)) {
@@ -159,6 +154,52 @@ import UpshiftTestSupport
         }
         #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE install_id = \(UUID(uuidString: install)!)") == 0)
         try await harness.expectRebuildEqualsActiveTables(backfill: true, requireRows: false)
+    }
+
+    /// An install erased while the projections have read only part of its events, one of those read
+    /// dead-lettered: the erasure waits until they have passed the rest, and afterwards no figure and no
+    /// dead letter holds the install; every table equals a rebuild from the log, which no longer holds it.
+    @Test func anInstallErasedWhileTheProjectionsLagBehindPartOfItsEvents() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        let fleet = sampleFleet(now: Self.start, installs: 120)
+        let byInstall = Dictionary(grouping: fleet) { $0["installId"]! }
+        let install = try #require(byInstall.filter { $0.value.count >= 4 }.keys.sorted().first)
+        let ownEvents = byInstall[install]!
+        let later = Set(ownEvents.suffix(ownEvents.count / 2).map { $0["id"]! })
+        let hold = Mutex(false)
+        var configuration = harness.configuration()
+        configuration.projections.erasurePass = .milliseconds(200)
+        // While held, every projection's batches roll back: they stay where they were.
+        configuration.projections.beforeCommit = { _ in
+            if hold.withLock({ $0 }) { throw HarnessError("held") }
+        }
+        try await harness.run(configuration) { server in
+            let (read, unread) = (fleet.filter { !later.contains($0["id"]!) }, fleet.filter { later.contains($0["id"]!) })
+            for chunk in stride(from: 0, to: read.count, by: 250) {
+                #expect(try await server.postEvents(Array(read[chunk..<min(chunk + 250, read.count)]), key: harness.ingestKey).status == 200)
+            }
+            // One of its events that no projection can read, written around the API as a broken importer might.
+            try await harness.sql { client in
+                try await client.withConnection { connection in
+                    try await insertEvent(
+                        on: connection, app: harness.appId, install: UUID(uuidString: install)!, at: Self.start.addingTimeInterval(-86_400),
+                        version: "one.two")
+                }
+            }
+            try await harness.waitForProjections()
+            #expect(try await harness.count("SELECT count(*)::int8 FROM projection_dead_letters") > 0)
+            hold.withLock { $0 = true }
+            #expect(try await server.postEvents(unread, key: harness.ingestKey).status == 200)
+            let id = try await Self.requestWhileHeld(install, server: server, harness: harness)
+            hold.withLock { $0 = false }
+            let done = try await Self.waitUntilDone(id, server: server, harness: harness, install: install)
+            #expect(done["events"] as? Int == ownEvents.count + 1)
+            try await harness.waitForProjections()
+        }
+        #expect(try await harness.count("SELECT count(*)::int8 FROM event_log WHERE install_id = \(UUID(uuidString: install)!)") == 0)
+        #expect(try await harness.count("SELECT count(*)::int8 FROM projection_dead_letters") == 0)
+        try await harness.expectRebuildEqualsActiveTables(backfill: true)
+        try await harness.expectRebuildEqualsActiveTables(backfill: false)
     }
 
     /// An archive of a closed month in `UPSHIFT_EXPORT_DIR` that holds the install's events is rewritten
@@ -261,9 +302,23 @@ import UpshiftTestSupport
         #expect(try await Self.adoptionTotal(harness) == 0)
     }
 
+    /// Requests the erasure of `install` while a projection generation is held behind its events: two
+    /// seconds later it is still `pending` and the log not yet erased. Its id.
+    static func requestWhileHeld(_ install: String, server: Server, harness: Harness) async throws -> String {
+        let requested = try await server.send(.DELETE, "/v1/apps/expenses/installs/\(install)", key: harness.adminKey)
+        let id = try #require(try requested.json()["id"] as? String)
+        try await Task.sleep(for: .seconds(2))
+        let waiting = try await server.send(.GET, "/v1/apps/expenses/erasures/\(id)", key: harness.adminKey).json()
+        #expect(waiting["status"] as? String == "pending")
+        #expect(waiting["erasedAt"] == nil, "the log was erased before a generation held behind read the install's events")
+        return id
+    }
+
     /// Polls `GET …/erasures/{id}` until it is done (at most two minutes) and returns its body, which
     /// never holds the install id.
-    static func waitUntilDone(_ id: String, server: Server, harness: Harness) async throws -> [String: Any] {
+    /// With `install`, the SHA-256 it keeps must be that of the install id's text in lower case, as the
+    /// system's `sha256sum` computes it.
+    static func waitUntilDone(_ id: String, server: Server, harness: Harness, install: String? = nil) async throws -> [String: Any] {
         var body: [String: Any] = [:]
         try await Waits.until("erasure \(id) done", timeout: .seconds(120)) {
             let reply = try await server.send(.GET, "/v1/apps/expenses/erasures/\(id)", key: harness.adminKey)
@@ -273,8 +328,24 @@ import UpshiftTestSupport
         }
         let sha = try #require(body["installSha256"] as? String)
         #expect(sha.count == 64)
+        if let install {
+            #expect(sha == (try Self.sha256sum(install.lowercased())))
+        }
         #expect(Set(body.keys).isSubset(of: ["id", "status", "installSha256", "requestedAt", "erasedAt", "events", "doneAt"]))
         return body
+    }
+
+    /// The hex SHA-256 of `text` as the system's `sha256sum` gives it.
+    static func sha256sum(_ text: String) throws -> String {
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "printf %s \"$0\" | sha256sum", text]
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: " ").first.map(String.init) ?? ""
     }
 
     /// Active installs summed over every day of the active adoption generation.

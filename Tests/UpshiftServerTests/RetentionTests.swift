@@ -277,6 +277,88 @@ import UpshiftWire
         }
     }
 
+    /// A month stays while a generation that rebuilds from the start of the log has not passed it, though the
+    /// active generations have: it is dropped once the rebuild has read it.
+    @Test func aMonthWaitsForAGenerationThatRebuilds() async throws {
+        let harness = try await Self.januaryWithOneEvent()
+        try await harness.run { _ in try await harness.waitForProjections() }
+        let building = try await harness.sql { client in
+            try await ProjectionStore(client: client, logger: TestEnvironment.logger).beginRebuild(AdoptionProjection())
+        }
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var configuration = Self.configuration(harness, folder: folder)
+        // The rebuilding generation's batches roll back until the test lets them go; the active one has
+        // nothing left to apply.
+        let held = Mutex(true)
+        configuration.projections.beforeCommit = { name in
+            if name == "adoption", held.withLock({ $0 }) { throw HarnessError("held") }
+        }
+        try await harness.run(configuration) { server in
+            try await Waits.until("a pass waits for the rebuild", timeout: .seconds(120)) {
+                (try await server.metric(#"upshift_retention_months_total{outcome="waiting"}"#) ?? 0) >= 1
+            }
+            #expect(try await Self.partitionExists(harness, "event_log_y2026m01"))
+            #expect(try await harness.count("SELECT count(*)::int8 FROM log_retention") == 0)
+            held.withLock { $0 = false }
+            try await Waits.until("January dropped", timeout: .seconds(120)) {
+                try await !Self.partitionExists(harness, "event_log_y2026m01")
+            }
+            try await Waits.until("the rebuilt generation switched in", timeout: .seconds(120)) {
+                try await harness.count(
+                    "SELECT count(*)::int8 FROM projections WHERE name = 'adoption' AND generation = \(building.generation) AND state = 'active'") == 1
+            }
+        }
+    }
+
+    /// An install erased after its January was dropped: January's days keep their anonymous counts (the
+    /// log no longer holds the events to take out), and June's lose exactly the install, as a log that never
+    /// held it would give.
+    @Test func anInstallErasedAfterItsFirstMonthWasDroppedLeavesThatMonthsCounts() async throws {
+        let harness = try await Harness.make(now: Self.at("2026-01-05T12:00:00Z"))
+        let (erased, kept) = (UUID(), UUID())
+        @Sendable func launches(_ time: String) -> [[String: String]] {
+            [erased, kept].map { clientEvent(occurredAt: Self.at(time), install: $0) }
+        }
+        try await harness.run { server in
+            #expect(try await server.postEvents(launches("2026-01-05T10:00:00Z"), key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+            harness.clock.set(Self.at("2026-06-08T12:00:00Z"))
+            try await harness.sql { client in
+                _ = try await client.query("SELECT upshift_ensure_event_partitions('2026-06-01', '2026-06-01')")
+            }
+            #expect(try await server.postEvents(launches("2026-06-08T10:00:00Z"), key: harness.ingestKey).status == 200)
+            try await harness.waitForProjections()
+        }
+        harness.clock.set(Self.at("2026-06-10T12:00:00Z"))
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var configuration = Self.configuration(harness, folder: folder)
+        configuration.projections.erasurePass = .milliseconds(200)
+        try await harness.run(configuration) { server in
+            func actives(_ day: String) async throws -> Int? {
+                let reply = try await server.send(
+                    .GET, "/v1/apps/expenses/reports/adoption?platform=ios&from=\(day)&to=\(day)", key: harness.readKey)
+                #expect(reply.status == 200, "\(reply.text)")
+                return try reply.decode(AdoptionBody.self).days.first?.activeInstalls
+            }
+            try await Waits.until("January dropped", timeout: .seconds(120)) {
+                try await !Self.partitionExists(harness, "event_log_y2026m01")
+            }
+            try await harness.waitForProjections()
+            #expect(try await actives("2026-01-05") == 2)
+            #expect(try await actives("2026-06-08") == 2)
+            let requested = try await server.send(.DELETE, "/v1/apps/expenses/installs/\(erased)", key: harness.adminKey)
+            #expect(requested.status == 202)
+            let done = try await ErasureTests.waitUntilDone(
+                try #require(try requested.json()["id"] as? String), server: server, harness: harness, install: erased.uuidString)
+            #expect(done["events"] as? Int == 1, "only June's event was still in the log")
+            try await harness.waitForProjections()
+            #expect(try await actives("2026-01-05") == 2)
+            #expect(try await actives("2026-06-08") == 1)
+        }
+    }
+
     /// `serve` refuses a retention shorter than two months, naming the variable, before it touches anything.
     @Test func serveRefusesARetentionBelowTwoMonths() async throws {
         let harness = try await Harness.make()
