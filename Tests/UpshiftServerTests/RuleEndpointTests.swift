@@ -125,6 +125,18 @@ import UpshiftWire
         }
     }
 
+    /// Adds 2.0 on a schedule of 1 %, 50 % an hour later and 100 % an hour after that.
+    static func releaseOnAnHourlySchedule(_ server: Server, _ harness: Harness) async throws {
+        let steps: JSONValue = .array([
+            .object(["percent": 1, "afterHours": 0]), .object(["percent": 50, "afterHours": 1]), .object(["percent": 100, "afterHours": 2]),
+        ])
+        let reply = try await server.send(.POST, "/v1/apps/expenses/releases", key: harness.adminKey, json: .object([
+            "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-05-30T00:00:00Z"),
+            "rolloutSchedule": steps,
+        ]))
+        #expect(reply.status == 201, "\(reply.text)")
+    }
+
     /// Two evaluations of the rules, the second begun after everything before this call.
     static func evaluate(_ server: Server, _ harness: Harness) async throws {
         for _ in 0..<2 {
@@ -414,15 +426,7 @@ import UpshiftWire
         try await harness.run(configuration) { server in
             let key = harness.adminKey
             try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
-            let steps: JSONValue = .array([
-                .object(["percent": 1, "afterHours": 0]), .object(["percent": 50, "afterHours": 1]),
-                .object(["percent": 100, "afterHours": 2]),
-            ])
-            #expect(
-                try await server.send(.POST, "/v1/apps/expenses/releases", key: key, json: .object([
-                    "platform": .string("ios"), "version": .string("2.0"), "releasedAt": .string("2026-05-30T00:00:00Z"),
-                    "rolloutSchedule": steps,
-                ])).status == 201)
+            try await Self.releaseOnAnHourlySchedule(server, harness)
             try await Self.prompted(server, harness, installs: 50, skipping: 20)
             try await harness.waitForProjections()
             func put(_ id: String, _ body: [String: JSONValue], revision: Int) async throws {

@@ -235,8 +235,43 @@ import UpshiftTestSupport
                     body["record"]?["summary"]?.stringValue?.hasPrefix("skips: 50 installs prompted: 20 skipped it (40.0 %)") == true,
                     "\(body)")
                 #expect(try await Self.matchesSpec(got.body, schema: "WebhookRuleDelivery"), "\(body)")
+                // The live rule's action went through the backtest, whose figures it stored and tells.
+                let backtest = body["record"]?["summary"]?.stringValue?.contains("; backtest over ") == true
+                #expect(backtest == (kind == "rule.fired"), "\(body)")
             }
             #expect(receiver.received.count == 2)
+        }
+    }
+
+    /// A due step that an advance rule holds, because a halting rule (a dry run) finds 40 % of prompted
+    /// installs skipping the release, reaches a subscription to `schedule.step` too, saying why.
+    @Test func aStepAnAdvanceRuleHoldsReachesItsSubscriber() async throws {
+        let harness = try await Harness.make(now: RuleEndpointTests.start)
+        try await Self.withRules(harness, subscribedTo: ["schedule.step"]) { server, receiver in
+            try await RuleEndpointTests.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
+            try await RuleEndpointTests.releaseOnAnHourlySchedule(server, harness)
+            try await RuleEndpointTests.prompted(server, harness, installs: 50, skipping: 20)
+            try await harness.waitForProjections()
+            for (id, body) in [
+                ("skips", ["kind": "halt_on_prompts", "skipRate": 0.3, "minimumInstalls": 50, "state": "dry-run"] as JSONValue),
+                ("advance", ["kind": "advance", "state": "live"]),
+            ] {
+                let reply = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/\(id)", key: harness.adminKey, json: body, headers: [("If-Match", "\"0\"")])
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            try await harness.waitForProjections()
+            harness.clock.advance(by: 3_600)
+            try await RuleEndpointTests.evaluate(server, harness)
+            try await Waits.until("the held step told", timeout: .seconds(120)) {
+                receiver.received.contains { (try? JSONValue.parse($0.body)["entry"]?["schedule"]?["held"]) != nil }
+            }
+            let told = try #require(receiver.received.first { (try? JSONValue.parse($0.body)["entry"]?["schedule"]?["held"]) != nil })
+            let body = try JSONValue.parse(told.body)
+            #expect(body["kind"] == "schedule.step" && body["entry"]?["actor"] == "schedule", "\(body)")
+            #expect(body["entry"]?["schedule"]?["held"]?.stringValue?.hasPrefix("advance holds the schedule: skips: ") == true, "\(body)")
+            #expect(body["release"]?["rolloutPercent"] == .number(1), "\(body)")
+            #expect(try await Self.matchesSpec(told.body, schema: "WebhookCatalogDelivery"), "\(body)")
         }
     }
 
