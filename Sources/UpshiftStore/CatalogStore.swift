@@ -427,10 +427,12 @@ public struct CatalogStore: Sendable {
         }
     }
 
-    /// Edits a release with optimistic concurrency: `expectedRevision` must be the current one.
+    /// Edits a release with optimistic concurrency: `expectedRevision` must be the current one. A rule's
+    /// action passes its `ruleRecord`, appended in the same transaction when the write changes anything.
     public func updateRelease(
         appId: AppID, platform: Platform, version: Version, expectedRevision: Int, actor: String, reason: String?,
-        now: Date, schedule: CatalogEvent.ScheduleNote? = nil, edit: @escaping @Sendable (Release) throws -> Release
+        now: Date, schedule: CatalogEvent.ScheduleNote? = nil, ruleRecord: RuleRecord? = nil,
+        edit: @escaping @Sendable (Release) throws -> Release
     ) async throws -> CatalogWrite<Release> {
         try await write(appId: appId, now: now) { connection, streamVersion in
             let rows = try await connection.query(
@@ -468,16 +470,17 @@ public struct CatalogStore: Sendable {
             let event = CatalogEvent(
                 kind: .releaseUpdated, actor: actor, reason: reason, release: updated, changes: changes, schedule: note)
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+            if let ruleRecord { try await RuleRecordStore.append(ruleRecord, appId: appId, on: connection, logger: logger) }
             return CatalogWrite(
                 value: updated, revision: revision + 1,
                 warnings: try await appcastWarnings(updated, appId: appId, on: connection))
         }
     }
 
-    /// Replaces a policy with optimistic concurrency (revision 0: never set).
+    /// Replaces a policy with optimistic concurrency (revision 0: never set); `ruleRecord` as for a release.
     public func replacePolicy(
         appId: AppID, platform: Platform, _ policy: Policy, expectedRevision: Int, actor: String, reason: String?,
-        now: Date
+        now: Date, ruleRecord: RuleRecord? = nil
     ) async throws -> CatalogWrite<Policy> {
         try await write(appId: appId, now: now) { connection, streamVersion in
             let rows = try await connection.query(
@@ -508,6 +511,7 @@ public struct CatalogStore: Sendable {
             let event = CatalogEvent(
                 kind: .policyReplaced, actor: actor, reason: reason, platform: platform, policy: updated, changes: changes)
             try await record(event, appId: appId, streamVersion: streamVersion, now: now, on: connection)
+            if let ruleRecord { try await RuleRecordStore.append(ruleRecord, appId: appId, on: connection, logger: logger) }
             return CatalogWrite(
                 value: updated, revision: revision + 1,
                 warnings: try await policyWarnings(updated, appId: appId, platform: platform, on: connection))

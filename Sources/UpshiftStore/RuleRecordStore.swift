@@ -16,18 +16,24 @@ public struct RuleRecordStore: Sendable {
     /// Appends `record`; one that acted or would have queues its webhook deliveries in the same
     /// transaction (docs/OPERATIONS.md, "Webhooks").
     public func append(_ record: RuleRecord, appId: AppID) async throws {
+        try await pool.transaction(logger: logger) { [logger] connection in
+            try await Self.append(record, appId: appId, on: connection, logger: logger)
+        }
+    }
+
+    /// Appends `record` and its webhook deliveries in the caller's transaction: a rule's action writes its
+    /// record with the catalog event it makes, so neither is ever without the other.
+    static func append(_ record: RuleRecord, appId: AppID, on connection: StoreConnection, logger: Logger) async throws {
         let kind = WebhookKind.of(record.outcome)
         let body = try kind.map { try CatalogCoding.json(RuleWebhookBody(kind: $0.rawValue, app: appId.rawValue, record: record)) }
-        try await pool.transaction(logger: logger) { [logger] connection in
-            try await connection.query(
-                """
-                INSERT INTO rule_records (app_id, platform, rule_id, recorded_at, outcome, version, action, summary)
-                VALUES (\(appId), \(record.platform), \(record.ruleId), \(record.at), \(record.outcome.rawValue),
-                        \(record.version), \(record.action), \(record.summary))
-                """, logger: logger)
-            if let kind, let body {
-                try await WebhookStore.enqueue(kind, body: body, app: appId, now: record.at, on: connection, logger: logger)
-            }
+        try await connection.query(
+            """
+            INSERT INTO rule_records (app_id, platform, rule_id, recorded_at, outcome, version, action, summary)
+            VALUES (\(appId), \(record.platform), \(record.ruleId), \(record.at), \(record.outcome.rawValue),
+                    \(record.version), \(record.action), \(record.summary))
+            """, logger: logger)
+        if let kind, let body {
+            try await WebhookStore.enqueue(kind, body: body, app: appId, now: record.at, on: connection, logger: logger)
         }
     }
 

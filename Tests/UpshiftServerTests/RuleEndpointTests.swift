@@ -353,6 +353,25 @@ import UpshiftWire
                         "state": .string("live"),
                     ]), headers: [("If-Match", "\"\(revision)\"")])
                 #expect(reply.status == 200)
+                if rate < 0.4 {
+                    // The action and its record are one transaction: while the record cannot be written, the
+                    // release is not halted either.
+                    try await harness.sql { client in
+                        _ = try await client.query(
+                            """
+                            CREATE FUNCTION refuse_acted() RETURNS trigger LANGUAGE plpgsql AS $$
+                            BEGIN IF NEW.outcome = 'acted' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$
+                            """)
+                        _ = try await client.query(
+                            "CREATE TRIGGER refuse_acted BEFORE INSERT ON rule_records FOR EACH ROW EXECUTE FUNCTION refuse_acted()")
+                    }
+                    try await Self.evaluate(server, harness)
+                    let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
+                    #expect(release["rolloutPaused"] == .bool(false), "halted without its record")
+                    try await harness.sql { client in
+                        _ = try await client.query("DROP TRIGGER refuse_acted ON rule_records")
+                    }
+                }
                 try await Self.evaluate(server, harness)
                 let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
                 #expect(release["rolloutPaused"] == .bool(rate < 0.4), "skip rate 40 % against \(rate)")

@@ -285,10 +285,10 @@ struct RuleEvaluator: Sendable {
                     app.upsert(halted)
                 },
                 backtestRequired: false,
-                write: { reason, now in
+                write: { reason, now, record in
                     try await catalog.updateRelease(
                         appId: appId, platform: rule.platform, version: release.version,
-                        expectedRevision: release.revision, actor: rule.actor, reason: reason, now: now
+                        expectedRevision: release.revision, actor: rule.actor, reason: reason, now: now, ruleRecord: record
                     ) { current in
                         // Halted as a person halts it: a schedule stops too (halt wins over advance).
                         var halted = current
@@ -326,10 +326,10 @@ struct RuleEvaluator: Sendable {
             summary: summary, in: &context,
             proposed: { app in app.policies[platform] = Self.raised(policy, to: raise.version) },
             backtestRequired: true,
-            write: { reason, now in
+            write: { reason, now, record in
                 try await catalog.replacePolicy(
                     appId: appId, platform: platform, Self.raised(policy, to: raise.version),
-                    expectedRevision: policy.revision, actor: rule.actor, reason: reason, now: now
+                    expectedRevision: policy.revision, actor: rule.actor, reason: reason, now: now, ruleRecord: record
                 ).revision
             })
     }
@@ -350,7 +350,7 @@ struct RuleEvaluator: Sendable {
     private func act(
         _ rule: Rule, version: Version, field: String, wanted: Bool, action: String, summary: String,
         announced: Bool = false, in context: inout AppContext, proposed: (inout AppCatalog) -> Void, backtestRequired: Bool,
-        write: @Sendable (String, Date) async throws -> Int
+        write: @Sendable (String, Date, RuleRecord) async throws -> Int
     ) async throws -> Bool {
         let appId = context.appId, now = context.now, name = version.normalized
         func entry(_ outcome: RuleRecord.Outcome, _ action: String?, _ text: String) -> RuleRecord {
@@ -392,12 +392,12 @@ struct RuleEvaluator: Sendable {
             reason += "; the backtest failed (\(error)), the halt proceeds"
         }
         do {
-            let revision = try await write(String(reason.prefix(CatalogInput.maximumReasonLength)), now)
+            // The record goes in with the catalog event, in one transaction.
+            let revision = try await write(String(reason.prefix(CatalogInput.maximumReasonLength)), now, entry(.acted, action, reason))
             Counter(label: "upshift_rule_actions_total", dimensions: [("action", action)], factory: metrics).increment()
             logger.notice(
                 "rule acted",
                 metadata: ["app": "\(appId)", "rule": "\(rule.id)", "action": "\(action)", "version": "\(name)", "revision": "\(revision)"])
-            try await record(entry(.acted, action, reason), in: &context)
             context.app = try await catalog.app(id: appId) ?? context.app
             context.timeline = nil
             return true
