@@ -512,6 +512,62 @@ import UpshiftWire
         }
     }
 
+    /// A rule never undoes a person, holds included: once a person resumes a schedule an advance rule held,
+    /// the rule stands aside for that release (recorded once) and its due step applies, although the signals
+    /// are still outside the thresholds; written again, the rule holds the next due step.
+    @Test func anAdvanceRuleStandsAsideForAPersonWhoResumesItsHold() async throws {
+        let harness = try await Harness.make(now: Self.start)
+        try await harness.run(Self.configuration(harness)) { server in
+            let key = harness.adminKey
+            try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
+            try await Self.releaseOnAnHourlySchedule(server, harness)
+            try await Self.prompted(server, harness, installs: 50, skipping: 20)
+            try await harness.waitForProjections()
+            let skips: JSONValue = ["kind": "halt_on_prompts", "skipRate": 0.3, "minimumInstalls": 50, "state": "dry-run"]
+            for (id, body) in [("skips", skips), ("advance", ["kind": "advance", "state": "live"] as JSONValue)] {
+                let reply = try await server.send(.PUT, "/v1/apps/expenses/rules/ios/\(id)", key: key, json: body, headers: [("If-Match", "\"0\"")])
+                #expect(reply.status == 200, "\(reply.text)")
+            }
+            try await harness.waitForProjections()
+            func release() async throws -> JSONValue {
+                try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
+            }
+            harness.clock.advance(by: 3_600)
+            try await Self.evaluate(server, harness)
+            #expect(try await release()["rolloutSchedule"]?["state"] == .string("held"))
+
+            let revision = try #require(try await release()["revision"]?.intValue)
+            let resumed = try await server.send(
+                .PATCH, "/v1/apps/expenses/releases/ios/2.0", key: key, json: ["rolloutAction": "resume"],
+                headers: [("If-Match", "\"\(revision)\"")])
+            #expect(resumed.status == 200, "\(resumed.text)")
+            try await Self.evaluate(server, harness)
+            try await Self.evaluate(server, harness)
+            var current = try await release()
+            #expect(current["rolloutSchedule"]?["state"] == .string("running"), "held again after a person resumed it: \(current)")
+            #expect(current["rolloutPercent"] == .number(50), "\(current)")
+            let records = try await server.send(.GET, "/v1/apps/expenses/rules/ios/advance/records", key: key).value()
+            let asides = records["records"]?.arrayValue?.filter { $0["outcome"] == .string("stands_aside") } ?? []
+            #expect(asides.count == 1, "\(records)")
+            #expect(asides.first?["summary"]?.stringValue?.contains("changed rolloutSchedule") == true, "\(records)")
+
+            // Written again (a write that changes nothing is none: to dry-run and back), the rule holds the next
+            // due step (100 %, an hour after the 50 %).
+            for (state, revision) in [("dry-run", 1), ("live", 2)] {
+                let rewritten = try await server.send(
+                    .PUT, "/v1/apps/expenses/rules/ios/advance", key: key, json: ["kind": "advance", "state": .string(state)],
+                    headers: [("If-Match", "\"\(revision)\"")])
+                #expect(rewritten.status == 200, "\(rewritten.text)")
+            }
+            try await harness.waitForProjections()
+            try await Self.evaluate(server, harness)
+            harness.clock.advance(by: 3_600)
+            try await Self.evaluate(server, harness)
+            current = try await release()
+            #expect(current["rolloutSchedule"]?["state"] == .string("held") && current["rolloutPercent"] == .number(50), "\(current)")
+        }
+    }
+
     /// `installs` installs on 1.0 shown a soft prompt for 2.0 an hour before the start; `skipping` of them skip it.
     static func prompted(_ server: Server, _ harness: Harness, installs: Int, skipping: Int) async throws {
         var events: [[String: String]] = []

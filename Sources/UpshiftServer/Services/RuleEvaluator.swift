@@ -241,6 +241,22 @@ struct RuleEvaluator: Sendable {
             let summary = reasons.isEmpty
                 ? "\(rule.id): within the thresholds of \(halting.isEmpty ? "no halting rule" : halting.map(\.id).joined(separator: ", "))"
                 : "\(rule.id) holds the schedule: " + reasons.joined(separator: "; ")
+            // A hold is the schedule's write on the advance rules' behalf; a person who resumed (or otherwise
+            // changed) the schedule after it is not held again until the rule is written again.
+            if !reasons.isEmpty,
+                let person = RuleOverride.overriding(
+                    rule, field: "rolloutSchedule",
+                    writes: Self.writes(to: release.version, of: rule.platform, in: try await timeline(&context)) { event in
+                        event.actor == CatalogEvent.scheduleActor && event.schedule?.held != nil ? rule.actor : event.actor
+                    })
+            {
+                let text = "\(summary); \(person.actor) changed rolloutSchedule at \(Timestamp.format(person.at)) after a hold"
+                try await record(
+                    RuleRecord(
+                        ruleId: rule.id, platform: rule.platform, at: context.now, outcome: .standsAside,
+                        version: release.version.normalized, action: "hold", summary: text), in: &context)
+                continue
+            }
             if live, !reasons.isEmpty { held[release.version.normalized] = summary }
             try await record(
                 RuleRecord(
@@ -360,14 +376,14 @@ struct RuleEvaluator: Sendable {
             try await record(entry(.idle, nil, summary), in: &context, announced: announced)
             return false
         }
-        let writes = try await timeline(&context).compactMap { item -> RuleOverride.Write? in
-            let event = item.event
-            let target =
-                field == "minimumVersion"
-                ? (event.kind == .policyReplaced && event.platform == rule.platform)
-                : (event.release.map { $0.platform == rule.platform && $0.version == version } ?? false)
-            return target ? RuleOverride.Write(at: item.at, actor: event.actor, fields: Set(event.changes.keys)) : nil
-        }
+        let timeline = try await timeline(&context)
+        let writes =
+            field == "minimumVersion"
+            ? timeline.compactMap { item -> RuleOverride.Write? in
+                guard item.event.kind == .policyReplaced, item.event.platform == rule.platform else { return nil }
+                return RuleOverride.Write(at: item.at, actor: item.event.actor, fields: Set(item.event.changes.keys))
+            }
+            : Self.writes(to: version, of: rule.platform, in: timeline) { $0.actor }
         if let person = RuleOverride.overriding(rule, field: field, writes: writes) {
             let text = "\(summary); \(person.actor) changed \(field) at \(Timestamp.format(person.at)) after this rule did"
             try await record(entry(.standsAside, action, text), in: &context)
@@ -429,6 +445,17 @@ struct RuleEvaluator: Sendable {
         let state: String
         let summary: String
         let at: String
+    }
+
+    /// The catalog's writes to the release `version` of `platform`, oldest first, each under the actor `actor`
+    /// gives it.
+    static func writes(
+        to version: Version, of platform: Platform, in timeline: [(at: Date, event: CatalogEvent)], actor: (CatalogEvent) -> String
+    ) -> [RuleOverride.Write] {
+        timeline.compactMap { item in
+            guard let written = item.event.release, written.platform == platform, written.version == version else { return nil }
+            return RuleOverride.Write(at: item.at, actor: actor(item.event), fields: Set(item.event.changes.keys))
+        }
     }
 
     private func timeline(_ context: inout AppContext) async throws -> [(at: Date, event: CatalogEvent)] {
