@@ -736,6 +736,16 @@ import UpshiftTestSupport
             #expect(try JSONValue.parse(second.body)["rule"] == "crash-watch")
             try await Task.sleep(for: .seconds(1))
             #expect(receiver.received.count == 2, "once per rule and release")
+
+            // A guarded rule's test rejects too (a dry run), and says so with its e-value.
+            let guarded = try await server.send(
+                .PUT, "/v1/apps/expenses/rules/ios/crash-sentinel", key: harness.adminKey,
+                json: ["kind": "halt_on_health", "mode": "guarded", "state": "dry-run"], headers: [("If-Match", "\"0\"")])
+            #expect(guarded.status == 200, "\(guarded.text)")
+            try await RuleEndpointTests.evaluate(server, harness)
+            let third = try JSONValue.parse(try await receiver.waitFor(3)[2].body)
+            #expect(third["rule"] == "crash-sentinel" && third["state"] == "dry-run", "\(third)")
+            #expect(third["summary"]?.stringValue?.contains("e-value") == true, "\(third)")
             let release = try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: harness.adminKey)
             #expect(try release.value()["rolloutPaused"] == .bool(false), "no rule here is live")
         }
