@@ -60,10 +60,16 @@ import UpshiftTestSupport
         }
     }
 
-    /// Retention is off unless `UPSHIFT_RETENTION_MONTHS` is set, and then needs an absolute export folder.
+    /// Retention is off unless `UPSHIFT_RETENTION_MONTHS` is set, and then needs an absolute export folder;
+    /// the folder alone (where erasures rewrite archives) must be absolute too.
     @Test func retentionNeedsAnAbsoluteExportFolder() throws {
         var environment = Self.base
         #expect(try AppConfiguration.fromEnvironment(environment).retention == nil)
+        environment["UPSHIFT_EXPORT_DIR"] = "archives"
+        #expect { try AppConfiguration.fromEnvironment(environment) } throws: { "\($0)".contains("UPSHIFT_EXPORT_DIR") }
+        environment["UPSHIFT_EXPORT_DIR"] = "/srv/archives"
+        let alone = try AppConfiguration.fromEnvironment(environment)
+        #expect(alone.retention == nil && alone.exportDirectory?.path == "/srv/archives")
         environment["UPSHIFT_RETENTION_MONTHS"] = "3"
         for folder in [nil, "", "archives"] {
             environment["UPSHIFT_EXPORT_DIR"] = folder

@@ -202,8 +202,9 @@ import UpshiftTestSupport
         try await harness.expectRebuildEqualsActiveTables(backfill: false)
     }
 
-    /// An archive of a closed month in `UPSHIFT_EXPORT_DIR` that holds the install's events is rewritten
-    /// without them, with a new checksum (`sha256sum -c` accepts it) and count; the system's gzip reads it.
+    /// An archive of a closed month in `UPSHIFT_EXPORT_DIR` (written by `upshift log export --month`, retention
+    /// off) that holds the install's events is rewritten without them, with a new checksum (`sha256sum -c`
+    /// accepts it) and count; the system's gzip reads it.
     @Test func anArchiveThatHoldsAnErasedInstallIsRewrittenWithoutIt() async throws {
         let harness = try await Harness.make(now: Self.start)
         let (erased, kept) = (UUID(), UUID())
@@ -229,7 +230,7 @@ import UpshiftTestSupport
         #expect(try await Self.rows(of: folder.appendingPathComponent(name)).count == 6)
         var configuration = harness.configuration()
         configuration.projections.erasurePass = .milliseconds(200)
-        configuration.retention = RetentionSettings(months: 12, directory: folder)
+        configuration.exportDirectory = folder  // UPSHIFT_EXPORT_DIR, retention off
         try await harness.run(configuration) { server in
             let requested = try await server.send(.DELETE, "/v1/apps/expenses/installs/\(erased)", key: harness.adminKey)
             _ = try await Self.waitUntilDone(try #require(try requested.json()["id"] as? String), server: server, harness: harness)

@@ -212,7 +212,7 @@ func serviceList(_ parts: ApplicationComponents) -> [any Service] {
         services.append(
             ErasureWorker(
                 store: ErasureStore(pool: projections, logger: parts.logger), settings: configuration.projections,
-                database: configuration.database, readiness: parts.readiness, archives: configuration.retention?.directory,
+                database: configuration.database, readiness: parts.readiness, archives: configuration.exportDirectory ?? configuration.retention?.directory,
                 clock: configuration.clock,
                 metrics: parts.metrics, logger: parts.logger))
         // Webhooks: one instance at a time delivers them.

@@ -50,6 +50,9 @@ public struct AppConfiguration: Sendable {
     public var storeLookup = AppStoreImporter.Settings()
     /// Retention of the event log (`UPSHIFT_RETENTION_MONTHS`); nil: the log keeps everything.
     public var retention: RetentionSettings?
+    /// `UPSHIFT_EXPORT_DIR`: where the archives of closed months are (retention's, and by default
+    /// `upshift log export --month`'s); an erasure rewrites those that hold the install.
+    public var exportDirectory: URL?
     /// Where and how webhooks are delivered (`UPSHIFT_WEBHOOK_*`).
     public var webhooks = WebhookSettings()
 
@@ -201,17 +204,23 @@ public struct AppConfiguration: Sendable {
             sync.importer = configuration.storeLookup
             configuration.storeSync = sync
         }
+        if let folder = try read.text("UPSHIFT_EXPORT_DIR") {
+            guard folder.hasPrefix("/") else {
+                throw ConfigurationError.invalid("UPSHIFT_EXPORT_DIR", folder, expected: "an absolute path")
+            }
+            configuration.exportDirectory = URL(fileURLWithPath: folder, isDirectory: true)
+        }
         if let months = try read.integer("UPSHIFT_RETENTION_MONTHS", in: 0...1_200) {
             guard months >= RetentionSettings.minimumMonths else {
                 throw ConfigurationError.invalid(
                     "UPSHIFT_RETENTION_MONTHS", String(months),
                     expected: "at least \(RetentionSettings.minimumMonths): events up to 30 days old are still accepted")
             }
-            guard let folder = try read.text("UPSHIFT_EXPORT_DIR"), folder.hasPrefix("/") else {
+            guard let folder = configuration.exportDirectory else {
                 throw ConfigurationError(
                     description: "UPSHIFT_RETENTION_MONTHS needs UPSHIFT_EXPORT_DIR: an absolute path to the folder each month is archived in before it is dropped")
             }
-            var retention = RetentionSettings(months: months, directory: URL(fileURLWithPath: folder, isDirectory: true))
+            var retention = RetentionSettings(months: months, directory: folder)
             if let seconds = try read.decimal("UPSHIFT_RETENTION_INTERVAL", in: 1...86_400) {
                 retention.interval = .milliseconds(Int64((seconds * 1000).rounded()))
             }

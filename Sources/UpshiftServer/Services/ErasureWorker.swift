@@ -23,8 +23,8 @@ struct ErasureWorker: Service {
     let settings: ProjectionSettings
     let database: DatabaseSettings
     let readiness: Readiness
-    /// Where retention writes its archives (`UPSHIFT_EXPORT_DIR`): those that hold an erased install are
-    /// rewritten without it.
+    /// Where the archives of closed months are (`UPSHIFT_EXPORT_DIR`, retention's or `log export --month`'s):
+    /// those that hold an erased install are rewritten without it.
     let archives: URL?
     let clock: any WallClock
     let metrics: any MetricsFactory
