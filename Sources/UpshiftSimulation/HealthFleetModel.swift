@@ -207,29 +207,33 @@ extension HealthFleetModel {
     public func ceiling(belowShare share: Double, rate: Double, badFactor: Double, alpha: Double) -> Ceiling {
         let day = (candidateShare.firstIndex { $0 >= share } ?? candidateShare.count) - 1
         let n = day < 0 ? 0 : candidateOpenings[...day].reduce(0, +)
-        let bad = rate * badFactor
-        let k = (0...n + 1).first { Self.binomialTail(atLeast: $0, of: n, chance: rate) <= alpha }!
+        let (healthy, bad) = (Self.binomialTails(of: n, chance: rate), Self.binomialTails(of: n, chance: rate * badFactor))
+        let k = healthy.firstIndex { $0 <= alpha }!  // healthy[n + 1] is 0
         guard k > 0 else { return Ceiling(day: day, openings: n, critical: 0, power: 1) }
-        let boundary = Self.binomialTail(atLeast: k - 1, of: n, chance: rate) - Self.binomialTail(atLeast: k, of: n, chance: rate)
-        let gamma = boundary > 0 ? (alpha - Self.binomialTail(atLeast: k, of: n, chance: rate)) / boundary : 0
-        let power =
-            Self.binomialTail(atLeast: k, of: n, chance: bad)
-            + gamma * (Self.binomialTail(atLeast: k - 1, of: n, chance: bad) - Self.binomialTail(atLeast: k, of: n, chance: bad))
-        return Ceiling(day: day, openings: n, critical: k, power: power)
+        // At X = k − 1 it halts with the chance γ that brings its false-halt rate to `alpha`.
+        let gamma = (alpha - healthy[k]) / (healthy[k - 1] - healthy[k])
+        return Ceiling(day: day, openings: n, critical: k, power: bad[k] + gamma * (bad[k - 1] - bad[k]))
     }
 
     /// P(X ≥ k) for X binomial with `n` trials of chance `p`.
     public static func binomialTail(atLeast k: Int, of n: Int, chance p: Double) -> Double {
-        guard k > 0 else { return 1 }
-        guard k <= n else { return 0 }
+        binomialTails(of: n, chance: p)[min(max(k, 0), n + 1)]
+    }
+
+    /// P(X ≥ k) for k = 0 … n + 1, X binomial with `n` trials of chance `p`.
+    static func binomialTails(of n: Int, chance p: Double) -> [Double] {
         let logP = log(p), logQ = log1p(-p)
         var logChance = Double(n) * logQ  // of x exits, from x = 0 on
-        var tail = 0.0
+        var chances: [Double] = []
         for x in 0...n {
-            if x >= k { tail += exp(logChance) }
+            chances.append(exp(logChance))
             logChance += log(Double(n - x)) - log(Double(x + 1)) + logP - logQ
         }
-        return min(tail, 1)
+        // Summed from the top, so that small tails keep their precision.
+        var tails = [Double](repeating: 0, count: n + 2)
+        for x in stride(from: n, through: 1, by: -1) { tails[x] = min(1, tails[x + 1] + chances[x]) }
+        tails[0] = 1
+        return tails
     }
 }
 

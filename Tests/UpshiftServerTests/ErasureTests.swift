@@ -247,22 +247,28 @@ import UpshiftTestSupport
         try await harness.expectRebuildEqualsActiveTables(backfill: true, requireRows: false)
     }
 
-    /// The lines of a gzipped file as the system's `gzip -dc` reads them, on a thread of its own.
+    /// The lines of a gzipped file as the system's `gzip -dc` reads them.
     static func rows(of file: URL) async throws -> [String] {
+        try await output(of: ["gzip", "-dc", file.path]).split(separator: "\n").map(String.init)
+    }
+
+    /// What a system command prints, run on a thread of its own (a process waited for on the concurrency
+    /// pool's few threads would hold back every server of the run); a command that fails is an error.
+    static func output(of arguments: [String]) async throws -> String {
         try await withCheckedThrowingContinuation { continuation in
             Thread {
                 continuation.resume(
                     with: Result {
-                        let gzip = Process()
-                        gzip.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                        gzip.arguments = ["gzip", "-dc", file.path]
+                        let process = Process()
+                        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                        process.arguments = arguments
                         let output = Pipe()
-                        gzip.standardOutput = output
-                        try gzip.run()
+                        process.standardOutput = output
+                        try process.run()
                         let data = output.fileHandleForReading.readDataToEndOfFile()
-                        gzip.waitUntilExit()
-                        guard gzip.terminationStatus == 0 else { throw HarnessError("gzip -dc \(file.path) failed") }
-                        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+                        process.waitUntilExit()
+                        guard process.terminationStatus == 0 else { throw HarnessError("\(arguments.joined(separator: " ")) failed") }
+                        return String(decoding: data, as: UTF8.self)
                     })
             }.start()
         }
@@ -330,23 +336,15 @@ import UpshiftTestSupport
         let sha = try #require(body["installSha256"] as? String)
         #expect(sha.count == 64)
         if let install {
-            #expect(sha == (try Self.sha256sum(install.lowercased())))
+            #expect(sha == (try await Self.sha256sum(install.lowercased())))
         }
         #expect(Set(body.keys).isSubset(of: ["id", "status", "installSha256", "requestedAt", "erasedAt", "events", "doneAt"]))
         return body
     }
 
     /// The hex SHA-256 of `text` as the system's `sha256sum` gives it.
-    static func sha256sum(_ text: String) throws -> String {
-        let process = Process()
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "printf %s \"$0\" | sha256sum", text]
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: " ").first.map(String.init) ?? ""
+    static func sha256sum(_ text: String) async throws -> String {
+        try await output(of: ["sh", "-c", "printf %s \"$0\" | sha256sum", text]).split(separator: " ").first.map(String.init) ?? ""
     }
 
     /// Active installs summed over every day of the active adoption generation.

@@ -137,6 +137,24 @@ import UpshiftWire
         #expect(reply.status == 201, "\(reply.text)")
     }
 
+    /// 2.0 on an hourly schedule, 40 % of its 50 prompted installs skipping it, a dry-run prompt rule at 30 %
+    /// and a live advance rule (both revision 1); an hour on, the evaluations hold its second step.
+    static func holdTheSecondStep(_ server: Server, _ harness: Harness) async throws {
+        try await release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
+        try await releaseOnAnHourlySchedule(server, harness)
+        try await prompted(server, harness, installs: 50, skipping: 20)
+        try await harness.waitForProjections()
+        let skips: JSONValue = ["kind": "halt_on_prompts", "skipRate": 0.3, "minimumInstalls": 50, "state": "dry-run"]
+        for (id, body) in [("skips", skips), ("advance", ["kind": "advance", "state": "live"] as JSONValue)] {
+            let reply = try await server.send(
+                .PUT, "/v1/apps/expenses/rules/ios/\(id)", key: harness.adminKey, json: body, headers: [("If-Match", "\"0\"")])
+            #expect(reply.status == 200, "\(reply.text)")
+        }
+        try await harness.waitForProjections()
+        harness.clock.advance(by: 3_600)
+        try await evaluate(server, harness)
+    }
+
     /// Two evaluations of the rules, the second begun after everything before this call.
     static func evaluate(_ server: Server, _ harness: Harness) async throws {
         for _ in 0..<2 {
@@ -519,21 +537,10 @@ import UpshiftWire
         let harness = try await Harness.make(now: Self.start)
         try await harness.run(Self.configuration(harness)) { server in
             let key = harness.adminKey
-            try await Self.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
-            try await Self.releaseOnAnHourlySchedule(server, harness)
-            try await Self.prompted(server, harness, installs: 50, skipping: 20)
-            try await harness.waitForProjections()
-            let skips: JSONValue = ["kind": "halt_on_prompts", "skipRate": 0.3, "minimumInstalls": 50, "state": "dry-run"]
-            for (id, body) in [("skips", skips), ("advance", ["kind": "advance", "state": "live"] as JSONValue)] {
-                let reply = try await server.send(.PUT, "/v1/apps/expenses/rules/ios/\(id)", key: key, json: body, headers: [("If-Match", "\"0\"")])
-                #expect(reply.status == 200, "\(reply.text)")
-            }
-            try await harness.waitForProjections()
+            try await Self.holdTheSecondStep(server, harness)
             func release() async throws -> JSONValue {
                 try await server.send(.GET, "/v1/apps/expenses/releases/ios/2.0", key: key).value()
             }
-            harness.clock.advance(by: 3_600)
-            try await Self.evaluate(server, harness)
             #expect(try await release()["rolloutSchedule"]?["state"] == .string("held"))
 
             let revision = try #require(try await release()["revision"]?.intValue)

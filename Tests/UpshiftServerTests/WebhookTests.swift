@@ -248,21 +248,7 @@ import UpshiftTestSupport
     @Test func aStepAnAdvanceRuleHoldsReachesItsSubscriber() async throws {
         let harness = try await Harness.make(now: RuleEndpointTests.start)
         try await Self.withRules(harness, subscribedTo: ["schedule.step"]) { server, receiver in
-            try await RuleEndpointTests.release(server, harness, ("1.0", "2026-04-01T00:00:00Z"))
-            try await RuleEndpointTests.releaseOnAnHourlySchedule(server, harness)
-            try await RuleEndpointTests.prompted(server, harness, installs: 50, skipping: 20)
-            try await harness.waitForProjections()
-            for (id, body) in [
-                ("skips", ["kind": "halt_on_prompts", "skipRate": 0.3, "minimumInstalls": 50, "state": "dry-run"] as JSONValue),
-                ("advance", ["kind": "advance", "state": "live"]),
-            ] {
-                let reply = try await server.send(
-                    .PUT, "/v1/apps/expenses/rules/ios/\(id)", key: harness.adminKey, json: body, headers: [("If-Match", "\"0\"")])
-                #expect(reply.status == 200, "\(reply.text)")
-            }
-            try await harness.waitForProjections()
-            harness.clock.advance(by: 3_600)
-            try await RuleEndpointTests.evaluate(server, harness)
+            try await RuleEndpointTests.holdTheSecondStep(server, harness)
             try await Waits.until("the held step told", timeout: .seconds(120)) {
                 receiver.received.contains { (try? JSONValue.parse($0.body)["entry"]?["schedule"]?["held"]) != nil }
             }
